@@ -1,0 +1,315 @@
+//! Command-line interface: argument parsing and the small commands that
+//! print things (`ls`, `cat`, `log`, `verify`); `import` and `mount` hand off
+//! to their modules.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use packfs::dataset::Dataset;
+use packfs::import::{import, ImportOptions};
+use packfs::mount::MountOptions;
+use packfs::reader::ItemReader;
+use packfs::tree::{NodeKind, Tree};
+
+/// Mount packed datasets in object storage as ordinary files.
+///
+/// A dataset lives in a local directory (the default) or under an object
+/// store URL (s3://bucket/prefix, gs://…, az://…). Its files are packed
+/// many-to-an-object; packfs serves them as /<timeline>/<modality>/<name>.
+#[derive(Parser, Debug)]
+#[command(name = "packfs", version, propagate_version = true)]
+pub struct Cli {
+    /// More log output (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Pack a directory tree into a dataset and commit it.
+    ///
+    /// SRC is laid out as SRC/<timeline>/<modality>/<path…> (or, with
+    /// --timeline, SRC/<modality>/<path…>). Small files are concatenated
+    /// into packs; large files are split into chunks. Items are added to
+    /// their modality; an item with an existing name replaces it.
+    Import(ImportArgs),
+    /// Mount a dataset read-only (returns once mounted; see --foreground).
+    ///
+    /// Unmount with `umount MOUNTPOINT` or `fusermount3 -u MOUNTPOINT`.
+    Mount(MountArgs),
+    /// List a directory of the dataset (or show one file).
+    Ls {
+        #[command(flatten)]
+        at: DatasetAt,
+        /// Path inside the dataset, e.g. train/image.
+        #[arg(default_value = "/")]
+        path: String,
+        /// Show size and media type.
+        #[arg(short, long)]
+        long: bool,
+    },
+    /// Write a file of the dataset to stdout.
+    Cat {
+        #[command(flatten)]
+        at: DatasetAt,
+        /// Path inside the dataset, e.g. train/image/cat/001.jpg.
+        path: String,
+    },
+    /// Show the Manifest history of a ref, newest first.
+    Log {
+        #[command(flatten)]
+        at: DatasetAt,
+        /// Show at most this many Manifests.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        max_count: usize,
+    },
+    /// Check every object and invariant of a ref; exit 1 on any problem.
+    Verify {
+        #[command(flatten)]
+        at: DatasetAt,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct DatasetAt {
+    /// Dataset location: a directory, file://, s3://, gs://, az:// or memory:// URL.
+    pub dataset: String,
+    /// Ref (branch) to read.
+    #[arg(long = "ref", default_value = "main")]
+    pub ref_name: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// Source directory.
+    pub src: PathBuf,
+    /// Dataset location (created if it is a missing local directory).
+    pub dataset: String,
+    /// Import SRC/<modality>/… under this timeline.
+    #[arg(long)]
+    pub timeline: Option<String>,
+    /// Most items per pack.
+    #[arg(long, default_value_t = ImportOptions::default().pack_items)]
+    pub pack_items: usize,
+    /// Most bytes per pack (e.g. 64MiB).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub pack_bytes: u64,
+    /// Files larger than this are split into chunks of this size.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub chunk_bytes: u64,
+    /// Ref to commit to.
+    #[arg(long = "ref", default_value = "main")]
+    pub ref_name: String,
+    /// Uploads in flight at once.
+    #[arg(long, default_value_t = ImportOptions::default().concurrency)]
+    pub concurrency: usize,
+    /// Never draw a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// Dataset location.
+    pub dataset: String,
+    /// Existing empty directory to mount on.
+    pub mountpoint: PathBuf,
+    /// Ref (branch) to mount.
+    #[arg(long = "ref", default_value = "main")]
+    pub ref_name: String,
+    /// Stay in the foreground; unmount cleanly on SIGINT/SIGTERM.
+    #[arg(short, long)]
+    pub foreground: bool,
+    /// Threads reading FUSE requests.
+    #[arg(long, default_value_t = MountOptions::default().threads)]
+    pub threads: usize,
+    /// Let other users access the mount (enables kernel permission checks;
+    /// non-root users need user_allow_other in /etc/fuse.conf).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Log file of the daemonized mount (default: logs are discarded).
+    #[arg(long)]
+    pub log_file: Option<PathBuf>,
+}
+
+impl MountArgs {
+    pub fn options(&self) -> MountOptions {
+        MountOptions {
+            ref_name: self.ref_name.clone(),
+            foreground: self.foreground,
+            threads: self.threads,
+            allow_other: self.allow_other,
+            log_file: self.log_file.clone(),
+        }
+    }
+}
+
+/// Parses `1024`, `64KiB`, `64MiB`, `1GiB` (also `K`/`M`/`G`, `KB`/`MB`/`GB`
+/// as powers of 1024: these are buffer sizes, not disk marketing).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size like 64MiB"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => return Err(format!("unknown size unit {other:?} (use KiB, MiB, GiB)")),
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+pub async fn run_import(args: ImportArgs) -> CliResult {
+    let dataset = Dataset::open(&args.dataset, true)?;
+    let options = ImportOptions {
+        timeline: args.timeline,
+        pack_items: args.pack_items,
+        pack_bytes: args.pack_bytes,
+        chunk_bytes: args.chunk_bytes,
+        ref_name: args.ref_name,
+        concurrency: args.concurrency,
+        progress: !args.no_progress,
+        ..ImportOptions::default()
+    };
+    let report = import(&dataset, &args.src, &options).await?;
+    let outcome = match report.manifest {
+        Some(id) => format!("committed manifest {} to ref {}", id, options.ref_name),
+        None => format!(
+            "ref {} already holds exactly this; nothing committed",
+            options.ref_name
+        ),
+    };
+    eprintln!(
+        "imported {} files ({} bytes): {} objects written, {} already present; {outcome}",
+        report.items, report.bytes, report.objects_written, report.objects_reused
+    );
+    Ok(())
+}
+
+async fn load_tree(at: &DatasetAt) -> Result<(Dataset, Tree), Box<dyn std::error::Error>> {
+    let dataset = Dataset::open(&at.dataset, false)?;
+    let snapshot = dataset.snapshot(&at.ref_name).await?;
+    Ok((dataset, Tree::build(snapshot)?))
+}
+
+pub async fn run_ls(at: DatasetAt, path: String, long: bool) -> CliResult {
+    let (_, tree) = load_tree(&at).await?;
+    let node = tree.resolve(&path)?;
+    let mut out = std::io::stdout().lock();
+    let mut show = |id| {
+        let n = tree.node(id).expect("resolved node exists");
+        match (&n.kind, long) {
+            (NodeKind::Dir(_), false) => writeln!(out, "{}/", n.name),
+            (NodeKind::Dir(_), true) => {
+                writeln!(out, "{:>14}  {:<26}  {}/", "-", "directory", n.name)
+            }
+            (NodeKind::File(_), false) => writeln!(out, "{}", n.name),
+            (NodeKind::File(i), true) => {
+                let item = tree.item(*i);
+                writeln!(
+                    out,
+                    "{:>14}  {:<26}  {}",
+                    item.size, item.media_type, n.name
+                )
+            }
+        }
+    };
+    match &tree.node(node).expect("resolved node exists").kind {
+        NodeKind::Dir(children) => children.iter().try_for_each(|c| show(*c))?,
+        NodeKind::File(_) => show(node)?,
+    }
+    Ok(())
+}
+
+pub async fn run_cat(at: DatasetAt, path: String) -> CliResult {
+    const STEP: u64 = 8 << 20;
+    let (dataset, tree) = load_tree(&at).await?;
+    let item = tree.resolve_file(&path)?;
+    let reader = ItemReader::new(dataset.store().clone());
+    let mut out = std::io::stdout().lock();
+    let mut offset = 0;
+    while offset < item.size {
+        let bytes = reader.read(item, offset, STEP).await?;
+        match out.write_all(&bytes) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            r => r?,
+        }
+        offset += bytes.len() as u64;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+pub async fn run_log(at: DatasetAt, max_count: usize) -> CliResult {
+    let dataset = Dataset::open(&at.dataset, false)?;
+    let mut out = std::io::stdout().lock();
+    for (id, m) in dataset.history(&at.ref_name, max_count).await? {
+        let date = chrono::DateTime::from_timestamp_nanos(m.ts_unix_ns as i64);
+        writeln!(out, "manifest {id}")?;
+        if m.parents.len() > 1 {
+            let parents: Vec<String> = m.parents.iter().map(|p| p.short()).collect();
+            writeln!(out, "Merge:   {}", parents.join(" "))?;
+        }
+        writeln!(out, "Date:    {}", date.format("%Y-%m-%d %H:%M:%S%.3f UTC"))?;
+        writeln!(out, "Writer:  {}", m.writer)?;
+        for t in &m.tracks {
+            writeln!(
+                out,
+                "Track:   {}/{} {}",
+                t.timeline,
+                t.modality,
+                t.track.short()
+            )?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// Returns whether the dataset passed.
+pub async fn run_verify(at: DatasetAt) -> Result<bool, Box<dyn std::error::Error>> {
+    let dataset = Dataset::open(&at.dataset, false)?;
+    let report = packfs::verify::verify(&dataset, &at.ref_name).await?;
+    for p in &report.problems {
+        println!("FAIL {p}");
+    }
+    let manifest = report.manifest.map(|m| m.to_hex()).unwrap_or_default();
+    if report.problems.is_empty() {
+        println!(
+            "OK ref {} manifest {manifest}: {} items, {} objects, {} bytes verified",
+            at.ref_name, report.items, report.objects, report.bytes
+        );
+    } else {
+        println!(
+            "{} problems in ref {} manifest {manifest}",
+            report.problems.len(),
+            at.ref_name
+        );
+    }
+    Ok(report.problems.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1024").unwrap(), 1024);
+        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
+        assert_eq!(parse_size("2g").unwrap(), 2 << 30);
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("MiB").is_err());
+    }
+}

@@ -1,0 +1,292 @@
+//! Datasets: refs → Manifests → Tracks → items, and the commit that moves a
+//! ref to a new Manifest.
+//!
+//! The durability rule of the whole project lives in [`Dataset::commit`]:
+//! data objects (packs, chunks, ItemManifests) are written by the caller
+//! first, then Track objects, then the Manifest, and only then does the ref
+//! move. A crash at any point leaves the ref at a complete Manifest.
+
+mod snapshot;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use thiserror::Error;
+
+use crate::format::{
+    FormatError, ItemManifest, Manifest, ObjectId, Track, TrackEntry, TRACK_KIND_FRAGMENT,
+};
+use crate::store::{Store, StoreError};
+pub use snapshot::{ChunkRef, Item, ItemSource, Snapshot, SnapshotTrack};
+
+/// How many metadata objects are fetched at once when loading a snapshot.
+const METADATA_CONCURRENCY: usize = 32;
+
+/// Errors of the dataset layer.
+#[derive(Debug, Error)]
+pub enum DatasetError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("ref {name:?} does not exist in dataset {location} (create it with `packfs import`)")]
+    RefNotFound { name: String, location: String },
+    #[error("{referrer} names {what} {id}, but object {path} does not exist")]
+    Missing {
+        referrer: String,
+        what: &'static str,
+        id: ObjectId,
+        path: String,
+    },
+    #[error("{what} {path} is corrupt: its content hashes to {actual}, not to its name")]
+    HashMismatch {
+        what: &'static str,
+        path: String,
+        actual: ObjectId,
+    },
+    #[error("{path}: ItemManifest chunks add up to {actual} bytes but the entry says {expected}")]
+    ChunkedSize {
+        path: String,
+        expected: u64,
+        actual: u64,
+    },
+    #[error(
+        "manifest {id} is not a fragment dataset: track {timeline}/{modality} has kind {kind:?}"
+    )]
+    UnsupportedTrackKind {
+        id: ObjectId,
+        timeline: String,
+        modality: String,
+        kind: String,
+    },
+}
+
+/// A Track to include in a new Manifest: unchanged from the parent, or new.
+pub enum TrackContent {
+    Existing(ObjectId),
+    New(Track),
+}
+
+/// One (timeline, modality) of a Manifest being committed.
+pub struct TrackUpdate {
+    pub timeline: String,
+    pub modality: String,
+    pub content: TrackContent,
+}
+
+/// A dataset on a store.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    store: Store,
+}
+
+impl Dataset {
+    /// Opens the dataset at `location` (see [`Store::open`]).
+    pub fn open(location: &str, create: bool) -> Result<Self, DatasetError> {
+        Ok(Dataset {
+            store: Store::open(location, create)?,
+        })
+    }
+
+    pub fn from_store(store: Store) -> Self {
+        Dataset { store }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The Manifest `ref_name` points at; an error if the ref does not exist.
+    pub async fn resolve(&self, ref_name: &str) -> Result<ObjectId, DatasetError> {
+        self.store
+            .read_ref(ref_name)
+            .await?
+            .ok_or_else(|| DatasetError::RefNotFound {
+                name: ref_name.to_string(),
+                location: self.store.location().to_string(),
+            })
+    }
+
+    /// Fetches an object that `referrer` names, turning "not found" into an
+    /// error that says who pointed at it.
+    async fn fetch(
+        &self,
+        path: &Path,
+        what: &'static str,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<Bytes, DatasetError> {
+        self.store.get(path).await.map_err(|e| match e {
+            StoreError::NotFound { path } => DatasetError::Missing {
+                referrer: referrer.to_string(),
+                what,
+                id: *id,
+                path,
+            },
+            e => e.into(),
+        })
+    }
+
+    pub async fn manifest(&self, id: &ObjectId, referrer: &str) -> Result<Manifest, DatasetError> {
+        let path = self.store.layout().manifest(id);
+        let bytes = self.fetch(&path, "manifest", id, referrer).await?;
+        Ok(Manifest::decode(&bytes, &format!("manifest {path}"))?)
+    }
+
+    pub async fn track(&self, id: &ObjectId, referrer: &str) -> Result<Track, DatasetError> {
+        let path = self.store.layout().track(id);
+        let bytes = self.fetch(&path, "track", id, referrer).await?;
+        let what = format!("track {path}");
+        Ok(
+            tokio::task::spawn_blocking(move || Track::decode(&bytes, &what))
+                .await
+                .expect("track decode panicked")?,
+        )
+    }
+
+    pub async fn item_manifest(
+        &self,
+        timeline: &str,
+        modality: &str,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<ItemManifest, DatasetError> {
+        let path = self.store.layout().data_object(timeline, modality, id);
+        let bytes = self.fetch(&path, "ItemManifest", id, referrer).await?;
+        Ok(ItemManifest::decode(
+            &bytes,
+            &format!("ItemManifest {path}"),
+        )?)
+    }
+
+    /// Loads the Manifest `ref_name` points at, all its Tracks and the
+    /// ItemManifests of chunked items: everything a mount needs, so opening
+    /// and reading files costs no further metadata round trip.
+    pub async fn snapshot(&self, ref_name: &str) -> Result<Snapshot, DatasetError> {
+        let id = self.resolve(ref_name).await?;
+        self.snapshot_at(id, &format!("ref {ref_name:?}")).await
+    }
+
+    /// Like [`Dataset::snapshot`], for a given Manifest.
+    pub async fn snapshot_at(
+        &self,
+        id: ObjectId,
+        referrer: &str,
+    ) -> Result<Snapshot, DatasetError> {
+        let manifest = self.manifest(&id, referrer).await?;
+        if let Some(t) = manifest
+            .tracks
+            .iter()
+            .find(|t| t.kind != TRACK_KIND_FRAGMENT)
+        {
+            return Err(DatasetError::UnsupportedTrackKind {
+                id,
+                timeline: t.timeline.clone(),
+                modality: t.modality.clone(),
+                kind: t.kind.clone(),
+            });
+        }
+        let referrer = format!("manifest {id}");
+        let tracks = futures::stream::iter(&manifest.tracks)
+            .map(|entry| async {
+                let track = self.track(&entry.track, &referrer).await?;
+                SnapshotTrack::load(self, entry, track).await
+            })
+            .buffered(METADATA_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(Snapshot {
+            manifest_id: id,
+            manifest,
+            tracks,
+        })
+    }
+
+    /// Manifests reachable from `ref_name` along first parents, newest first.
+    pub async fn history(
+        &self,
+        ref_name: &str,
+        limit: usize,
+    ) -> Result<Vec<(ObjectId, Manifest)>, DatasetError> {
+        let mut next = Some(self.resolve(ref_name).await?);
+        let mut referrer = format!("ref {ref_name:?}");
+        let mut out = Vec::new();
+        while let Some(id) = next.filter(|_| out.len() < limit) {
+            let manifest = self.manifest(&id, &referrer).await?;
+            next = manifest.parents.first().copied();
+            referrer = format!("manifest {id}");
+            out.push((id, manifest));
+        }
+        Ok(out)
+    }
+
+    /// Stores a Track object (content-addressed) and returns its id.
+    pub async fn put_track(&self, track: &Track) -> Result<ObjectId, DatasetError> {
+        let bytes = Bytes::from(track.encode());
+        let id = ObjectId::of(&bytes);
+        self.store
+            .put_immutable(&self.store.layout().track(&id), bytes)
+            .await?;
+        Ok(id)
+    }
+
+    /// Commits a new Manifest with `tracks` and moves `ref_name` from
+    /// `parent` to it by compare-and-swap.
+    ///
+    /// The caller must already have written every data object the new Tracks
+    /// address. Here the Tracks are written, then the Manifest, then the ref:
+    /// each step only after the previous one is durable, so the ref never
+    /// names anything missing. A concurrent commit makes this fail with
+    /// [`StoreError::RefConflict`] and leaves the ref untouched.
+    pub async fn commit(
+        &self,
+        ref_name: &str,
+        parent: Option<ObjectId>,
+        tracks: Vec<TrackUpdate>,
+        writer: &str,
+    ) -> Result<ObjectId, DatasetError> {
+        let mut entries = Vec::with_capacity(tracks.len());
+        for update in tracks {
+            let track = match update.content {
+                TrackContent::Existing(id) => id,
+                TrackContent::New(track) => self.put_track(&track).await?,
+            };
+            entries.push(TrackEntry {
+                timeline: update.timeline,
+                modality: update.modality,
+                kind: TRACK_KIND_FRAGMENT.to_string(),
+                track,
+            });
+        }
+        entries.sort_by(|a, b| (&a.timeline, &a.modality).cmp(&(&b.timeline, &b.modality)));
+        let mut timelines: Vec<String> = entries.iter().map(|e| e.timeline.clone()).collect();
+        timelines.dedup();
+        let manifest = Manifest {
+            parents: parent.into_iter().collect(),
+            timelines,
+            tracks: entries,
+            ts_unix_ns: now_unix_ns(),
+            writer: writer.to_string(),
+        };
+        let bytes = Bytes::from(manifest.encode());
+        let id = ObjectId::of(&bytes);
+        self.store
+            .put_immutable(&self.store.layout().manifest(&id), bytes)
+            .await?;
+        self.store.update_ref(ref_name, parent, id).await?;
+        Ok(id)
+    }
+}
+
+fn now_unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The `writer` string packfs records in Manifests.
+pub fn writer_string(command: &str) -> String {
+    format!("packfs/{} {command}", env!("CARGO_PKG_VERSION"))
+}

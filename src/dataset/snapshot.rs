@@ -1,0 +1,175 @@
+//! A loaded version of the dataset: every item with its exact size and the
+//! objects and byte ranges that hold its bytes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+
+use super::{Dataset, DatasetError, METADATA_CONCURRENCY};
+use crate::format::{Manifest, ObjectId, Placement, Track, TrackEntry};
+
+/// One chunk object of a chunked item.
+#[derive(Clone, Debug)]
+pub struct ChunkRef {
+    pub object: Arc<Path>,
+    pub size: u64,
+}
+
+/// Where an item's bytes are.
+#[derive(Clone, Debug)]
+pub enum ItemSource {
+    /// The whole object is the item.
+    Whole { object: Arc<Path> },
+    /// `[offset, offset + size)` of a pack whose length must be `pack_len`.
+    Packed {
+        pack: Arc<Path>,
+        offset: u64,
+        pack_len: u64,
+    },
+    /// The concatenation of chunk objects.
+    Chunked { chunks: Arc<[ChunkRef]> },
+}
+
+/// One item of a loaded Track.
+#[derive(Clone, Debug)]
+pub struct Item {
+    /// Path below the modality directory.
+    pub name: String,
+    pub size: u64,
+    pub media_type: Arc<str>,
+    pub source: ItemSource,
+}
+
+/// The items of one (timeline, modality).
+#[derive(Clone, Debug)]
+pub struct SnapshotTrack {
+    pub timeline: String,
+    pub modality: String,
+    pub track_id: ObjectId,
+    pub items: Vec<Item>,
+}
+
+/// A Manifest with all its Tracks loaded.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub manifest_id: ObjectId,
+    pub manifest: Manifest,
+    pub tracks: Vec<SnapshotTrack>,
+}
+
+impl SnapshotTrack {
+    pub(super) async fn load(
+        dataset: &Dataset,
+        entry: &TrackEntry,
+        track: Track,
+    ) -> Result<Self, DatasetError> {
+        let layout = dataset.store().layout();
+        let data_path = |id: &ObjectId| layout.data_object(&entry.timeline, &entry.modality, id);
+        let chunked = load_item_manifests(dataset, entry, &track).await?;
+        // Entries of one pack share one path allocation.
+        let mut paths: HashMap<ObjectId, Arc<Path>> = HashMap::new();
+        let mut path_of = |id: &ObjectId| {
+            paths
+                .entry(*id)
+                .or_insert_with(|| Arc::new(data_path(id)))
+                .clone()
+        };
+        let pack_lens: HashMap<ObjectId, u64> = track
+            .items()
+            .iter()
+            .filter_map(|it| {
+                track
+                    .pack_len(&it.entry.address)
+                    .map(|len| (it.entry.address, len))
+            })
+            .collect();
+        let items = track
+            .into_items()
+            .into_iter()
+            .map(|it| {
+                let e = it.entry;
+                let source = match e.placement {
+                    Placement::Whole => ItemSource::Whole {
+                        object: path_of(&e.address),
+                    },
+                    Placement::Packed { offset } => ItemSource::Packed {
+                        pack: path_of(&e.address),
+                        offset,
+                        pack_len: pack_lens[&e.address],
+                    },
+                    Placement::Chunked => ItemSource::Chunked {
+                        chunks: chunked[&e.address].clone(),
+                    },
+                };
+                Item {
+                    name: it.name,
+                    size: e.byte_size,
+                    media_type: it.media_type,
+                    source,
+                }
+            })
+            .collect();
+        Ok(SnapshotTrack {
+            timeline: entry.timeline.clone(),
+            modality: entry.modality.clone(),
+            track_id: entry.track,
+            items,
+        })
+    }
+}
+
+/// Fetches the ItemManifest of every chunked item, checking that its chunks
+/// add up to the size the entry declares.
+async fn load_item_manifests(
+    dataset: &Dataset,
+    entry: &TrackEntry,
+    track: &Track,
+) -> Result<HashMap<ObjectId, Arc<[ChunkRef]>>, DatasetError> {
+    let layout = dataset.store().layout();
+    let referrer = format!("track {}", layout.track(&entry.track));
+    let mut wanted: Vec<(ObjectId, u64)> = track
+        .items()
+        .iter()
+        .filter(|it| it.entry.placement == Placement::Chunked)
+        .map(|it| (it.entry.address, it.entry.byte_size))
+        .collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    futures::stream::iter(wanted)
+        .map(|(id, expected)| {
+            let referrer = &referrer;
+            async move {
+                let manifest = dataset
+                    .item_manifest(&entry.timeline, &entry.modality, &id, referrer)
+                    .await?;
+                let actual = manifest.total_size();
+                if actual != expected {
+                    return Err(DatasetError::ChunkedSize {
+                        path: layout
+                            .data_object(&entry.timeline, &entry.modality, &id)
+                            .to_string(),
+                        expected,
+                        actual,
+                    });
+                }
+                let chunks = manifest
+                    .chunks
+                    .iter()
+                    .map(|c| ChunkRef {
+                        object: Arc::new(layout.data_object(
+                            &entry.timeline,
+                            &entry.modality,
+                            &c.address,
+                        )),
+                        size: c.size,
+                    })
+                    .collect();
+                Ok((id, chunks))
+            }
+        })
+        .buffer_unordered(METADATA_CONCURRENCY)
+        .try_collect()
+        .await
+}

@@ -1,0 +1,23 @@
+//! On-store format: pure CBOR codecs and validation, no I/O.
+//!
+//! Every type here encodes to and decodes from bytes; nothing here touches a
+//! store. The byte-level layout is specified in `docs/FORMAT.md`.
+
+mod cbor;
+mod entry;
+mod error;
+mod item_manifest;
+mod manifest;
+mod name;
+mod object_id;
+mod reference;
+mod track;
+
+pub use entry::{FragmentEntry, Placement};
+pub use error::FormatError;
+pub use item_manifest::{Chunk, ItemManifest};
+pub use manifest::{Manifest, TrackEntry};
+pub use name::{validate_item_name, validate_ref_name, validate_segment, RESERVED_PREFIX};
+pub use object_id::ObjectId;
+pub use reference::{decode_ref, encode_ref};
+pub use track::{Track, TrackItem, TRACK_KIND_FRAGMENT};

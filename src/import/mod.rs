@@ -1,0 +1,252 @@
+//! `packfs import`: packs a directory tree into a dataset.
+//!
+//! The source is scanned and checked completely before anything is written,
+//! then data objects are uploaded (see [`pack_writer`]), and finally one
+//! commit writes the Tracks, the Manifest and moves the ref.
+
+mod pack_writer;
+mod scan;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::dataset::{writer_string, Dataset, DatasetError, TrackContent, TrackUpdate};
+use crate::format::{FormatError, ObjectId, Track, TrackItem};
+pub use scan::SourceFile;
+
+/// Settings of an import. `Default` gives the documented defaults.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    /// Import `SRC/<modality>/…` under this timeline instead of reading the
+    /// timeline from the first directory level.
+    pub timeline: Option<String>,
+    /// Most items in one pack.
+    pub pack_items: usize,
+    /// Most bytes in one pack (exceeded only by a single larger item).
+    pub pack_bytes: u64,
+    /// Files larger than this are split into chunks of this size.
+    pub chunk_bytes: u64,
+    /// The ref to commit to.
+    pub ref_name: String,
+    /// Uploads in flight at once.
+    pub concurrency: usize,
+    /// Bytes of file data held in memory by in-flight uploads, at most.
+    pub memory_bytes: u64,
+    /// Draw a progress bar (only ever on a terminal).
+    pub progress: bool,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            timeline: None,
+            pack_items: 1024,
+            pack_bytes: 64 << 20,
+            chunk_bytes: 64 << 20,
+            ref_name: "main".into(),
+            concurrency: 64,
+            memory_bytes: 512 << 20,
+            progress: true,
+        }
+    }
+}
+
+/// What an import did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    pub items: usize,
+    pub bytes: u64,
+    /// Data objects (packs, chunks, ItemManifests) uploaded.
+    pub objects_written: usize,
+    /// Data objects already present (content addressing made them free).
+    pub objects_reused: usize,
+    /// The new Manifest, or `None` when the dataset already held exactly this.
+    pub manifest: Option<ObjectId>,
+}
+
+/// Errors of an import. Source problems name the file.
+#[derive(Debug, Error)]
+pub enum ImportError {
+    #[error("{}", .0.join("\n"))]
+    Source(Vec<String>),
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} changed size while being imported ({expected} bytes when scanned, now {actual}); nothing was committed")]
+    Changed {
+        path: PathBuf,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("invalid option: {0}")]
+    Option(String),
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+}
+
+/// Imports `src` into `dataset` and commits to `options.ref_name`.
+///
+/// Items of an imported (timeline, modality) are added to its Track; an item
+/// with the name of an existing one replaces it. Tracks not touched by the
+/// import are kept as they are.
+pub async fn import(
+    dataset: &Dataset,
+    src: &Path,
+    options: &ImportOptions,
+) -> Result<ImportReport, ImportError> {
+    check_options(options)?;
+    let files = scan::scan(src, options.timeline.as_deref())?;
+    let uploaded = pack_writer::upload(dataset, &files, options).await?;
+
+    let mut groups: BTreeMap<(&str, &str), Vec<TrackItem>> = BTreeMap::new();
+    for (file, entry) in files.iter().zip(uploaded.entries) {
+        groups
+            .entry((&file.timeline, &file.modality))
+            .or_default()
+            .push(TrackItem {
+                name: file.name.clone(),
+                media_type: media_type(&file.name).into(),
+                entry,
+            });
+    }
+
+    let parent = dataset
+        .store()
+        .read_ref(&options.ref_name)
+        .await
+        .map_err(DatasetError::from)?;
+    let base = match parent {
+        Some(id) => Some(
+            dataset
+                .manifest(&id, &format!("ref {:?}", options.ref_name))
+                .await?,
+        ),
+        None => None,
+    };
+    let mut updates: BTreeMap<(String, String), TrackContent> = BTreeMap::new();
+    if let Some(base) = &base {
+        for t in &base.tracks {
+            updates.insert(
+                (t.timeline.clone(), t.modality.clone()),
+                TrackContent::Existing(t.track),
+            );
+        }
+    }
+    let mut changed = base.is_none();
+    for ((timeline, modality), new_items) in groups {
+        let key = (timeline.to_string(), modality.to_string());
+        let existing = match updates.get(&key) {
+            Some(TrackContent::Existing(id)) => Some(*id),
+            _ => None,
+        };
+        let old_items = match existing {
+            Some(id) => dataset
+                .track(&id, "the parent manifest")
+                .await?
+                .into_items(),
+            None => Vec::new(),
+        };
+        let track = merge_items(
+            old_items,
+            new_items,
+            &format!("track {timeline}/{modality}"),
+        )?;
+        let new_id = ObjectId::of(&track.encode());
+        changed |= existing != Some(new_id);
+        updates.insert(key, TrackContent::New(track));
+    }
+
+    let manifest = if changed {
+        let tracks = updates
+            .into_iter()
+            .map(|((timeline, modality), content)| TrackUpdate {
+                timeline,
+                modality,
+                content,
+            })
+            .collect();
+        let writer = writer_string("import");
+        Some(
+            dataset
+                .commit(&options.ref_name, parent, tracks, &writer)
+                .await?,
+        )
+    } else {
+        None
+    };
+    Ok(ImportReport {
+        items: files.len(),
+        bytes: files.iter().map(|f| f.size).sum(),
+        objects_written: uploaded.written,
+        objects_reused: uploaded.reused,
+        manifest,
+    })
+}
+
+fn check_options(o: &ImportOptions) -> Result<(), ImportError> {
+    let fail = |m: &str| Err(ImportError::Option(m.to_string()));
+    if o.pack_items == 0 {
+        return fail("--pack-items must be at least 1");
+    }
+    if o.pack_bytes == 0 || o.chunk_bytes == 0 {
+        return fail("--pack-bytes and --chunk-bytes must be at least 1");
+    }
+    if o.pack_bytes > u64::from(u32::MAX) {
+        return fail("--pack-bytes must be at most 4 GiB - 1 (pack offsets are 32-bit)");
+    }
+    if o.concurrency == 0 || o.memory_bytes == 0 {
+        return fail("concurrency and memory budget must be at least 1");
+    }
+    crate::format::validate_ref_name(&o.ref_name)?;
+    Ok(())
+}
+
+/// The Track after an import: existing items not replaced keep their place
+/// and `t_start`; new items follow in name order, numbered from the end of
+/// the kept ones.
+fn merge_items(old: Vec<TrackItem>, new: Vec<TrackItem>, what: &str) -> Result<Track, FormatError> {
+    let replaced: HashSet<&str> = new.iter().map(|i| i.name.as_str()).collect();
+    let mut items: Vec<TrackItem> = old
+        .into_iter()
+        .filter(|i| !replaced.contains(i.name.as_str()))
+        .collect();
+    let mut next = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
+    for mut item in new {
+        item.entry.t_start = next;
+        item.entry.t_end = next + 1;
+        next += 1;
+        items.push(item);
+    }
+    Track::new(items, what)
+}
+
+/// A media type from the file extension; the bytes are never sniffed.
+pub fn media_type(name: &str) -> &'static str {
+    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("png") => "image/png",
+        Some("webp") => "image/webp",
+        Some("gif") => "image/gif",
+        Some("tif" | "tiff") => "image/tiff",
+        Some("wav") => "audio/wav",
+        Some("flac") => "audio/flac",
+        Some("mp3") => "audio/mpeg",
+        Some("mp4") => "video/mp4",
+        Some("webm") => "video/webm",
+        Some("txt") => "text/plain",
+        Some("json") => "application/json",
+        Some("cbor") => "application/cbor",
+        Some("npy") => "application/x-npy",
+        Some("tar") => "application/x-tar",
+        _ => "application/octet-stream",
+    }
+}

@@ -1,0 +1,329 @@
+//! Groups files into packs and chunks and uploads them: many PUTs in
+//! flight, with the file bytes they hold bounded by a memory budget.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio::sync::Semaphore;
+
+use super::{ImportError, ImportOptions, SourceFile};
+use crate::dataset::Dataset;
+use crate::format::{Chunk, FragmentEntry, ItemManifest, ObjectId, Placement};
+
+/// One upload: a pack of consecutive small files, or one chunk of a large one.
+enum Unit {
+    Pack {
+        files: Vec<usize>,
+        bytes: u64,
+    },
+    Chunk {
+        file: usize,
+        index: usize,
+        range: Range<u64>,
+    },
+}
+
+impl Unit {
+    fn bytes(&self) -> u64 {
+        match self {
+            Unit::Pack { bytes, .. } => *bytes,
+            Unit::Chunk { range, .. } => range.end - range.start,
+        }
+    }
+}
+
+enum Done {
+    Pack {
+        files: Vec<usize>,
+        address: ObjectId,
+        sizes: Vec<u64>,
+    },
+    Chunk {
+        file: usize,
+        index: usize,
+        chunk: Chunk,
+    },
+}
+
+/// The FragmentEntry of every file (parallel to the input; `t_start` and
+/// `t_end` are left for the caller) and what the upload cost.
+pub(super) struct Uploaded {
+    pub entries: Vec<FragmentEntry>,
+    pub written: usize,
+    pub reused: usize,
+}
+
+/// Splits files, which are sorted by (timeline, modality, name), into
+/// upload units: small files of one modality are packed in order, up to
+/// `pack_items` and `pack_bytes`; files over `chunk_bytes` are chunked.
+fn plan(files: &[SourceFile], o: &ImportOptions) -> Vec<Unit> {
+    let mut units = Vec::new();
+    let mut pack: Vec<usize> = Vec::new();
+    let mut pack_bytes = 0u64;
+    let flush = |pack: &mut Vec<usize>, bytes: &mut u64, units: &mut Vec<Unit>| {
+        if !pack.is_empty() {
+            units.push(Unit::Pack {
+                files: std::mem::take(pack),
+                bytes: std::mem::take(bytes),
+            });
+        }
+    };
+    for (i, f) in files.iter().enumerate() {
+        let same_track = pack.first().is_none_or(|&p| {
+            (&files[p].timeline, &files[p].modality) == (&f.timeline, &f.modality)
+        });
+        if !same_track {
+            flush(&mut pack, &mut pack_bytes, &mut units);
+        }
+        if f.size > o.chunk_bytes {
+            let mut start = 0;
+            let mut index = 0;
+            while start < f.size {
+                let end = f.size.min(start + o.chunk_bytes);
+                units.push(Unit::Chunk {
+                    file: i,
+                    index,
+                    range: start..end,
+                });
+                start = end;
+                index += 1;
+            }
+            continue;
+        }
+        if !pack.is_empty() && (pack.len() >= o.pack_items || pack_bytes + f.size > o.pack_bytes) {
+            flush(&mut pack, &mut pack_bytes, &mut units);
+        }
+        pack.push(i);
+        pack_bytes += f.size;
+    }
+    flush(&mut pack, &mut pack_bytes, &mut units);
+    units
+}
+
+pub(super) async fn upload(
+    dataset: &Dataset,
+    files: &[SourceFile],
+    options: &ImportOptions,
+) -> Result<Uploaded, ImportError> {
+    let units = plan(files, options);
+    let total: u64 = files.iter().map(|f| f.size).sum();
+    let progress = if options.progress {
+        let bar = ProgressBar::new(total);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} importing [{bar:30}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta} {msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    // Permits are KiB of file data held in memory by in-flight units.
+    let budget_kib = u32::try_from(options.memory_bytes.div_ceil(1024)).unwrap_or(u32::MAX);
+    let memory = Arc::new(Semaphore::new(budget_kib as usize));
+    let mut written = 0;
+    let mut reused = 0;
+
+    let done: Vec<Done> = futures::stream::iter(units)
+        .map(|unit| {
+            let memory = memory.clone();
+            let progress = &progress;
+            async move {
+                let kib = u32::try_from(unit.bytes().div_ceil(1024))
+                    .unwrap_or(u32::MAX)
+                    .clamp(1, budget_kib);
+                let _permit = memory
+                    .acquire_many(kib)
+                    .await
+                    .expect("semaphore is never closed");
+                let bytes = unit.bytes();
+                let (done, fresh) = upload_unit(dataset, files, unit).await?;
+                progress.inc(bytes);
+                Ok::<_, ImportError>((done, fresh))
+            }
+        })
+        .buffer_unordered(options.concurrency)
+        .map_ok(|(done, fresh)| {
+            if fresh {
+                written += 1;
+            } else {
+                reused += 1;
+            }
+            done
+        })
+        .try_collect()
+        .await?;
+
+    let placeholder = FragmentEntry {
+        t_start: 0,
+        t_end: 0,
+        byte_size: 0,
+        address: ObjectId([0; 32]),
+        placement: Placement::Whole,
+    };
+    let mut entries = vec![placeholder; files.len()];
+    let mut chunked: BTreeMap<usize, BTreeMap<usize, Chunk>> = BTreeMap::new();
+    for d in done {
+        match d {
+            Done::Pack {
+                files: members,
+                address,
+                sizes,
+            } => {
+                let mut offset = 0;
+                for (i, size) in members.into_iter().zip(sizes) {
+                    entries[i] = FragmentEntry {
+                        byte_size: size,
+                        address,
+                        placement: Placement::Packed { offset },
+                        ..entries[i].clone()
+                    };
+                    offset += size;
+                }
+            }
+            Done::Chunk { file, index, chunk } => {
+                chunked.entry(file).or_default().insert(index, chunk);
+            }
+        }
+    }
+    // ItemManifests are data objects too: written before any Track names them.
+    for (file, chunks) in chunked {
+        let manifest = ItemManifest {
+            chunks: chunks.into_values().collect(),
+        };
+        let f = &files[file];
+        let bytes = Bytes::from(manifest.encode());
+        let address = ObjectId::of(&bytes);
+        let path = dataset
+            .store()
+            .layout()
+            .data_object(&f.timeline, &f.modality, &address);
+        if dataset
+            .store()
+            .put_immutable(&path, bytes)
+            .await
+            .map_err(crate::dataset::DatasetError::from)?
+        {
+            written += 1;
+        } else {
+            reused += 1;
+        }
+        entries[file] = FragmentEntry {
+            byte_size: manifest.total_size(),
+            address,
+            placement: Placement::Chunked,
+            ..entries[file].clone()
+        };
+    }
+    progress.finish_and_clear();
+    Ok(Uploaded {
+        entries,
+        written,
+        reused,
+    })
+}
+
+/// Reads a unit's bytes, hashes them and PUTs the object unless present.
+/// Returns whether it was uploaded.
+async fn upload_unit(
+    dataset: &Dataset,
+    files: &[SourceFile],
+    unit: Unit,
+) -> Result<(Done, bool), ImportError> {
+    let first = match &unit {
+        Unit::Pack { files: members, .. } => members[0],
+        Unit::Chunk { file, .. } => *file,
+    };
+    let (timeline, modality) = (&files[first].timeline, &files[first].modality);
+    let sources: Vec<SourceFile> = match &unit {
+        Unit::Pack { files: members, .. } => members.iter().map(|&i| files[i].clone()).collect(),
+        Unit::Chunk { file, .. } => vec![files[*file].clone()],
+    };
+    let range = match &unit {
+        Unit::Chunk { range, .. } => Some(range.clone()),
+        Unit::Pack { .. } => None,
+    };
+    let body = tokio::task::spawn_blocking(move || read_body(&sources, range))
+        .await
+        .expect("file reader panicked")?;
+    let address = ObjectId::of(&body);
+    let size = body.len() as u64;
+    let path = dataset
+        .store()
+        .layout()
+        .data_object(timeline, modality, &address);
+    let fresh = dataset
+        .store()
+        .put_immutable(&path, Bytes::from(body))
+        .await
+        .map_err(crate::dataset::DatasetError::from)?;
+    let done = match unit {
+        Unit::Pack { files: members, .. } => {
+            let sizes = members.iter().map(|&i| files[i].size).collect();
+            Done::Pack {
+                files: members,
+                address,
+                sizes,
+            }
+        }
+        Unit::Chunk { file, index, .. } => Done::Chunk {
+            file,
+            index,
+            chunk: Chunk { address, size },
+        },
+    };
+    Ok((done, fresh))
+}
+
+/// The concatenated bytes of `sources` (a pack), or `range` of the single
+/// source (a chunk). A file whose size changed since the scan is an error.
+fn read_body(sources: &[SourceFile], range: Option<Range<u64>>) -> Result<Vec<u8>, ImportError> {
+    let io = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| ImportError::Io {
+            op: "read",
+            path,
+            source,
+        }
+    };
+    let total = match &range {
+        Some(r) => r.end - r.start,
+        None => sources.iter().map(|s| s.size).sum(),
+    };
+    let mut body = Vec::with_capacity(total as usize);
+    for s in sources {
+        let mut file = File::open(&s.path).map_err(io(&s.path))?;
+        let actual = file.metadata().map_err(io(&s.path))?.len();
+        if actual != s.size {
+            return Err(ImportError::Changed {
+                path: s.path.clone(),
+                expected: s.size,
+                actual,
+            });
+        }
+        let (start, len) = match &range {
+            Some(r) => (r.start, r.end - r.start),
+            None => (0, s.size),
+        };
+        file.seek(SeekFrom::Start(start)).map_err(io(&s.path))?;
+        let before = body.len();
+        file.take(len).read_to_end(&mut body).map_err(io(&s.path))?;
+        let got = (body.len() - before) as u64;
+        if got != len {
+            return Err(ImportError::Changed {
+                path: s.path.clone(),
+                expected: s.size,
+                actual: start + got,
+            });
+        }
+    }
+    Ok(body)
+}

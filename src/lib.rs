@@ -1,0 +1,25 @@
+//! packfs: mount packed datasets in object storage as ordinary files.
+//!
+//! Layers, top to bottom (each uses only those below it):
+//!
+//! - [`mount`] and [`fuse`]: the FUSE session and the thin adapter that turns
+//!   kernel requests into tree lookups and item reads (errno mapping lives
+//!   in `fuse` alone).
+//! - [`tree`]: the `/<timeline>/<modality>/<name…>` namespace of a snapshot.
+//! - [`reader`]: the read seam, item byte ranges → ranged GETs.
+//! - [`import`] and [`verify`]: writing a dataset from a directory tree, and
+//!   checking one.
+//! - [`dataset`]: refs → Manifests → Tracks → items; commits.
+//! - [`format`] (pure CBOR codecs, no I/O) and [`store`] (object_store
+//!   wiring: locations, object paths, refs moved by compare-and-swap).
+
+mod daemon;
+pub mod dataset;
+pub mod format;
+pub mod fuse;
+pub mod import;
+pub mod mount;
+pub mod reader;
+pub mod store;
+pub mod tree;
+pub mod verify;

@@ -1,0 +1,54 @@
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use cli::{Cli, Command};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default_level = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+
+    let result = match cli.command {
+        // Mounting may fork, so it runs before any runtime thread exists.
+        Command::Mount(args) => {
+            packfs::mount::mount(&args.dataset, &args.mountpoint, &args.options())
+                .map(|()| true)
+                .map_err(Into::into)
+        }
+        command => run_async(command),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("packfs: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_async(command: Command) -> Result<bool, Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        match command {
+            Command::Import(args) => cli::run_import(args).await.map(|_| true),
+            Command::Ls { at, path, long } => cli::run_ls(at, path, long).await.map(|_| true),
+            Command::Cat { at, path } => cli::run_cat(at, path).await.map(|_| true),
+            Command::Log { at, max_count } => cli::run_log(at, max_count).await.map(|_| true),
+            Command::Verify { at } => cli::run_verify(at).await,
+            Command::Mount(_) => unreachable!("mount runs outside the runtime"),
+        }
+    })
+}

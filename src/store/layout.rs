@@ -1,0 +1,51 @@
+//! Where each kind of object lives under the dataset prefix
+//! (see `docs/FORMAT.md`, "Object layout").
+
+use object_store::path::Path;
+
+use crate::format::{ObjectId, RESERVED_PREFIX};
+
+/// Fragment Tracks always use time bucket 0 (DreamDB 0022 §4).
+const TIME_BUCKET: &str = "0";
+
+/// Object paths of one dataset.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    root: Path,
+}
+
+impl Layout {
+    pub(crate) fn new(root: Path) -> Self {
+        Layout { root }
+    }
+
+    fn meta(&self, dir: &str, leaf: &str) -> Path {
+        self.root.clone().join(RESERVED_PREFIX).join(dir).join(leaf)
+    }
+
+    /// A pack, single-item fragment, chunk or ItemManifest:
+    /// `<timeline>/<modality>/0/<hash>`.
+    pub fn data_object(&self, timeline: &str, modality: &str, id: &ObjectId) -> Path {
+        self.root
+            .clone()
+            .join(timeline)
+            .join(modality)
+            .join(TIME_BUCKET)
+            .join(id.to_hex())
+    }
+
+    /// `_packfs/manifests/<hash>`
+    pub fn manifest(&self, id: &ObjectId) -> Path {
+        self.meta("manifests", &id.to_hex())
+    }
+
+    /// `_packfs/tracks/<hash>`
+    pub fn track(&self, id: &ObjectId) -> Path {
+        self.meta("tracks", &id.to_hex())
+    }
+
+    /// `_packfs/refs/<name>`
+    pub fn reference(&self, name: &str) -> Path {
+        self.meta("refs", name)
+    }
+}

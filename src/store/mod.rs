@@ -1,0 +1,315 @@
+//! Store access: opening a dataset location, object paths, content-addressed
+//! puts, ranged gets, and refs moved by compare-and-swap.
+//!
+//! Everything above this module sees objects by [`Path`] and errors as
+//! [`StoreError`]; which `object_store` backend sits underneath is decided
+//! here, once, from the dataset location.
+
+mod layout;
+mod refs;
+
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions};
+use thiserror::Error;
+
+use crate::format::{FormatError, ObjectId};
+pub use layout::Layout;
+use refs::RefBackend;
+
+/// Errors of the store layer. Each names the object or location involved.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("invalid dataset location {location:?}: {detail}")]
+    Location { location: String, detail: String },
+    #[error("object {path} does not exist")]
+    NotFound { path: String },
+    #[error("{op} {path}: {source}")]
+    Backend {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "ref {name:?} moved concurrently: expected {}, found {}",
+        show(.expected),
+        show(.actual)
+    )]
+    RefConflict {
+        name: String,
+        expected: Option<ObjectId>,
+        actual: Option<ObjectId>,
+    },
+    #[error("store {location} cannot update refs atomically ({detail})")]
+    NoAtomicRefs { location: String, detail: String },
+    #[error(transparent)]
+    Format(#[from] FormatError),
+}
+
+fn show(id: &Option<ObjectId>) -> String {
+    id.map_or_else(|| "no manifest".to_string(), |id| id.to_hex())
+}
+
+impl StoreError {
+    fn backend(op: &'static str, path: &Path, source: object_store::Error) -> Self {
+        match source {
+            object_store::Error::NotFound { .. } => StoreError::NotFound {
+                path: path.to_string(),
+            },
+            source => StoreError::Backend {
+                op,
+                path: path.to_string(),
+                source,
+            },
+        }
+    }
+}
+
+/// The bytes of a ranged read, with the real size of the whole object so
+/// callers can check it against what the metadata promised.
+pub struct RangeRead {
+    pub bytes: Bytes,
+    pub object_size: u64,
+}
+
+/// A dataset's home: an object store, the prefix the dataset lives under,
+/// and the mechanism that moves its refs atomically.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<dyn ObjectStore>,
+    layout: Layout,
+    refs: RefBackend,
+    location: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("location", &self.location)
+            .finish()
+    }
+}
+
+impl Store {
+    /// Opens a dataset location: a local path or `file://` URL (the embedded
+    /// default), `memory://`, or any URL `object_store` parses (`s3://`,
+    /// `gs://`, `az://`, …; credentials from the usual environment variables).
+    ///
+    /// With `create`, a missing local directory is created (for writers);
+    /// otherwise a missing directory is an error.
+    pub fn open(location: &str, create: bool) -> Result<Store, StoreError> {
+        let bad = |detail: String| StoreError::Location {
+            location: location.to_string(),
+            detail,
+        };
+        let local_dir = match location.split_once("://") {
+            None => Some(PathBuf::from(location)),
+            Some(("file", _)) => Some(
+                url::Url::parse(location)
+                    .ok()
+                    .and_then(|u| u.to_file_path().ok())
+                    .ok_or_else(|| bad("not a valid file:// URL".into()))?,
+            ),
+            Some(_) => None,
+        };
+        if let Some(dir) = local_dir {
+            if location.is_empty() {
+                return Err(bad("empty path".into()));
+            }
+            return Self::open_local(location, dir, create);
+        }
+        let url = url::Url::parse(location).map_err(|e| bad(e.to_string()))?;
+        let (inner, root): (Arc<dyn ObjectStore>, Path) = if url.scheme() == "memory" {
+            (Arc::new(InMemory::new()), Path::from(url.path()))
+        } else {
+            let (store, root) = object_store::parse_url_opts(&url, std::env::vars())
+                .map_err(|e| bad(e.to_string()))?;
+            (Arc::from(store), root)
+        };
+        Ok(Store {
+            inner,
+            layout: Layout::new(root),
+            refs: RefBackend::Conditional,
+            location: location.to_string(),
+        })
+    }
+
+    fn open_local(location: &str, dir: PathBuf, create: bool) -> Result<Store, StoreError> {
+        if create {
+            std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
+                op: "create dataset directory",
+                path: dir.display().to_string(),
+                source,
+            })?;
+        }
+        let dir = dir.canonicalize().map_err(|source| StoreError::Io {
+            op: "open dataset directory",
+            path: dir.display().to_string(),
+            source,
+        })?;
+        if !dir.is_dir() {
+            return Err(StoreError::Location {
+                location: location.to_string(),
+                detail: "is not a directory".into(),
+            });
+        }
+        let inner = LocalFileSystem::new_with_prefix(&dir).map_err(|e| StoreError::Location {
+            location: location.to_string(),
+            detail: e.to_string(),
+        })?;
+        Ok(Store {
+            inner: Arc::new(inner),
+            layout: Layout::new(Path::default()),
+            refs: RefBackend::LocalDir(dir.clone()),
+            location: dir.display().to_string(),
+        })
+    }
+
+    /// Wraps an existing object store (tests and embedders); refs use the
+    /// store's conditional puts, so it must support `PutMode::Update`.
+    pub fn from_object_store(inner: Arc<dyn ObjectStore>, root: Path, location: &str) -> Store {
+        Store {
+            inner,
+            layout: Layout::new(root),
+            refs: RefBackend::Conditional,
+            location: location.to_string(),
+        }
+    }
+
+    /// Where objects of this dataset live.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The location as given (or canonicalized, for local directories).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// Reads a whole object.
+    pub async fn get(&self, path: &Path) -> Result<Bytes, StoreError> {
+        let result = self
+            .inner
+            .get(path)
+            .await
+            .map_err(|e| StoreError::backend("get", path, e))?;
+        result
+            .bytes()
+            .await
+            .map_err(|e| StoreError::backend("get", path, e))
+    }
+
+    /// Reads `range` of an object. An empty range costs no request.
+    pub async fn get_range(&self, path: &Path, range: Range<u64>) -> Result<RangeRead, StoreError> {
+        let options = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            ..Default::default()
+        };
+        let result = self
+            .inner
+            .get_opts(path, options)
+            .await
+            .map_err(|e| StoreError::backend("get", path, e))?;
+        let object_size = result.meta.size;
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|e| StoreError::backend("get", path, e))?;
+        Ok(RangeRead { bytes, object_size })
+    }
+
+    /// Streams a whole object through `f` chunk by chunk (for hashing large
+    /// objects without holding them in memory). Returns the object's size.
+    pub async fn for_each_chunk(
+        &self,
+        path: &Path,
+        mut f: impl FnMut(&[u8]),
+    ) -> Result<u64, StoreError> {
+        let result = self
+            .inner
+            .get(path)
+            .await
+            .map_err(|e| StoreError::backend("get", path, e))?;
+        let mut stream = result.into_stream();
+        let mut size = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| StoreError::backend("get", path, e))?;
+            size += chunk.len() as u64;
+            f(&chunk);
+        }
+        Ok(size)
+    }
+
+    /// The size of an object, or `None` if it does not exist.
+    pub async fn size(&self, path: &Path) -> Result<Option<u64>, StoreError> {
+        match self.inner.head(path).await {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(StoreError::backend("head", path, e)),
+        }
+    }
+
+    /// Writes a content-addressed object unless it is already there.
+    /// Returns whether bytes were uploaded. An object present with the wrong
+    /// size is damaged and is replaced.
+    pub async fn put_immutable(&self, path: &Path, bytes: Bytes) -> Result<bool, StoreError> {
+        let mode = match self.size(path).await? {
+            Some(size) if size == bytes.len() as u64 => return Ok(false),
+            Some(_) => PutMode::Overwrite,
+            None => PutMode::Create,
+        };
+        let options = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        match self.inner.put_opts(path, bytes.into(), options).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(StoreError::backend("put", path, e)),
+        }
+    }
+
+    /// Overwrites an object regardless of what is there (tests use this to
+    /// damage datasets on purpose).
+    pub async fn put_overwrite(&self, path: &Path, bytes: Bytes) -> Result<(), StoreError> {
+        self.inner
+            .put(path, bytes.into())
+            .await
+            .map(|_| ())
+            .map_err(|e| StoreError::backend("put", path, e))
+    }
+
+    /// The Manifest a ref points at, or `None` if the ref does not exist.
+    pub async fn read_ref(&self, name: &str) -> Result<Option<ObjectId>, StoreError> {
+        crate::format::validate_ref_name(name)?;
+        Ok(self.refs.read(self, name).await?.map(|(id, _)| id))
+    }
+
+    /// Moves ref `name` from `expected` (`None`: the ref must not exist yet)
+    /// to `new`, atomically. Fails with [`StoreError::RefConflict`] if the
+    /// ref no longer holds `expected`.
+    pub async fn update_ref(
+        &self,
+        name: &str,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+    ) -> Result<(), StoreError> {
+        crate::format::validate_ref_name(name)?;
+        self.refs.compare_and_swap(self, name, expected, new).await
+    }
+}

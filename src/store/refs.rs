@@ -1,0 +1,211 @@
+//! Refs moved by compare-and-swap.
+//!
+//! Stores with conditional puts (S3, GCS, Azure, in-memory) use them
+//! directly: create-only for a new ref, update-if-ETag-matches otherwise.
+//! `LocalFileSystem` supports create-only but not update
+//! (`PutMode::Update` is `NotImplemented`), so local datasets serialize ref
+//! updates with an exclusive `flock(2)` on `_packfs/locks/<ref>.lock`,
+//! re-read the ref under the lock, and publish the new value with an
+//! fsync'd write and an atomic `rename(2)`. Readers never lock: a rename
+//! replaces the file whole.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path as FsPath, PathBuf};
+
+use object_store::{ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
+
+use super::{Store, StoreError};
+use crate::format::{decode_ref, encode_ref, ObjectId, RESERVED_PREFIX};
+
+#[derive(Clone, Debug)]
+pub(super) enum RefBackend {
+    /// Conditional puts of the object store.
+    Conditional,
+    /// A local dataset directory: flock + rename.
+    LocalDir(PathBuf),
+}
+
+impl RefBackend {
+    /// Current value and the version token a conditional update needs.
+    pub(super) async fn read(
+        &self,
+        store: &Store,
+        name: &str,
+    ) -> Result<Option<(ObjectId, UpdateVersion)>, StoreError> {
+        let path = store.layout.reference(name);
+        match self {
+            RefBackend::LocalDir(dir) => {
+                let file = local_ref_file(dir, name);
+                match fs::read(&file) {
+                    Ok(bytes) => Ok(Some((decode_ref(&bytes, name)?, no_version()))),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(source) => Err(StoreError::Io {
+                        op: "read ref",
+                        path: file.display().to_string(),
+                        source,
+                    }),
+                }
+            }
+            RefBackend::Conditional => match store.inner.get(&path).await {
+                Ok(result) => {
+                    let version = UpdateVersion {
+                        e_tag: result.meta.e_tag.clone(),
+                        version: result.meta.version.clone(),
+                    };
+                    let bytes = result
+                        .bytes()
+                        .await
+                        .map_err(|e| StoreError::backend("get", &path, e))?;
+                    Ok(Some((decode_ref(&bytes, name)?, version)))
+                }
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(StoreError::backend("get", &path, e)),
+            },
+        }
+    }
+
+    pub(super) async fn compare_and_swap(
+        &self,
+        store: &Store,
+        name: &str,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+    ) -> Result<(), StoreError> {
+        match self {
+            RefBackend::LocalDir(dir) => {
+                let (dir, name) = (dir.clone(), name.to_string());
+                tokio::task::spawn_blocking(move || local_cas(&dir, &name, expected, new))
+                    .await
+                    .expect("ref update task panicked")
+            }
+            RefBackend::Conditional => self.conditional_cas(store, name, expected, new).await,
+        }
+    }
+
+    async fn conditional_cas(
+        &self,
+        store: &Store,
+        name: &str,
+        expected: Option<ObjectId>,
+        new: ObjectId,
+    ) -> Result<(), StoreError> {
+        let path = store.layout.reference(name);
+        let current = self.read(store, name).await?;
+        let conflict = |actual| StoreError::RefConflict {
+            name: name.to_string(),
+            expected,
+            actual,
+        };
+        let mode = match (&current, expected) {
+            (None, None) => PutMode::Create,
+            (Some((actual, version)), Some(want)) if *actual == want => {
+                PutMode::Update(version.clone())
+            }
+            (current, _) => return Err(conflict(current.as_ref().map(|(id, _)| *id))),
+        };
+        let options = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        match store
+            .inner
+            .put_opts(&path, encode_ref(&new).into(), options)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => {
+                let actual = self.read(store, name).await?.map(|(id, _)| id);
+                Err(conflict(actual))
+            }
+            Err(object_store::Error::NotImplemented { .. }) => Err(StoreError::NoAtomicRefs {
+                location: store.location.clone(),
+                detail: "the backend does not implement conditional puts".into(),
+            }),
+            Err(e) => Err(StoreError::backend("update ref", &path, e)),
+        }
+    }
+}
+
+fn no_version() -> UpdateVersion {
+    UpdateVersion {
+        e_tag: None,
+        version: None,
+    }
+}
+
+fn local_ref_file(dir: &FsPath, name: &str) -> PathBuf {
+    dir.join(RESERVED_PREFIX).join("refs").join(name)
+}
+
+fn io_err<'a>(
+    op: &'static str,
+    path: &'a FsPath,
+) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io {
+        op,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn local_cas(
+    dir: &FsPath,
+    name: &str,
+    expected: Option<ObjectId>,
+    new: ObjectId,
+) -> Result<(), StoreError> {
+    let locks = dir.join(RESERVED_PREFIX).join("locks");
+    fs::create_dir_all(&locks).map_err(io_err("create lock directory", &locks))?;
+    let lock_path = locks.join(format!("{name}.lock"));
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io_err("open ref lock", &lock_path))?;
+    flock_exclusive(&lock).map_err(io_err("lock ref", &lock_path))?;
+
+    let file = local_ref_file(dir, name);
+    let actual = match fs::read(&file) {
+        Ok(bytes) => Some(decode_ref(&bytes, name)?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_err("read ref", &file)(e)),
+    };
+    if actual != expected {
+        return Err(StoreError::RefConflict {
+            name: name.to_string(),
+            expected,
+            actual,
+        });
+    }
+    let refs_dir = file.parent().expect("ref file has a parent");
+    fs::create_dir_all(refs_dir).map_err(io_err("create refs directory", refs_dir))?;
+    let tmp = refs_dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let mut out = File::create(&tmp).map_err(io_err("write ref", &tmp))?;
+    out.write_all(&encode_ref(&new))
+        .and_then(|_| out.sync_all())
+        .map_err(io_err("write ref", &tmp))?;
+    fs::rename(&tmp, &file).map_err(io_err("publish ref", &file))?;
+    File::open(refs_dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("sync refs directory", refs_dir))?;
+    Ok(()) // dropping `lock` releases the flock
+}
+
+fn flock_exclusive(file: &File) -> std::io::Result<()> {
+    loop {
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}

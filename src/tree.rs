@@ -1,0 +1,226 @@
+//! The directory tree of a snapshot: `/<timeline>/<modality>/<name…>`,
+//! built once at mount and served from memory.
+
+use std::collections::HashMap;
+
+use thiserror::Error;
+
+use crate::dataset::{Item, Snapshot};
+use crate::format::ObjectId;
+
+/// Index of a node; the root is [`Tree::ROOT`].
+pub type NodeId = u32;
+
+/// Errors finding a path in the tree.
+#[derive(Debug, Error)]
+pub enum TreeError {
+    #[error("{path}: no such file or directory")]
+    NotFound { path: String },
+    #[error("{path}: not a directory")]
+    NotADirectory { path: String },
+    #[error("{path}: is a directory")]
+    IsADirectory { path: String },
+    #[error("{path}: {detail}")]
+    Conflict { path: String, detail: &'static str },
+    #[error("the dataset has more than {} files and directories", u32::MAX)]
+    TooLarge,
+}
+
+/// A file or directory.
+#[derive(Debug)]
+pub struct Node {
+    pub name: Box<str>,
+    pub parent: NodeId,
+    pub kind: NodeKind,
+}
+
+#[derive(Debug)]
+pub enum NodeKind {
+    /// Children sorted by name (byte order), so listings are stable and
+    /// lookups are binary searches.
+    Dir(Vec<NodeId>),
+    /// Index into [`Tree::items`].
+    File(u32),
+}
+
+/// The whole namespace of one snapshot.
+#[derive(Debug)]
+pub struct Tree {
+    nodes: Vec<Node>,
+    items: Vec<Item>,
+    manifest_id: ObjectId,
+    ts_unix_ns: u64,
+    total_bytes: u64,
+}
+
+impl Tree {
+    pub const ROOT: NodeId = 0;
+
+    /// Builds the tree; a name used both as a file and as a directory is an
+    /// error naming the path.
+    pub fn build(snapshot: Snapshot) -> Result<Tree, TreeError> {
+        let mut b = Builder {
+            nodes: vec![Node {
+                name: "".into(),
+                parent: Self::ROOT,
+                kind: NodeKind::Dir(Vec::new()),
+            }],
+            index: HashMap::new(),
+        };
+        for timeline in &snapshot.manifest.timelines {
+            b.dir(Self::ROOT, timeline)?;
+        }
+        let mut items = Vec::new();
+        for track in snapshot.tracks {
+            let timeline = b.dir(Self::ROOT, &track.timeline)?;
+            let modality = b.dir(timeline, &track.modality)?;
+            for item in track.items {
+                let mut dir = modality;
+                let mut parts = item.name.split('/').peekable();
+                while let Some(part) = parts.next() {
+                    if parts.peek().is_some() {
+                        dir = b.dir(dir, part)?;
+                    } else {
+                        let index = u32::try_from(items.len()).map_err(|_| TreeError::TooLarge)?;
+                        b.file(dir, part, index)?;
+                    }
+                }
+                items.push(item);
+            }
+        }
+        let mut nodes = b.nodes;
+        let names: Vec<Box<str>> = nodes.iter().map(|n| n.name.clone()).collect();
+        for node in &mut nodes {
+            if let NodeKind::Dir(children) = &mut node.kind {
+                children.sort_unstable_by(|a, b| names[*a as usize].cmp(&names[*b as usize]));
+            }
+        }
+        Ok(Tree {
+            total_bytes: items.iter().map(|i| i.size).sum(),
+            nodes,
+            items,
+            manifest_id: snapshot.manifest_id,
+            ts_unix_ns: snapshot.manifest.ts_unix_ns,
+        })
+    }
+
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(id as usize)
+    }
+
+    pub fn item(&self, index: u32) -> &Item {
+        &self.items[index as usize]
+    }
+
+    /// The child `name` of directory `dir`.
+    pub fn lookup(&self, dir: NodeId, name: &[u8]) -> Option<NodeId> {
+        let NodeKind::Dir(children) = &self.node(dir)?.kind else {
+            return None;
+        };
+        children
+            .binary_search_by(|c| self.nodes[*c as usize].name.as_bytes().cmp(name))
+            .ok()
+            .map(|i| children[i])
+    }
+
+    /// Resolves a `/`-separated path from the root (empty or `/` is the root).
+    pub fn resolve(&self, path: &str) -> Result<NodeId, TreeError> {
+        let mut node = Self::ROOT;
+        let mut walked = String::new();
+        for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
+            walked.push('/');
+            walked.push_str(part);
+            if matches!(self.nodes[node as usize].kind, NodeKind::File(_)) {
+                return Err(TreeError::NotADirectory { path: walked });
+            }
+            node = self
+                .lookup(node, part.as_bytes())
+                .ok_or_else(|| TreeError::NotFound {
+                    path: walked.clone(),
+                })?;
+        }
+        Ok(node)
+    }
+
+    /// The item at `path`; an error if it is missing or a directory.
+    pub fn resolve_file(&self, path: &str) -> Result<&Item, TreeError> {
+        match self.nodes[self.resolve(path)? as usize].kind {
+            NodeKind::File(item) => Ok(self.item(item)),
+            NodeKind::Dir(_) => Err(TreeError::IsADirectory {
+                path: path.to_string(),
+            }),
+        }
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.total_bytes
+    }
+
+    pub fn manifest_id(&self) -> ObjectId {
+        self.manifest_id
+    }
+
+    /// Creation time of the Manifest: the mtime of every node.
+    pub fn ts_unix_ns(&self) -> u64 {
+        self.ts_unix_ns
+    }
+}
+
+struct Builder {
+    nodes: Vec<Node>,
+    index: HashMap<(NodeId, Box<str>), NodeId>,
+}
+
+impl Builder {
+    fn path(&self, mut id: NodeId) -> String {
+        let mut parts = Vec::new();
+        while id != Tree::ROOT {
+            parts.push(&*self.nodes[id as usize].name);
+            id = self.nodes[id as usize].parent;
+        }
+        parts.reverse();
+        format!("/{}", parts.join("/"))
+    }
+
+    fn add(&mut self, parent: NodeId, name: &str, kind: NodeKind) -> Result<NodeId, TreeError> {
+        let id = NodeId::try_from(self.nodes.len()).map_err(|_| TreeError::TooLarge)?;
+        self.nodes.push(Node {
+            name: name.into(),
+            parent,
+            kind,
+        });
+        self.index.insert((parent, name.into()), id);
+        if let NodeKind::Dir(children) = &mut self.nodes[parent as usize].kind {
+            children.push(id);
+        }
+        Ok(id)
+    }
+
+    fn dir(&mut self, parent: NodeId, name: &str) -> Result<NodeId, TreeError> {
+        match self.index.get(&(parent, name.into())) {
+            Some(&id) => match self.nodes[id as usize].kind {
+                NodeKind::Dir(_) => Ok(id),
+                NodeKind::File(_) => Err(TreeError::Conflict {
+                    path: self.path(id),
+                    detail:
+                        "is a file in the dataset but another item's name uses it as a directory",
+                }),
+            },
+            None => self.add(parent, name, NodeKind::Dir(Vec::new())),
+        }
+    }
+
+    fn file(&mut self, parent: NodeId, name: &str, item: u32) -> Result<NodeId, TreeError> {
+        if let Some(&id) = self.index.get(&(parent, name.into())) {
+            return Err(TreeError::Conflict {
+                path: self.path(id),
+                detail: "two items of the dataset have this path",
+            });
+        }
+        self.add(parent, name, NodeKind::File(item))
+    }
+}

@@ -1,0 +1,126 @@
+//! `packfs verify`: checks that a ref names a complete, uncorrupted dataset.
+//!
+//! Checked: the Manifest, every Track and every ItemManifest decode and obey
+//! the format's rules (names, pack invariants, chunk sizes); the tree has no
+//! path used twice; every object exists, hashes to its name, and data
+//! objects have exactly the length their entries require.
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use object_store::path::Path;
+
+use crate::dataset::{Dataset, DatasetError, ItemSource};
+use crate::format::{ObjectId, Placement};
+use crate::store::StoreError;
+use crate::tree::Tree;
+
+/// Objects hashed at once.
+const CONCURRENCY: usize = 16;
+
+/// What verification found.
+#[derive(Debug, Default)]
+pub struct VerifyReport {
+    pub manifest: Option<ObjectId>,
+    pub items: usize,
+    pub objects: usize,
+    pub bytes: u64,
+    /// Each problem found, naming the object and what is wrong. Empty: pass.
+    pub problems: Vec<String>,
+}
+
+/// Verifies the Manifest `ref_name` points at.
+pub async fn verify(dataset: &Dataset, ref_name: &str) -> Result<VerifyReport, DatasetError> {
+    let mut report = VerifyReport::default();
+    let id = dataset.resolve(ref_name).await?;
+    report.manifest = Some(id);
+    let snapshot = match dataset.snapshot_at(id, &format!("ref {ref_name:?}")).await {
+        Ok(s) => s,
+        Err(e) => {
+            report.problems.push(e.to_string());
+            return Ok(report);
+        }
+    };
+    let layout = dataset.store().layout();
+    // Every object, with the length it must have when that is known.
+    let mut objects: BTreeMap<String, (Path, Option<u64>)> = BTreeMap::new();
+    let mut want = |path: &Path, len: Option<u64>| {
+        objects.insert(path.to_string(), (path.clone(), len));
+    };
+    want(&layout.manifest(&id), None);
+    for (entry, track) in snapshot.manifest.tracks.iter().zip(&snapshot.tracks) {
+        want(&layout.track(&entry.track), None);
+        report.items += track.items.len();
+        for item in &track.items {
+            match &item.source {
+                ItemSource::Whole { object } => want(object, Some(item.size)),
+                ItemSource::Packed { pack, pack_len, .. } => want(pack, Some(*pack_len)),
+                ItemSource::Chunked { chunks } => {
+                    chunks.iter().for_each(|c| want(&c.object, Some(c.size)))
+                }
+            }
+        }
+        // ItemManifests are named only by the Track's entries.
+        let raw = dataset.track(&entry.track, "verify").await?;
+        for it in raw
+            .items()
+            .iter()
+            .filter(|it| it.entry.placement == Placement::Chunked)
+        {
+            want(
+                &layout.data_object(&entry.timeline, &entry.modality, &it.entry.address),
+                None,
+            );
+        }
+    }
+    if let Err(e) = Tree::build(snapshot) {
+        report.problems.push(e.to_string());
+    }
+    report.objects = objects.len();
+    let results: Vec<(u64, Option<String>)> = futures::stream::iter(objects.into_values())
+        .map(|(path, len)| async move { check_object(dataset, &path, len).await })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    for (bytes, problem) in results {
+        report.bytes += bytes;
+        report.problems.extend(problem);
+    }
+    Ok(report)
+}
+
+/// Hashes one object; returns its size and the problem, if any.
+async fn check_object(
+    dataset: &Dataset,
+    path: &Path,
+    expected_len: Option<u64>,
+) -> (u64, Option<String>) {
+    let mut hasher = blake3::Hasher::new();
+    let size = match dataset
+        .store()
+        .for_each_chunk(path, |c| {
+            hasher.update(c);
+        })
+        .await
+    {
+        Ok(size) => size,
+        Err(StoreError::NotFound { .. }) => return (0, Some(format!("{path}: missing"))),
+        Err(e) => return (0, Some(e.to_string())),
+    };
+    if let Some(expected) = expected_len.filter(|&e| e != size) {
+        return (
+            size,
+            Some(format!("{path}: object is {size} bytes long, but the dataset's entries say it must be {expected}")),
+        );
+    }
+    let actual = ObjectId::from_hasher(&hasher);
+    match path.filename().map(ObjectId::from_hex) {
+        Some(Ok(named)) if named == actual => (size, None),
+        _ => (
+            size,
+            Some(format!(
+                "{path}: content hashes to {actual}, which is not its name (corrupt object)"
+            )),
+        ),
+    }
+}
