@@ -218,11 +218,10 @@ fn merge_items(old: Vec<TrackItem>, new: Vec<TrackItem>, what: &str) -> Result<T
         .into_iter()
         .filter(|i| !replaced.contains(i.name.as_str()))
         .collect();
-    let mut next = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
-    for mut item in new {
-        item.entry.t_start = next;
-        item.entry.t_end = next + 1;
-        next += 1;
+    let first = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
+    for (t, mut item) in (first..).zip(new) {
+        item.entry.t_start = t;
+        item.entry.t_end = t + 1;
         items.push(item);
     }
     Track::new(items, what)

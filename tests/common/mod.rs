@@ -1,0 +1,161 @@
+//! Helpers shared by the FUSE integration tests: generating source trees,
+//! running the packfs binary, and mounts that unmount when dropped.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub const PACKFS: &str = env!("CARGO_BIN_EXE_packfs");
+
+/// Runs packfs with `args`; panics with its output if it fails.
+pub fn packfs_ok(args: &[&str]) -> Output {
+    let out = packfs(args);
+    assert!(
+        out.status.success(),
+        "packfs {args:?} failed: {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+pub fn packfs(args: &[&str]) -> Output {
+    Command::new(PACKFS)
+        .args(args)
+        .output()
+        .expect("run packfs")
+}
+
+/// A small deterministic PRNG (xorshift64*) so generated trees are stable.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(len + 8);
+        while v.len() < len {
+            v.extend_from_slice(&self.next().to_le_bytes());
+        }
+        v.truncate(len);
+        v
+    }
+}
+
+/// Writes a file, creating its parent directories.
+pub fn write_file(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Fails loudly (never skips) when this machine cannot run FUSE tests.
+pub fn require_fuse() {
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing: FUSE integration tests cannot run (install fuse3, load the fuse module)"
+    );
+}
+
+/// Whether `path` is a mount point right now.
+pub fn is_mounted(path: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let target = path.to_str().unwrap().replace(' ', "\\040");
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(target.as_str()))
+}
+
+pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A mounted dataset; unmounted on drop even if the test panics.
+pub struct Mounted {
+    pub path: PathBuf,
+}
+
+impl Mounted {
+    /// `packfs mount` in its default (daemonizing) mode: returns when ready.
+    pub fn new(dataset: &Path, mountpoint: &Path, extra: &[&str]) -> Mounted {
+        std::fs::create_dir_all(mountpoint).unwrap();
+        let mut args = vec![
+            "mount",
+            dataset.to_str().unwrap(),
+            mountpoint.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        packfs_ok(&args);
+        let path = mountpoint.canonicalize().unwrap();
+        assert!(
+            is_mounted(&path),
+            "packfs mount returned but {path:?} is not mounted"
+        );
+        Mounted { path }
+    }
+
+    pub fn unmount(&self) {
+        if is_mounted(&self.path) {
+            let status = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.path)
+                .status()
+                .unwrap();
+            if !status.success() {
+                let _ = Command::new("umount").arg("-l").arg(&self.path).status();
+            }
+        }
+        wait_until("unmount", Duration::from_secs(10), || {
+            !is_mounted(&self.path)
+        });
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+/// Every directory (relative, with its sorted entry names) and every file
+/// (relative path) below `root`.
+pub fn walk(root: &Path) -> (Vec<(PathBuf, Vec<String>)>, Vec<PathBuf>) {
+    let mut dirs = Vec::new();
+    let mut files = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(root.join(&rel)).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            let child = rel.join(&name);
+            if entry.file_type().unwrap().is_dir() {
+                stack.push(child);
+            } else {
+                files.push(child);
+            }
+            names.push(name);
+        }
+        names.sort();
+        dirs.push((rel, names));
+    }
+    dirs.sort();
+    files.sort();
+    (dirs, files)
+}

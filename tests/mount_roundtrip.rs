@@ -1,0 +1,356 @@
+//! End to end through the kernel: import a generated tree, mount it with
+//! FUSE, and check that every tool sees exactly the original tree.
+
+mod common;
+
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+/// A tree of 2,000+ files: sizes from 0 bytes to several MiB, files larger
+/// than the chunk size, nested names, spaces and non-ASCII.
+fn generate_tree(src: &Path) -> usize {
+    let mut rng = Rng::new(42);
+    let mut count = 0;
+    let dirs = ["", "sub dir/", "ünï/cødé/", "deep/a/b/c/", "日本/"];
+    for (timeline, modality, n) in [
+        ("train", "image", 1500),
+        ("train", "text", 400),
+        ("val", "image", 150),
+    ] {
+        for i in 0..n {
+            let dir = dirs[rng.below(dirs.len() as u64) as usize];
+            let size = match rng.below(100) {
+                0..=4 => 0,
+                5..=84 => 1 + rng.below(64 * 1024),
+                85..=97 => 64 * 1024 + rng.below(900 * 1024),
+                _ => (1 << 20) + rng.below(4 << 20),
+            } as usize;
+            let name = format!("{dir}item {i:05} é.bin");
+            write_file(
+                &src.join(timeline).join(modality).join(name),
+                &rng.bytes(size),
+            );
+            count += 1;
+        }
+    }
+    // Exactly at and just past the chunk size, and a multi-chunk file.
+    write_file(&src.join("val/video/exact.mp4"), &rng.bytes(1 << 20));
+    write_file(&src.join("val/video/over.mp4"), &rng.bytes((1 << 20) + 1));
+    write_file(
+        &src.join("val/video/large.mp4"),
+        &rng.bytes(7 * (1 << 20) + 12345),
+    );
+    count + 3
+}
+
+fn import(src: &Path, dataset: &Path) {
+    packfs_ok(&[
+        "import",
+        src.to_str().unwrap(),
+        dataset.to_str().unwrap(),
+        "--pack-items",
+        "64",
+        "--pack-bytes",
+        "4MiB",
+        "--chunk-bytes",
+        "1MiB",
+        "--no-progress",
+    ]);
+}
+
+fn pack_objects(dataset: &Path) -> Vec<std::path::PathBuf> {
+    let (_, files) = walk(dataset);
+    files
+        .into_iter()
+        .filter(|f| !f.starts_with("_packfs"))
+        .collect()
+}
+
+#[test]
+fn mounted_tree_equals_the_source_for_every_tool() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
+    let n = generate_tree(&src);
+    assert!(n >= 2000);
+    import(&src, &dataset);
+    let objects = pack_objects(&dataset);
+    assert!(
+        objects.len() < n / 10,
+        "{} data objects for {n} files: small files were not packed",
+        objects.len()
+    );
+
+    let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
+
+    // Every directory listing and every byte, with std::fs.
+    let (src_dirs, src_files) = walk(&src);
+    let (mnt_dirs, mnt_files) = walk(&mnt.path);
+    assert_eq!(src_dirs, mnt_dirs);
+    assert_eq!(src_files, mnt_files);
+    let mtime = std::fs::metadata(mnt.path.join(&mnt_files[0]))
+        .unwrap()
+        .mtime();
+    for rel in &src_files {
+        let (a, b) = (src.join(rel), mnt.path.join(rel));
+        let meta = std::fs::metadata(&b).unwrap();
+        assert_eq!(
+            meta.len(),
+            std::fs::metadata(&a).unwrap().len(),
+            "{rel:?} size"
+        );
+        assert_eq!(meta.permissions().mode() & 0o777, 0o444, "{rel:?} mode");
+        assert_eq!(meta.mtime(), mtime, "all files carry the Manifest time");
+        assert!(
+            std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(),
+            "{rel:?} bytes differ"
+        );
+    }
+    let dir_mode = std::fs::metadata(mnt.path.join("train"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(dir_mode & 0o777, 0o555);
+
+    // Standard tools: cp -r, diff -r, tar, sha256sum, find.
+    let out = tmp.path().join("copy");
+    run(
+        "cp",
+        &["-r", mnt.path.to_str().unwrap(), out.to_str().unwrap()],
+    );
+    run(
+        "diff",
+        &["-r", src.to_str().unwrap(), out.to_str().unwrap()],
+    );
+    run(
+        "diff",
+        &["-r", src.to_str().unwrap(), mnt.path.to_str().unwrap()],
+    );
+    let sums = |root: &Path| {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg("find . -type f -print0 | sort -z | xargs -0 sha256sum")
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        o.stdout
+    };
+    assert_eq!(sums(&src), sums(&mnt.path));
+    let untar = tmp.path().join("untar");
+    std::fs::create_dir(&untar).unwrap();
+    run(
+        "sh",
+        &[
+            "-c",
+            &format!(
+                "tar -C '{}' -cf - . | tar -C '{}' -xf -",
+                mnt.path.display(),
+                untar.display()
+            ),
+        ],
+    );
+    run(
+        "diff",
+        &["-r", src.to_str().unwrap(), untar.to_str().unwrap()],
+    );
+    let found = Command::new("find")
+        .arg(&mnt.path)
+        .arg("-type")
+        .arg("f")
+        .output()
+        .unwrap();
+    assert_eq!(
+        found
+            .stdout
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count(),
+        n
+    );
+}
+
+#[test]
+fn partial_reads_across_chunk_and_pack_boundaries() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
+    let mut rng = Rng::new(7);
+    write_file(&src.join("t/m/large.bin"), &rng.bytes(5 * (1 << 20) + 777));
+    for i in 0..50 {
+        let len = rng.below(10_000) as usize;
+        write_file(&src.join(format!("t/m/small/{i:03}")), &rng.bytes(len));
+    }
+    import(&src, &dataset);
+    let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
+    for rel in ["t/m/large.bin", "t/m/small/010", "t/m/small/049"] {
+        let want = std::fs::read(src.join(rel)).unwrap();
+        let file = std::fs::File::open(mnt.path.join(rel)).unwrap();
+        for _ in 0..200 {
+            let offset = rng.below(want.len() as u64 + 10);
+            let len = rng.below(3 << 20) as usize;
+            let mut buf = vec![0u8; len];
+            let got = read_fully_at(&file, &mut buf, offset);
+            let start = (offset as usize).min(want.len());
+            let end = (start + len).min(want.len());
+            assert_eq!(&buf[..got], &want[start..end], "{rel} at {offset}+{len}");
+        }
+    }
+}
+
+fn read_fully_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> usize {
+    let mut done = 0;
+    while done < buf.len() {
+        match file
+            .read_at(&mut buf[done..], offset + done as u64)
+            .unwrap()
+        {
+            0 => break,
+            n => done += n,
+        }
+    }
+    done
+}
+
+#[test]
+fn directory_of_100k_entries_lists_completely() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
+    let dir = src.join("t/m");
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = 100_017;
+    for i in 0..n {
+        std::fs::write(dir.join(format!("f{i:06}")), i.to_string()).unwrap();
+    }
+    packfs_ok(&[
+        "import",
+        src.to_str().unwrap(),
+        dataset.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
+    let mut names: Vec<String> = std::fs::read_dir(mnt.path.join("t/m"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), n);
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), n, "duplicate entries in the listing");
+    assert_eq!(names[0], "f000000");
+    assert_eq!(names[n - 1], format!("f{:06}", n - 1));
+    assert_eq!(
+        std::fs::read_to_string(mnt.path.join("t/m/f054321")).unwrap(),
+        "54321"
+    );
+    let ls = Command::new("ls")
+        .arg("-f")
+        .arg(mnt.path.join("t/m"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        ls.stdout
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count(),
+        n + 2
+    );
+}
+
+#[test]
+fn read_only_and_statfs_answers() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
+    write_file(&src.join("t/m/a.txt"), b"abc");
+    import(&src, &dataset);
+    let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
+    let err = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mnt.path.join("t/m/a.txt"))
+        .unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+    let err = std::fs::write(mnt.path.join("t/m/new.txt"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+    let err = std::fs::read(mnt.path.join("t/m/missing")).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    let stat = Command::new("stat")
+        .args(["-f", "-c", "%l %S"])
+        .arg(&mnt.path)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&stat.stdout).trim(), "255 4096");
+    // `ls -l` must not fail on extended attributes.
+    run("ls", &["-lR", mnt.path.to_str().unwrap()]);
+}
+
+#[test]
+fn foreground_mount_unmounts_on_sigterm_and_sigint() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
+    write_file(&src.join("t/m/a.txt"), b"abc");
+    import(&src, &dataset);
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let mnt = mnt.canonicalize().unwrap();
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let mut child = Command::new(PACKFS)
+            .args([
+                "mount",
+                "--foreground",
+                dataset.to_str().unwrap(),
+                mnt.to_str().unwrap(),
+            ])
+            .spawn()
+            .unwrap();
+        wait_until("foreground mount", Duration::from_secs(20), || {
+            is_mounted(&mnt)
+        });
+        assert_eq!(std::fs::read(mnt.join("t/m/a.txt")).unwrap(), b"abc");
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        assert!(status.success(), "exit after signal {signal}: {status}");
+        assert!(!is_mounted(&mnt), "still mounted after signal {signal}");
+    }
+}
+
+#[test]
+fn mount_of_a_missing_dataset_fails_with_a_clear_error() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = packfs(&[
+        "mount",
+        tmp.path().join("nope").to_str().unwrap(),
+        mnt.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope"), "{err}");
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let out = packfs(&["mount", empty.to_str().unwrap(), mnt.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ref \"main\" does not exist"), "{err}");
+    assert!(!is_mounted(&mnt.canonicalize().unwrap()));
+}
+
+fn run(cmd: &str, args: &[&str]) {
+    let out = Command::new(cmd).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
