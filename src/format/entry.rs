@@ -56,15 +56,10 @@ impl FragmentEntry {
         let field = |i: usize, name: &str| format!("{what} element {i} ({name})");
         let placement = match items.len() {
             4 => Placement::Whole,
-            5 => {
-                if !as_bool(&items[4], &field(4, "is_manifest"))? {
-                    return Err(FormatError::shape(
-                        what,
-                        "5-element entry must have is_manifest=true (a packed entry needs a 6th element, pack_offset)",
-                    ));
-                }
-                Placement::Chunked
-            }
+            // Seed §5: is_manifest=false without a pack_offset is a
+            // single-item fragment, like the 4-element shape.
+            5 if as_bool(&items[4], &field(4, "is_manifest"))? => Placement::Chunked,
+            5 => Placement::Whole,
             6 => {
                 if as_bool(&items[4], &field(4, "is_manifest"))? {
                     return Err(FormatError::shape(
@@ -149,7 +144,7 @@ mod tests {
         let bytes = bytes_of(&entry(Placement::Packed { offset: 77 }).to_cbor());
         assert_eq!(bytes[0], 0x86, "array of 6");
         assert_eq!(&bytes[1..4], &[0x03, 0x04, 0x19]);
-        assert_eq!(&bytes[bytes.len() - 2..], &[0xf4, 0x18]); // false, then uint8 header
+        assert_eq!(&bytes[bytes.len() - 3..], &[0xf4, 0x18, 77]); // false, uint8 77
     }
 
     #[test]
@@ -180,6 +175,12 @@ mod tests {
     }
 
     #[test]
+    fn five_elements_with_is_manifest_false_is_a_single_item_fragment() {
+        let e = decode(&with_tail(vec![Value::Bool(false)])).unwrap();
+        assert_eq!(e.placement, Placement::Whole);
+    }
+
+    #[test]
     fn rejects_pack_offset_beyond_u32() {
         let e = err(&with_tail(vec![Value::Bool(false), cbor::uint(1 << 32)]));
         assert!(e.contains("exceeds u32::MAX"), "{e}");
@@ -205,8 +206,8 @@ mod tests {
             cbor::uint(0),
         ]));
         assert!(e.contains("7 elements"), "{e}");
-        let e = err(&with_tail(vec![Value::Bool(false)]));
-        assert!(e.contains("must have is_manifest=true"), "{e}");
+        let e = err(&with_tail(vec![cbor::uint(1)]));
+        assert!(e.contains("element 4 (is_manifest)"), "{e}");
         let e = err(&bytes_of(&cbor::text("nope")));
         assert!(e.contains("expected an array"), "{e}");
     }

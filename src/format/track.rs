@@ -7,6 +7,12 @@
 //! keys, so each FragmentEntry keeps exactly the positional encoding of the
 //! seed and a Track written by another DreamDB writer (no names) still
 //! decodes, with names synthesized as `item-<index>`.
+//!
+//! A `null` name marks a *retired* entry: an item that was replaced or
+//! removed while other items of its pack are still live. It is kept so the
+//! pack invariants (entries contiguous from 0, summing to the pack length)
+//! still hold and the pack's real length can still be checked; it is not
+//! part of the namespace.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -34,15 +40,22 @@ pub struct TrackItem {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Track {
     items: Vec<TrackItem>,
+    /// Entries of removed items whose packs still hold live items.
+    retired: Vec<FragmentEntry>,
     /// Length every pack must have: the sum of its entries' sizes (seed §3.4).
     pack_lengths: HashMap<ObjectId, u64>,
 }
 
 impl Track {
     /// Builds a Track, checking names (valid, unique) and the pack invariants:
-    /// entries sharing a pack are disjoint and contiguous from offset 0.
-    /// `what` names the track in errors.
-    pub fn new(items: Vec<TrackItem>, what: &str) -> Result<Self, FormatError> {
+    /// entries sharing a pack, live and retired, are disjoint and contiguous
+    /// from offset 0. Retired entries of packs with no live item left are
+    /// dropped. `what` names the track in errors.
+    pub fn new(
+        items: Vec<TrackItem>,
+        mut retired: Vec<FragmentEntry>,
+        what: &str,
+    ) -> Result<Self, FormatError> {
         let mut seen = HashSet::with_capacity(items.len());
         let mut packs: HashMap<ObjectId, Vec<(u64, u64)>> = HashMap::new();
         for (i, item) in items.iter().enumerate() {
@@ -59,6 +72,17 @@ impl Track {
                     .entry(item.entry.address)
                     .or_default()
                     .push((offset, item.entry.byte_size));
+            }
+        }
+        retired.retain(|e| {
+            matches!(e.placement, Placement::Packed { .. }) && packs.contains_key(&e.address)
+        });
+        for e in &retired {
+            if let Placement::Packed { offset } = e.placement {
+                packs
+                    .entry(e.address)
+                    .or_default()
+                    .push((offset, e.byte_size));
             }
         }
         let mut pack_lengths = HashMap::with_capacity(packs.len());
@@ -84,8 +108,28 @@ impl Track {
         }
         Ok(Track {
             items,
+            retired,
             pack_lengths,
         })
+    }
+
+    /// Removes the items `remove` selects. Packed entries among them are
+    /// retired rather than dropped (see the module docs); returns the kept
+    /// items and all retired entries, ready for [`Track::new`].
+    pub fn remove_items(
+        self,
+        mut remove: impl FnMut(&TrackItem) -> bool,
+    ) -> (Vec<TrackItem>, Vec<FragmentEntry>) {
+        let mut retired = self.retired;
+        let mut kept = Vec::with_capacity(self.items.len());
+        for item in self.items {
+            if !remove(&item) {
+                kept.push(item);
+            } else if matches!(item.entry.placement, Placement::Packed { .. }) {
+                retired.push(item.entry);
+            }
+        }
+        (kept, retired)
     }
 
     pub fn items(&self) -> &[TrackItem] {
@@ -96,6 +140,11 @@ impl Track {
         self.items
     }
 
+    /// Entries of removed items kept for their packs' sake.
+    pub fn retired(&self) -> &[FragmentEntry] {
+        &self.retired
+    }
+
     /// The length the pack `id` must have, if any entry of this Track is packed in it.
     pub fn pack_len(&self, id: &ObjectId) -> Option<u64> {
         self.pack_lengths.get(id).copied()
@@ -104,28 +153,23 @@ impl Track {
     pub fn encode(&self) -> Vec<u8> {
         let mut table: Vec<&str> = Vec::new();
         let mut index: HashMap<&str, u64> = HashMap::new();
-        let media = self
-            .items
-            .iter()
-            .map(|it| {
-                let next = table.len() as u64;
-                let i = *index.entry(&it.media_type).or_insert_with(|| {
-                    table.push(&it.media_type);
-                    next
-                });
-                cbor::uint(i)
-            })
-            .collect();
+        let mut entries = Vec::with_capacity(self.items.len() + self.retired.len());
+        let mut names = Vec::with_capacity(entries.capacity());
+        let mut media = Vec::with_capacity(entries.capacity());
+        for it in &self.items {
+            entries.push(it.entry.to_cbor());
+            names.push(cbor::text(&it.name));
+            media.push(intern(&mut table, &mut index, &it.media_type));
+        }
+        for e in &self.retired {
+            entries.push(e.to_cbor());
+            names.push(Value::Null);
+            media.push(intern(&mut table, &mut index, DEFAULT_MEDIA_TYPE));
+        }
         cbor::encode(&Value::Map(vec![
             (cbor::text("kind"), cbor::text(TRACK_KIND_FRAGMENT)),
-            (
-                cbor::text("object_index"),
-                Value::Array(self.items.iter().map(|it| it.entry.to_cbor()).collect()),
-            ),
-            (
-                cbor::text("names"),
-                Value::Array(self.items.iter().map(|it| cbor::text(&it.name)).collect()),
-            ),
+            (cbor::text("object_index"), Value::Array(entries)),
+            (cbor::text("names"), Value::Array(names)),
             (
                 cbor::text("media_type_table"),
                 Value::Array(table.iter().map(|t| cbor::text(t)).collect()),
@@ -158,27 +202,46 @@ impl Track {
                 names
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| as_text(n, &format!("{what} names[{i}]")).map(str::to_string))
+                    .map(|(i, n)| match n {
+                        Value::Null => Ok(None),
+                        n => as_text(n, &format!("{what} names[{i}]")).map(|n| Some(n.to_string())),
+                    })
                     .collect::<Result<Vec<_>, _>>()?
             }
-            None => (0..index.len()).map(|i| format!("item-{i:08}")).collect(),
+            None => (0..index.len())
+                .map(|i| Some(format!("item-{i:08}")))
+                .collect(),
         };
         let media = decode_media_types(&map, index.len(), what)?;
-        let items = index
-            .iter()
-            .zip(names)
-            .zip(media)
-            .enumerate()
-            .map(|(i, ((entry, name), media_type))| {
-                Ok(TrackItem {
+        let mut items = Vec::with_capacity(index.len());
+        let mut retired = Vec::new();
+        for (i, ((entry, name), media_type)) in index.iter().zip(names).zip(media).enumerate() {
+            let entry = FragmentEntry::from_cbor(entry, &format!("{what} object_index[{i}]"))?;
+            match name {
+                Some(name) => items.push(TrackItem {
                     name,
                     media_type,
-                    entry: FragmentEntry::from_cbor(entry, &format!("{what} object_index[{i}]"))?,
-                })
-            })
-            .collect::<Result<Vec<_>, FormatError>>()?;
-        Track::new(items, what)
+                    entry,
+                }),
+                None => retired.push(entry),
+            }
+        }
+        Track::new(items, retired, what)
     }
+}
+
+/// The index of `media_type` in the table being built, adding it if new.
+fn intern<'a>(
+    table: &mut Vec<&'a str>,
+    index: &mut HashMap<&'a str, u64>,
+    media_type: &'a str,
+) -> Value {
+    let next = table.len() as u64;
+    let i = *index.entry(media_type).or_insert(next);
+    if i == next {
+        table.push(media_type);
+    }
+    cbor::uint(i)
 }
 
 fn parallel(len: usize, expected: usize, what: &str, field: &str) -> Result<(), FormatError> {
@@ -250,6 +313,7 @@ mod tests {
                 item("ü.jpg", b"p", 5, 7),
                 whole,
             ],
+            vec![],
             "t",
         )
         .unwrap();
@@ -274,6 +338,7 @@ mod tests {
     fn rejects_gaps_overlaps_and_duplicates() {
         let e = Track::new(
             vec![item("a", b"p", 0, 5), item("b", b"p", 6, 1)],
+            vec![],
             "track T",
         )
         .unwrap_err()
@@ -284,22 +349,59 @@ mod tests {
                 && e.contains(&ObjectId::of(b"p").to_hex()),
             "{e}"
         );
-        let e = Track::new(vec![item("a", b"p", 0, 5), item("b", b"p", 3, 4)], "t")
-            .unwrap_err()
-            .to_string();
+        let e = Track::new(
+            vec![item("a", b"p", 0, 5), item("b", b"p", 3, 4)],
+            vec![],
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("overlap"), "{e}");
-        let e = Track::new(vec![item("a", b"p", 1, 5)], "t")
+        let e = Track::new(vec![item("a", b"p", 1, 5)], vec![], "t")
             .unwrap_err()
             .to_string();
         assert!(e.contains("gap: bytes 0..1"), "{e}");
-        let e = Track::new(vec![item("a", b"p", 0, 5), item("a", b"q", 0, 1)], "t")
-            .unwrap_err()
-            .to_string();
+        let e = Track::new(
+            vec![item("a", b"p", 0, 5), item("a", b"q", 0, 1)],
+            vec![],
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("duplicate name"), "{e}");
-        let e = Track::new(vec![item("../a", b"p", 0, 5)], "t")
+        let e = Track::new(vec![item("../a", b"p", 0, 5)], vec![], "t")
             .unwrap_err()
             .to_string();
         assert!(e.contains("names[0]"), "{e}");
+    }
+
+    #[test]
+    fn removed_packed_items_are_retired_until_their_pack_has_no_live_item() {
+        let t = Track::new(
+            vec![
+                item("a", b"p", 0, 5),
+                item("b", b"p", 5, 3),
+                item("c", b"q", 0, 2),
+            ],
+            vec![],
+            "t",
+        )
+        .unwrap();
+        let (kept, retired) = t.remove_items(|i| i.name == "a" || i.name == "c");
+        let t = Track::new(kept, retired, "t").unwrap();
+        assert_eq!(t.items().len(), 1);
+        assert_eq!(
+            t.retired().len(),
+            1,
+            "a's entry stays for pack p; c's pack q is unreferenced"
+        );
+        assert_eq!(t.pack_len(&ObjectId::of(b"p")), Some(8));
+        assert_eq!(t.pack_len(&ObjectId::of(b"q")), None);
+        let back = Track::decode(&t.encode(), "t").unwrap();
+        assert_eq!(back, t);
+        let (kept, retired) = back.remove_items(|_| true);
+        let t = Track::new(kept, retired, "t").unwrap();
+        assert!(t.items().is_empty() && t.retired().is_empty());
     }
 
     #[test]

@@ -11,10 +11,15 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
+use tracing::info;
 
 use crate::dataset::{writer_string, Dataset, DatasetError, TrackContent, TrackUpdate};
 use crate::format::{FormatError, ObjectId, Track, TrackItem};
+use crate::store::StoreError;
 pub use scan::SourceFile;
+
+/// Commits retried after losing a ref race to another writer.
+const MAX_COMMIT_ATTEMPTS: usize = 10;
 
 /// Settings of an import. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]
@@ -106,10 +111,10 @@ pub async fn import(
     let files = scan::scan(src, options.timeline.as_deref())?;
     let uploaded = pack_writer::upload(dataset, &files, options).await?;
 
-    let mut groups: BTreeMap<(&str, &str), Vec<TrackItem>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, String), Vec<TrackItem>> = BTreeMap::new();
     for (file, entry) in files.iter().zip(uploaded.entries) {
         groups
-            .entry((&file.timeline, &file.modality))
+            .entry((file.timeline.clone(), file.modality.clone()))
             .or_default()
             .push(TrackItem {
                 name: file.name.clone(),
@@ -117,70 +122,22 @@ pub async fn import(
                 entry,
             });
     }
-
-    let parent = dataset
-        .store()
-        .read_ref(&options.ref_name)
-        .await
-        .map_err(DatasetError::from)?;
-    let base = match parent {
-        Some(id) => Some(
-            dataset
-                .manifest(&id, &format!("ref {:?}", options.ref_name))
-                .await?,
-        ),
-        None => None,
-    };
-    let mut updates: BTreeMap<(String, String), TrackContent> = BTreeMap::new();
-    if let Some(base) = &base {
-        for t in &base.tracks {
-            updates.insert(
-                (t.timeline.clone(), t.modality.clone()),
-                TrackContent::Existing(t.track),
-            );
+    // Another writer may move the ref between our read and our CAS; the
+    // data is uploaded already, so rebase the Tracks onto its Manifest.
+    let mut attempt = 1;
+    let manifest = loop {
+        match commit_onto_ref(dataset, groups.clone(), &options.ref_name).await {
+            Err(DatasetError::Store(StoreError::RefConflict { .. }))
+                if attempt < MAX_COMMIT_ATTEMPTS =>
+            {
+                info!(
+                    "ref {} moved during import; rebasing (attempt {attempt})",
+                    options.ref_name
+                );
+                attempt += 1;
+            }
+            result => break result?,
         }
-    }
-    let mut changed = base.is_none();
-    for ((timeline, modality), new_items) in groups {
-        let key = (timeline.to_string(), modality.to_string());
-        let existing = match updates.get(&key) {
-            Some(TrackContent::Existing(id)) => Some(*id),
-            _ => None,
-        };
-        let old_items = match existing {
-            Some(id) => dataset
-                .track(&id, "the parent manifest")
-                .await?
-                .into_items(),
-            None => Vec::new(),
-        };
-        let track = merge_items(
-            old_items,
-            new_items,
-            &format!("track {timeline}/{modality}"),
-        )?;
-        let new_id = ObjectId::of(&track.encode());
-        changed |= existing != Some(new_id);
-        updates.insert(key, TrackContent::New(track));
-    }
-
-    let manifest = if changed {
-        let tracks = updates
-            .into_iter()
-            .map(|((timeline, modality), content)| TrackUpdate {
-                timeline,
-                modality,
-                content,
-            })
-            .collect();
-        let writer = writer_string("import");
-        Some(
-            dataset
-                .commit(&options.ref_name, parent, tracks, &writer)
-                .await?,
-        )
-    } else {
-        None
     };
     Ok(ImportReport {
         items: files.len(),
@@ -189,6 +146,56 @@ pub async fn import(
         objects_reused: uploaded.reused,
         manifest,
     })
+}
+
+/// Adds `groups` to the Tracks of the Manifest `ref_name` points at and
+/// commits; `None` when that changes nothing.
+async fn commit_onto_ref(
+    dataset: &Dataset,
+    groups: BTreeMap<(String, String), Vec<TrackItem>>,
+    ref_name: &str,
+) -> Result<Option<ObjectId>, DatasetError> {
+    let parent = dataset.store().read_ref(ref_name).await?;
+    let base = match parent {
+        Some(id) => Some(dataset.manifest(&id, &format!("ref {ref_name:?}")).await?),
+        None => None,
+    };
+    let mut updates: BTreeMap<(String, String), TrackContent> = BTreeMap::new();
+    for t in base.iter().flat_map(|b| &b.tracks) {
+        updates.insert(
+            (t.timeline.clone(), t.modality.clone()),
+            TrackContent::Existing(t.track),
+        );
+    }
+    let mut changed = base.is_none();
+    for ((timeline, modality), new_items) in groups {
+        let existing = match updates.get(&(timeline.clone(), modality.clone())) {
+            Some(TrackContent::Existing(id)) => Some(*id),
+            _ => None,
+        };
+        let old = match existing {
+            Some(id) => dataset.track(&id, "the parent manifest").await?,
+            None => Track::new(Vec::new(), Vec::new(), "empty track")?,
+        };
+        let track = merge_items(old, new_items, &format!("track {timeline}/{modality}"))?;
+        changed |= existing != Some(ObjectId::of(&track.encode()));
+        updates.insert((timeline, modality), TrackContent::New(track));
+    }
+    if !changed {
+        return Ok(None);
+    }
+    let tracks = updates
+        .into_iter()
+        .map(|((timeline, modality), content)| TrackUpdate {
+            timeline,
+            modality,
+            content,
+        })
+        .collect();
+    let writer = writer_string("import");
+    Ok(Some(
+        dataset.commit(ref_name, parent, tracks, &writer).await?,
+    ))
 }
 
 fn check_options(o: &ImportOptions) -> Result<(), ImportError> {
@@ -212,19 +219,16 @@ fn check_options(o: &ImportOptions) -> Result<(), ImportError> {
 /// The Track after an import: existing items not replaced keep their place
 /// and `t_start`; new items follow in name order, numbered from the end of
 /// the kept ones.
-fn merge_items(old: Vec<TrackItem>, new: Vec<TrackItem>, what: &str) -> Result<Track, FormatError> {
-    let replaced: HashSet<&str> = new.iter().map(|i| i.name.as_str()).collect();
-    let mut items: Vec<TrackItem> = old
-        .into_iter()
-        .filter(|i| !replaced.contains(i.name.as_str()))
-        .collect();
+fn merge_items(old: Track, new: Vec<TrackItem>, what: &str) -> Result<Track, FormatError> {
+    let replaced: HashSet<String> = new.iter().map(|i| i.name.clone()).collect();
+    let (mut items, retired) = old.remove_items(|i| replaced.contains(&i.name));
     let first = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
     for (t, mut item) in (first..).zip(new) {
         item.entry.t_start = t;
         item.entry.t_end = t + 1;
         items.push(item);
     }
-    Track::new(items, what)
+    Track::new(items, retired, what)
 }
 
 /// A media type from the file extension; the bytes are never sniffed.

@@ -173,6 +173,20 @@ pub(super) async fn upload(
     let mut chunked: BTreeMap<usize, BTreeMap<usize, Chunk>> = BTreeMap::new();
     for d in done {
         match d {
+            // A one-item "pack" is simply that item's own object (seed §4:
+            // pack_items = 1 writes single-item fragments).
+            Done::Pack {
+                files: members,
+                address,
+                sizes,
+            } if members.len() == 1 => {
+                entries[members[0]] = FragmentEntry {
+                    byte_size: sizes[0],
+                    address,
+                    placement: Placement::Whole,
+                    ..entries[members[0]].clone()
+                };
+            }
             Done::Pack {
                 files: members,
                 address,

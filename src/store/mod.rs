@@ -168,10 +168,14 @@ impl Store {
                 detail: "is not a directory".into(),
             });
         }
-        let inner = LocalFileSystem::new_with_prefix(&dir).map_err(|e| StoreError::Location {
-            location: location.to_string(),
-            detail: e.to_string(),
-        })?;
+        // fsync every object before the put returns: the commit order is
+        // only a durability guarantee if each step is on disk.
+        let inner = LocalFileSystem::new_with_prefix(&dir)
+            .map_err(|e| StoreError::Location {
+                location: location.to_string(),
+                detail: e.to_string(),
+            })?
+            .with_fsync(true);
         Ok(Store {
             inner: Arc::new(inner),
             layout: Layout::new(Path::default()),

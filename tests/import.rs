@@ -1,0 +1,185 @@
+//! Import through the library API: packing counts, --timeline, adding to and
+//! replacing in existing Tracks, and concurrent imports into one dataset.
+
+mod common;
+
+use std::path::Path;
+
+use common::{write_file, Rng};
+use packfs::dataset::{Dataset, ItemSource};
+use packfs::import::{import, ImportOptions};
+use packfs::tree::Tree;
+
+fn options() -> ImportOptions {
+    ImportOptions {
+        pack_items: 10,
+        progress: false,
+        ..ImportOptions::default()
+    }
+}
+
+async fn tree(dataset: &Dataset) -> Tree {
+    Tree::build(dataset.snapshot("main").await.unwrap()).unwrap()
+}
+
+fn data_objects(dataset: &Path, timeline: &str, modality: &str) -> usize {
+    std::fs::read_dir(dataset.join(timeline).join(modality).join("0")).map_or(0, |d| d.count())
+}
+
+#[tokio::test]
+async fn packs_hold_at_most_pack_items_in_sorted_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let mut rng = Rng::new(1);
+    for i in (0..95).rev() {
+        write_file(&src.join(format!("image/{i:03}.jpg")), &rng.bytes(100 + i));
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let opts = ImportOptions {
+        timeline: Some("train".into()),
+        ..options()
+    };
+    let report = import(&dataset, &src, &opts).await.unwrap();
+    assert_eq!(report.items, 95);
+    assert_eq!(report.objects_written, 10, "⌈95/10⌉ packs");
+    assert_eq!(data_objects(&dir, "train", "image"), 10);
+    let snapshot = dataset.snapshot("main").await.unwrap();
+    let items = &snapshot.tracks[0].items;
+    let names: Vec<&str> = items.iter().map(|i| i.name.as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "items keep sorted path order");
+    // Consecutive items of one pack sit back to back in it.
+    let ItemSource::Packed { offset, pack, .. } = &items[1].source else {
+        panic!("packed")
+    };
+    let ItemSource::Packed {
+        offset: first,
+        pack: first_pack,
+        ..
+    } = &items[0].source
+    else {
+        panic!("packed")
+    };
+    assert_eq!((pack, *offset), (first_pack, first + items[0].size));
+    assert_eq!(&*items[0].media_type, "image/jpeg");
+}
+
+#[tokio::test]
+async fn reimport_adds_and_replaces_by_name_and_keeps_other_tracks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write_file(&a.join("train/image/x.jpg"), b"old x");
+    write_file(&a.join("train/image/y.jpg"), b"y");
+    write_file(&a.join("val/text/t.txt"), b"t");
+    import(&dataset, &a, &options()).await.unwrap();
+    write_file(&b.join("train/image/x.jpg"), b"new x");
+    write_file(&b.join("train/image/z.jpg"), b"z");
+    let report = import(&dataset, &b, &options()).await.unwrap();
+    assert!(report.manifest.is_some());
+
+    let t = tree(&dataset).await;
+    let reader = packfs::reader::ItemReader::new(dataset.store().clone());
+    for (path, want) in [
+        ("train/image/x.jpg", &b"new x"[..]),
+        ("train/image/y.jpg", b"y"),
+        ("train/image/z.jpg", b"z"),
+        ("val/text/t.txt", b"t"),
+    ] {
+        let item = t.resolve_file(path).unwrap();
+        assert_eq!(
+            &reader.read(item, 0, 100).await.unwrap()[..],
+            want,
+            "{path}"
+        );
+    }
+    let history = dataset.history("main", 10).await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0].1.parents, vec![history[1].0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_imports_into_one_dataset_both_land() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let mut rng = Rng::new(9);
+    let sources: Vec<_> = (0..4)
+        .map(|w| {
+            let src = tmp.path().join(format!("src{w}"));
+            for i in 0..30 {
+                write_file(&src.join(format!("train/mod{w}/{i}.bin")), &rng.bytes(1000));
+            }
+            src
+        })
+        .collect();
+    let tasks: Vec<_> = sources
+        .into_iter()
+        .map(|src| {
+            let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+            tokio::spawn(async move { import(&dataset, &src, &options()).await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let dataset = Dataset::open(dir.to_str().unwrap(), false).unwrap();
+    let t = tree(&dataset).await;
+    for w in 0..4 {
+        for i in 0..30 {
+            t.resolve_file(&format!("train/mod{w}/{i}.bin")).unwrap();
+        }
+    }
+    assert_eq!(
+        dataset.history("main", 100).await.unwrap().len(),
+        4,
+        "one commit per import, none lost"
+    );
+}
+
+#[tokio::test]
+async fn wrong_depth_and_bad_names_fail_before_writing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    write_file(&src.join("train/image/ok.jpg"), b"ok");
+    write_file(&src.join("train/stray.jpg"), b"stray");
+    write_file(&src.join("_packfs_x/image/a.jpg"), b"a");
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let err = import(&dataset, &src, &options())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("stray.jpg: file at the wrong depth"), "{err}");
+    assert!(err.contains("reserved"), "{err}");
+    assert!(err.contains("nothing was written"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+#[tokio::test]
+async fn pack_items_1_writes_single_item_fragments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    for i in 0..5 {
+        write_file(&src.join(format!("t/m/{i}")), format!("item {i}").as_bytes());
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let opts = ImportOptions {
+        pack_items: 1,
+        ..options()
+    };
+    import(&dataset, &src, &opts).await.unwrap();
+    let snapshot = dataset.snapshot("main").await.unwrap();
+    assert!(snapshot.tracks[0]
+        .items
+        .iter()
+        .all(|i| matches!(i.source, ItemSource::Whole { .. })));
+    assert_eq!(data_objects(&dir, "t", "m"), 5);
+}
