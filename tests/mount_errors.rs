@@ -41,7 +41,9 @@ fn truncated_pack_gives_eio_for_its_items_only() {
     // Two packs of four items: 0–3 and 4–7. Cut the first one short.
     let pack = packs(&dataset, "t", "m")
         .into_iter()
-        .find(|p| std::fs::read(p).unwrap()[..100] == std::fs::read(src.join("t/m/0.bin")).unwrap()[..100])
+        .find(|p| {
+            std::fs::read(p).unwrap()[..100] == std::fs::read(src.join("t/m/0.bin")).unwrap()[..100]
+        })
         .expect("the pack holding item 0");
     let file = std::fs::OpenOptions::new().write(true).open(&pack).unwrap();
     file.set_len(25_000).unwrap();
@@ -49,18 +51,28 @@ fn truncated_pack_gives_eio_for_its_items_only() {
     let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
     for i in 0..4 {
         let err = std::fs::read(mnt.path.join(format!("t/m/{i}.bin"))).unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(libc::EIO), "item {i} of the short pack");
+        assert_eq!(
+            err.raw_os_error(),
+            Some(libc::EIO),
+            "item {i} of the short pack"
+        );
     }
     for i in 4..8 {
         let rel = format!("t/m/{i}.bin");
-        assert_eq!(std::fs::read(mnt.path.join(&rel)).unwrap(), std::fs::read(src.join(&rel)).unwrap());
+        assert_eq!(
+            std::fs::read(mnt.path.join(&rel)).unwrap(),
+            std::fs::read(src.join(&rel)).unwrap()
+        );
     }
     // The CLI names the pack and both lengths.
     let out = packfs(&["cat", dataset.to_str().unwrap(), "t/m/0.bin"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     let name = pack.file_name().unwrap().to_str().unwrap();
-    assert!(err.contains(name) && err.contains("25000") && err.contains("40000"), "{err}");
+    assert!(
+        err.contains(name) && err.contains("25000") && err.contains("40000"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -71,13 +83,22 @@ fn damaged_manifest_refuses_to_mount_with_the_reason() {
     write_file(&src.join("t/m/a"), b"a");
     import(&src, &dataset);
     let manifests = dataset.join("_packfs/manifests");
-    let manifest = std::fs::read_dir(&manifests).unwrap().next().unwrap().unwrap().path();
+    let manifest = std::fs::read_dir(&manifests)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     std::fs::write(&manifest, b"\xa1\x61").unwrap();
     let mnt = tmp.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let out = packfs(&["mount", dataset.to_str().unwrap(), mnt.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("malformed CBOR") && err.contains(manifest.file_name().unwrap().to_str().unwrap()), "{err}");
+    assert!(
+        err.contains("malformed CBOR")
+            && err.contains(manifest.file_name().unwrap().to_str().unwrap()),
+        "{err}"
+    );
     assert!(!is_mounted(&mnt.canonicalize().unwrap()));
 }
