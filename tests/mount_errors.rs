@@ -7,17 +7,6 @@ use std::path::Path;
 
 use common::*;
 
-fn import(src: &Path, dataset: &Path) {
-    packfs_ok(&[
-        "import",
-        src.to_str().unwrap(),
-        dataset.to_str().unwrap(),
-        "--pack-items",
-        "4",
-        "--no-progress",
-    ]);
-}
-
 /// The data objects of one modality, largest first.
 fn packs(dataset: &Path, timeline: &str, modality: &str) -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(dataset.join(timeline).join(modality).join("0"))
@@ -37,7 +26,7 @@ fn truncated_pack_gives_eio_for_its_items_only() {
     for i in 0..8 {
         write_file(&src.join(format!("t/m/{i}.bin")), &rng.bytes(10_000));
     }
-    import(&src, &dataset);
+    import(&src, &dataset, &["--pack-items", "4"]);
     // Two packs of four items: 0–3 and 4–7. Cut the first one short.
     let pack = packs(&dataset, "t", "m")
         .into_iter()
@@ -81,7 +70,7 @@ fn damaged_manifest_refuses_to_mount_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();
     let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
     write_file(&src.join("t/m/a"), b"a");
-    import(&src, &dataset);
+    import(&src, &dataset, &["--pack-items", "4"]);
     let manifests = dataset.join("_packfs/manifests");
     let manifest = std::fs::read_dir(&manifests)
         .unwrap()

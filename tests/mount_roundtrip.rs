@@ -47,20 +47,15 @@ fn generate_tree(src: &Path) -> usize {
     count + 3
 }
 
-fn import(src: &Path, dataset: &Path) {
-    packfs_ok(&[
-        "import",
-        src.to_str().unwrap(),
-        dataset.to_str().unwrap(),
-        "--pack-items",
-        "64",
-        "--pack-bytes",
-        "4MiB",
-        "--chunk-bytes",
-        "1MiB",
-        "--no-progress",
-    ]);
-}
+/// Small packs and chunks, so a few thousand files exercise every shape.
+const IMPORT_ARGS: &[&str] = &[
+    "--pack-items",
+    "64",
+    "--pack-bytes",
+    "4MiB",
+    "--chunk-bytes",
+    "1MiB",
+];
 
 fn pack_objects(dataset: &Path) -> Vec<std::path::PathBuf> {
     let (_, files) = walk(dataset);
@@ -77,7 +72,7 @@ fn mounted_tree_equals_the_source_for_every_tool() {
     let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
     let n = generate_tree(&src);
     assert!(n >= 2000);
-    import(&src, &dataset);
+    import(&src, &dataset, IMPORT_ARGS);
     let objects = pack_objects(&dataset);
     assert!(
         objects.len() < n / 10,
@@ -185,7 +180,7 @@ fn partial_reads_across_chunk_and_pack_boundaries() {
         let len = rng.below(10_000) as usize;
         write_file(&src.join(format!("t/m/small/{i:03}")), &rng.bytes(len));
     }
-    import(&src, &dataset);
+    import(&src, &dataset, IMPORT_ARGS);
     let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
     for rel in ["t/m/large.bin", "t/m/small/010", "t/m/small/049"] {
         let want = std::fs::read(src.join(rel)).unwrap();
@@ -227,12 +222,7 @@ fn directory_of_100k_entries_lists_completely() {
     for i in 0..n {
         std::fs::write(dir.join(format!("f{i:06}")), i.to_string()).unwrap();
     }
-    packfs_ok(&[
-        "import",
-        src.to_str().unwrap(),
-        dataset.to_str().unwrap(),
-        "--no-progress",
-    ]);
+    import(&src, &dataset, &[]);
     let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
     let mut names: Vec<String> = std::fs::read_dir(mnt.path.join("t/m"))
         .unwrap()
@@ -268,7 +258,7 @@ fn read_only_and_statfs_answers() {
     let tmp = tempfile::tempdir().unwrap();
     let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
     write_file(&src.join("t/m/a.txt"), b"abc");
-    import(&src, &dataset);
+    import(&src, &dataset, IMPORT_ARGS);
     let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
     let err = std::fs::OpenOptions::new()
         .write(true)
@@ -295,7 +285,7 @@ fn foreground_mount_unmounts_on_sigterm_and_sigint() {
     let tmp = tempfile::tempdir().unwrap();
     let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
     write_file(&src.join("t/m/a.txt"), b"abc");
-    import(&src, &dataset);
+    import(&src, &dataset, IMPORT_ARGS);
     let mnt = tmp.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let mnt = mnt.canonicalize().unwrap();

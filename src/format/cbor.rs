@@ -69,6 +69,23 @@ impl<'a> MapReader<'a> {
             .map(|(_, v)| v)
     }
 
+    /// Decodes `bytes` as a map whose `"v"` field must be `version`.
+    pub(crate) fn versioned(
+        value: &'a Value,
+        what: &'a str,
+        version: u64,
+    ) -> Result<Self, FormatError> {
+        let map = MapReader::new(value, what)?;
+        let found = as_u64(map.required("v")?, &format!("{what} v"))?;
+        if found != version {
+            return Err(FormatError::shape(
+                what,
+                format!("unsupported version {found} (expected {version})"),
+            ));
+        }
+        Ok(map)
+    }
+
     pub(crate) fn required(&self, key: &str) -> Result<&'a Value, FormatError> {
         self.get(key)
             .ok_or_else(|| FormatError::shape(self.what, format!("missing field {key:?}")))

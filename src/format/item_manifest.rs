@@ -45,14 +45,7 @@ impl ItemManifest {
     /// Decodes an ItemManifest; `what` names the object for errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<Self, FormatError> {
         let value = cbor::decode(bytes, what)?;
-        let map = MapReader::new(&value, what)?;
-        let version = as_u64(map.required("v")?, &format!("{what} v"))?;
-        if version != VERSION {
-            return Err(FormatError::shape(
-                what,
-                format!("unsupported version {version}"),
-            ));
-        }
+        let map = MapReader::versioned(&value, what, VERSION)?;
         let mut total: u64 = 0;
         let chunks = as_array(map.required("chunks")?, &format!("{what} chunks"))?
             .iter()

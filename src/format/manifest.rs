@@ -68,14 +68,7 @@ impl Manifest {
     /// Decodes and validates a Manifest; `what` names the object for errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<Self, FormatError> {
         let value = cbor::decode(bytes, what)?;
-        let map = MapReader::new(&value, what)?;
-        let version = as_u64(map.required("v")?, &format!("{what} v"))?;
-        if version != VERSION {
-            return Err(FormatError::shape(
-                what,
-                format!("unsupported manifest version {version}"),
-            ));
-        }
+        let map = MapReader::versioned(&value, what, VERSION)?;
         let parents = as_array(map.required("parents")?, &format!("{what} parents"))?
             .iter()
             .enumerate()

@@ -29,6 +29,18 @@ pub fn packfs(args: &[&str]) -> Output {
         .expect("run packfs")
 }
 
+/// `packfs import SRC DATASET --no-progress EXTRA…`.
+pub fn import(src: &Path, dataset: &Path, extra: &[&str]) {
+    let mut args = vec![
+        "import",
+        src.to_str().unwrap(),
+        dataset.to_str().unwrap(),
+        "--no-progress",
+    ];
+    args.extend_from_slice(extra);
+    packfs_ok(&args);
+}
+
 /// A small deterministic PRNG (xorshift64*) so generated trees are stable.
 pub struct Rng(u64);
 
