@@ -167,7 +167,10 @@ async fn pack_items_1_writes_single_item_fragments() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     for i in 0..5 {
-        write_file(&src.join(format!("t/m/{i}")), format!("item {i}").as_bytes());
+        write_file(
+            &src.join(format!("t/m/{i}")),
+            format!("item {i}").as_bytes(),
+        );
     }
     let dir = tmp.path().join("ds");
     let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
@@ -182,4 +185,38 @@ async fn pack_items_1_writes_single_item_fragments() {
         .iter()
         .all(|i| matches!(i.source, ItemSource::Whole { .. })));
     assert_eq!(data_objects(&dir, "t", "m"), 5);
+}
+
+#[tokio::test]
+async fn unchanged_reimport_commits_nothing_and_renamed_copies_share_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for i in 0..25 {
+        write_file(
+            &a.join(format!("t/m/{i:02}")),
+            format!("bytes {i}").as_bytes(),
+        );
+        write_file(
+            &b.join(format!("t/m/copy-{i:02}")),
+            format!("bytes {i}").as_bytes(),
+        );
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    assert!(import(&dataset, &a, &options())
+        .await
+        .unwrap()
+        .manifest
+        .is_some());
+    let again = import(&dataset, &a, &options()).await.unwrap();
+    assert_eq!((again.manifest, again.objects_written), (None, 0));
+    // The same bytes under other names pack into the very same objects.
+    let copies = import(&dataset, &b, &options()).await.unwrap();
+    assert_eq!(copies.objects_written, 0);
+    let t = tree(&dataset).await;
+    let reader = packfs::reader::ItemReader::new(dataset.store().clone());
+    for name in ["t/m/07", "t/m/copy-07"] {
+        let item = t.resolve_file(name).unwrap();
+        assert_eq!(&reader.read(item, 0, 100).await.unwrap()[..], b"bytes 7");
+    }
 }

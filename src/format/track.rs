@@ -74,8 +74,14 @@ impl Track {
                     .push((offset, item.entry.byte_size));
             }
         }
-        retired.retain(|e| {
-            matches!(e.placement, Placement::Packed { .. }) && packs.contains_key(&e.address)
+        // A retired entry is needed only while its pack has live items, and
+        // not when a live entry holds the very same bytes again (an item
+        // re-imported unchanged lands in the same pack at the same offset).
+        retired.retain(|e| match e.placement {
+            Placement::Packed { offset } => packs
+                .get(&e.address)
+                .is_some_and(|live| !live.contains(&(offset, e.byte_size))),
+            _ => false,
         });
         for e in &retired {
             if let Placement::Packed { offset } = e.placement {
@@ -87,7 +93,10 @@ impl Track {
         }
         let mut pack_lengths = HashMap::with_capacity(packs.len());
         for (pack, mut ranges) in packs {
+            // Entries with the same range name the same bytes: two items with
+            // identical content imported under different names share them.
             ranges.sort_unstable();
+            ranges.dedup();
             let mut next = 0u64;
             for (offset, size) in ranges {
                 if offset != next {
@@ -376,6 +385,21 @@ mod tests {
     }
 
     #[test]
+    fn identical_ranges_of_one_pack_are_the_same_bytes() {
+        let t = Track::new(
+            vec![
+                item("a", b"p", 0, 5),
+                item("copy of a", b"p", 0, 5),
+                item("b", b"p", 5, 1),
+            ],
+            vec![],
+            "t",
+        )
+        .unwrap();
+        assert_eq!(t.pack_len(&ObjectId::of(b"p")), Some(6));
+    }
+
+    #[test]
     fn removed_packed_items_are_retired_until_their_pack_has_no_live_item() {
         let t = Track::new(
             vec![
@@ -399,6 +423,13 @@ mod tests {
         assert_eq!(t.pack_len(&ObjectId::of(b"q")), None);
         let back = Track::decode(&t.encode(), "t").unwrap();
         assert_eq!(back, t);
+        // Re-adding the same bytes supersedes the retired entry.
+        let again = item("a", b"p", 0, 5);
+        let (mut kept, retired) = back.clone().remove_items(|_| false);
+        kept.push(again);
+        let t2 = Track::new(kept, retired, "t").unwrap();
+        assert!(t2.retired().is_empty());
+        assert_eq!(t2.pack_len(&ObjectId::of(b"p")), Some(8));
         let (kept, retired) = back.remove_items(|_| true);
         let t = Track::new(kept, retired, "t").unwrap();
         assert!(t.items().is_empty() && t.retired().is_empty());
