@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use packfs::dataset::Dataset;
-use packfs::import::{import, ImportOptions};
+use packfs::import::{import_files, prepare, ImportOptions};
 use packfs::mount::MountOptions;
 use packfs::reader::ItemReader;
 use packfs::tree::{NodeKind, Tree};
@@ -171,7 +171,6 @@ fn parse_size(s: &str) -> Result<u64, String> {
 type CliResult = Result<(), Box<dyn std::error::Error>>;
 
 pub async fn run_import(args: ImportArgs) -> CliResult {
-    let dataset = Dataset::open(&args.dataset, true)?;
     let options = ImportOptions {
         timeline: args.timeline,
         pack_items: args.pack_items,
@@ -182,7 +181,10 @@ pub async fn run_import(args: ImportArgs) -> CliResult {
         progress: !args.no_progress,
         ..ImportOptions::default()
     };
-    let report = import(&dataset, &args.src, &options).await?;
+    // Check the source before creating a dataset directory for it.
+    let files = prepare(&args.src, &options)?;
+    let dataset = Dataset::open(&args.dataset, true)?;
+    let report = import_files(&dataset, &files, &options).await?;
     let outcome = match report.manifest {
         Some(id) => format!("committed manifest {} to ref {}", id, options.ref_name),
         None => format!(
@@ -291,11 +293,9 @@ pub async fn run_verify(at: DatasetAt) -> Result<bool, Box<dyn std::error::Error
             at.ref_name, report.items, report.objects, report.bytes
         );
     } else {
-        println!(
-            "{} problems in ref {} manifest {manifest}",
-            report.problems.len(),
-            at.ref_name
-        );
+        let n = report.problems.len();
+        let noun = if n == 1 { "problem" } else { "problems" };
+        println!("{n} {noun} in ref {} manifest {manifest}", at.ref_name);
     }
     Ok(report.problems.is_empty())
 }

@@ -11,7 +11,7 @@ pub(crate) fn decode(bytes: &[u8], what: &str) -> Result<Value, FormatError> {
     let mut cursor = std::io::Cursor::new(bytes);
     let value: Value = ciborium::from_reader(&mut cursor).map_err(|e| FormatError::Cbor {
         what: what.to_string(),
-        detail: e.to_string(),
+        detail: describe(&e, bytes.len()),
     })?;
     let used = cursor.position() as usize;
     if used != bytes.len() {
@@ -21,6 +21,17 @@ pub(crate) fn decode(bytes: &[u8], what: &str) -> Result<Value, FormatError> {
         });
     }
     Ok(value)
+}
+
+fn describe(e: &ciborium::de::Error<std::io::Error>, len: usize) -> String {
+    use ciborium::de::Error;
+    match e {
+        Error::Io(_) => format!("truncated: the {len} bytes end inside a CBOR item"),
+        Error::Syntax(at) => format!("invalid CBOR at byte {at}"),
+        Error::Semantic(Some(at), msg) => format!("{msg} (at byte {at})"),
+        Error::Semantic(None, msg) => msg.clone(),
+        Error::RecursionLimitExceeded => "nested too deeply".to_string(),
+    }
 }
 
 pub(crate) fn encode(value: &Value) -> Vec<u8> {

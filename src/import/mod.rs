@@ -107,9 +107,24 @@ pub async fn import(
     src: &Path,
     options: &ImportOptions,
 ) -> Result<ImportReport, ImportError> {
+    let files = prepare(src, options)?;
+    import_files(dataset, &files, options).await
+}
+
+/// Checks `options` and scans `src`: everything that can be wrong with an
+/// import before it writes anything.
+pub fn prepare(src: &Path, options: &ImportOptions) -> Result<Vec<SourceFile>, ImportError> {
     check_options(options)?;
-    let files = scan::scan(src, options.timeline.as_deref())?;
-    let uploaded = pack_writer::upload(dataset, &files, options).await?;
+    scan::scan(src, options.timeline.as_deref())
+}
+
+/// Uploads and commits files returned by [`prepare`].
+pub async fn import_files(
+    dataset: &Dataset,
+    files: &[SourceFile],
+    options: &ImportOptions,
+) -> Result<ImportReport, ImportError> {
+    let uploaded = pack_writer::upload(dataset, files, options).await?;
 
     let mut groups: BTreeMap<(String, String), Vec<TrackItem>> = BTreeMap::new();
     for (file, entry) in files.iter().zip(uploaded.entries) {
