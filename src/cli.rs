@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use packfs::cache::CacheOptions;
 use packfs::dataset::Dataset;
 use packfs::import::{import_files, prepare, ImportOptions};
 use packfs::mount::MountOptions;
@@ -133,6 +134,12 @@ pub struct MountArgs {
     /// Log file of the daemonized mount (default: logs are discarded).
     #[arg(long)]
     pub log_file: Option<PathBuf>,
+    /// Memory for cached object blocks (e.g. 512MiB, 2GiB).
+    #[arg(long, default_value = "512MiB", value_parser = parse_size)]
+    pub cache_bytes: u64,
+    /// Do not read ahead on sequential reads (every read waits for its own GET).
+    #[arg(long)]
+    pub no_prefetch: bool,
 }
 
 impl MountArgs {
@@ -143,6 +150,11 @@ impl MountArgs {
             threads: self.threads,
             allow_other: self.allow_other,
             log_file: self.log_file.clone(),
+            cache: CacheOptions {
+                cache_bytes: self.cache_bytes,
+                prefetch: !self.no_prefetch,
+                ..CacheOptions::default()
+            },
         }
     }
 }
@@ -238,7 +250,7 @@ pub async fn run_cat(at: DatasetAt, path: String) -> CliResult {
     const STEP: u64 = 8 << 20;
     let (dataset, tree) = load_tree(&at).await?;
     let item = tree.resolve_file(&path)?;
-    let reader = ItemReader::new(dataset.store().clone());
+    let reader = ItemReader::new(dataset.store().clone(), CacheOptions::default());
     let mut out = std::io::stdout().lock();
     let mut offset = 0;
     while offset < item.size {

@@ -1,5 +1,10 @@
 //! The FUSE adapter: translates kernel requests into tree lookups and item
 //! reads, and errors into errno — in [`errno`], the one place that does.
+//!
+//! Besides the dataset tree the mount has one control directory,
+//! `/.packfs`, whose `stats` file shows the read path's counters. It is
+//! found by name but not listed, so `find`, `cp -r`, `tar` and `diff -r`
+//! see exactly the dataset.
 
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -12,6 +17,7 @@ use fuser::{
 };
 use tracing::{debug, warn};
 
+use crate::format::CONTROL_DIR;
 use crate::reader::{ItemReader, ReadError};
 use crate::tree::{NodeId, NodeKind, Tree};
 
@@ -22,6 +28,13 @@ const TTL: Duration = Duration::from_secs(24 * 3600);
 const BLKSIZE: u32 = 128 * 1024;
 /// Requests the kernel may have outstanding at once (fuser's default is 16).
 const MAX_BACKGROUND: u16 = 64;
+/// Largest read-ahead the kernel may do on its own (it caps this further).
+const MAX_READAHEAD: u32 = 1 << 20;
+/// Inode numbers of the control directory and its stats file: above every
+/// tree inode (tree nodes are `u32` indices + 1).
+const CONTROL_INO: u64 = 1 << 40;
+const STATS_INO: u64 = CONTROL_INO + 1;
+const STATS_FILE: &str = "stats";
 
 /// Why a request failed, before it becomes an errno.
 enum FsError {
@@ -43,7 +56,36 @@ fn errno(e: &FsError) -> Errno {
         // ENOSYS makes the kernel stop asking (xattrs: `ls -l` asks per file).
         FsError::Unsupported => Errno::ENOSYS,
         // Data that cannot be produced exactly is an I/O error, never zeros.
-        FsError::Read(ReadError::LengthMismatch { .. } | ReadError::Store(_)) => Errno::EIO,
+        FsError::Read(ReadError::Map(_) | ReadError::Execute(_)) => Errno::EIO,
+    }
+}
+
+/// What an inode number names.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Node {
+    Tree(NodeId),
+    Control,
+    Stats,
+}
+
+impl Node {
+    fn from_ino(ino: INodeNo) -> Result<Node, FsError> {
+        match ino.0 {
+            CONTROL_INO => Ok(Node::Control),
+            STATS_INO => Ok(Node::Stats),
+            // FUSE's root inode is 1: tree inodes are node indices + 1.
+            n => NodeId::try_from(n.wrapping_sub(1))
+                .map(Node::Tree)
+                .map_err(|_| FsError::NotFound),
+        }
+    }
+
+    fn ino(self) -> INodeNo {
+        INodeNo(match self {
+            Node::Tree(id) => u64::from(id) + 1,
+            Node::Control => CONTROL_INO,
+            Node::Stats => STATS_INO,
+        })
     }
 }
 
@@ -78,23 +120,32 @@ impl PackFs {
         }
     }
 
-    fn node_id(ino: INodeNo) -> NodeId {
-        // Inode numbers are node indices + 1: FUSE's root inode is 1.
-        (ino.0 - 1) as NodeId
+    fn tree_kind(&self, id: NodeId) -> Result<&NodeKind, FsError> {
+        self.tree.node(id).map(|n| &n.kind).ok_or(FsError::NotFound)
     }
 
-    fn ino(node: NodeId) -> INodeNo {
-        INodeNo(u64::from(node) + 1)
+    fn is_dir(&self, node: Node) -> Result<bool, FsError> {
+        Ok(match node {
+            Node::Tree(id) => matches!(self.tree_kind(id)?, NodeKind::Dir(_)),
+            Node::Control => true,
+            Node::Stats => false,
+        })
     }
 
-    fn attr(&self, node: NodeId) -> Result<FileAttr, FsError> {
-        let n = self.tree.node(node).ok_or(FsError::NotFound)?;
-        let (kind, perm, size, nlink) = match &n.kind {
-            NodeKind::Dir(_) => (FileType::Directory, 0o555, 0, 2),
-            NodeKind::File(item) => (FileType::RegularFile, 0o444, self.tree.item(*item).size, 1),
+    fn attr(&self, node: Node) -> Result<FileAttr, FsError> {
+        let (kind, perm, size, nlink) = match node {
+            Node::Tree(id) => match self.tree_kind(id)? {
+                NodeKind::Dir(_) => (FileType::Directory, 0o555, 0, 2),
+                NodeKind::File(item) => {
+                    (FileType::RegularFile, 0o444, self.tree.item(*item).size, 1)
+                }
+            },
+            Node::Control => (FileType::Directory, 0o555, 0, 2),
+            // Its content changes; read with direct I/O, so size 0 is fine.
+            Node::Stats => (FileType::RegularFile, 0o444, 0, 1),
         };
         Ok(FileAttr {
-            ino: Self::ino(node),
+            ino: node.ino(),
             size,
             blocks: size.div_ceil(512),
             atime: self.mtime,
@@ -112,50 +163,75 @@ impl PackFs {
         })
     }
 
-    fn lookup_node(&self, parent: INodeNo, name: &OsStr) -> Result<NodeId, FsError> {
-        let parent = Self::node_id(parent);
-        match self.tree.node(parent).map(|n| &n.kind) {
-            Some(NodeKind::Dir(_)) => {}
-            Some(NodeKind::File(_)) => return Err(FsError::NotADirectory),
-            None => return Err(FsError::NotFound),
+    fn ttl(node: Node) -> Duration {
+        if node == Node::Stats {
+            Duration::ZERO
+        } else {
+            TTL
         }
-        self.tree
-            .lookup(parent, name.as_encoded_bytes())
-            .ok_or(FsError::NotFound)
     }
 
-    /// Directory entries from cookie `offset`: `.`, `..`, then children.
-    /// Entry `i` carries cookie `i + 1`, so resuming is O(1) at any size.
-    fn dir_entries(
-        &self,
-        ino: INodeNo,
-        offset: u64,
-    ) -> Result<impl Iterator<Item = (u64, NodeId, &str)> + '_, FsError> {
-        let node = Self::node_id(ino);
-        let n = self.tree.node(node).ok_or(FsError::NotFound)?;
-        let NodeKind::Dir(children) = &n.kind else {
-            return Err(FsError::NotADirectory);
-        };
-        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-        let dots = [(node, "."), (n.parent, "..")]
-            .into_iter()
-            .enumerate()
-            .skip(offset)
-            .map(|(i, (id, name))| (i as u64 + 1, id, name));
-        let start = offset.saturating_sub(2).min(children.len());
-        let rest = children[start..]
-            .iter()
-            .enumerate()
-            .map(move |(i, &child)| {
-                let name = &*self.tree.node(child).expect("child exists").name;
-                ((start + i + 3) as u64, child, name)
-            });
-        Ok(dots.chain(rest))
+    fn lookup_node(&self, parent: Node, name: &OsStr) -> Result<Node, FsError> {
+        let name = name.as_encoded_bytes();
+        match parent {
+            Node::Tree(Tree::ROOT) if name == CONTROL_DIR.as_bytes() => Ok(Node::Control),
+            Node::Tree(id) => match self.tree_kind(id)? {
+                NodeKind::Dir(_) => self
+                    .tree
+                    .lookup(id, name)
+                    .map(Node::Tree)
+                    .ok_or(FsError::NotFound),
+                NodeKind::File(_) => Err(FsError::NotADirectory),
+            },
+            Node::Control if name == STATS_FILE.as_bytes() => Ok(Node::Stats),
+            Node::Control => Err(FsError::NotFound),
+            Node::Stats => Err(FsError::NotADirectory),
+        }
     }
 
-    fn file_type(&self, node: NodeId) -> FileType {
-        match self.tree.node(node).map(|n| &n.kind) {
-            Some(NodeKind::File(_)) => FileType::RegularFile,
+    /// Entry `i` of directory `dir`: `.`, `..`, then the children. Entry `i`
+    /// carries cookie `i + 1`, so resuming a listing is O(1) at any size.
+    fn entry(&self, dir: Node, i: usize) -> Option<(Node, &str)> {
+        match dir {
+            Node::Tree(id) => {
+                let node = self.tree.node(id)?;
+                let NodeKind::Dir(children) = &node.kind else {
+                    return None;
+                };
+                match i {
+                    0 => Some((dir, ".")),
+                    1 => Some((Node::Tree(node.parent), "..")),
+                    i if i - 2 < children.len() => {
+                        let child = children[i - 2];
+                        Some((Node::Tree(child), &*self.tree.node(child)?.name))
+                    }
+                    _ => None,
+                }
+            }
+            Node::Control => [
+                (dir, "."),
+                (Node::Tree(Tree::ROOT), ".."),
+                (Node::Stats, STATS_FILE),
+            ]
+            .get(i)
+            .copied(),
+            Node::Stats => None,
+        }
+    }
+
+    /// Checks that `ino` is a directory and returns it.
+    fn dir(&self, ino: INodeNo) -> Result<Node, FsError> {
+        let node = Node::from_ino(ino)?;
+        if self.is_dir(node)? {
+            Ok(node)
+        } else {
+            Err(FsError::NotADirectory)
+        }
+    }
+
+    fn file_type(&self, node: Node) -> FileType {
+        match self.is_dir(node) {
+            Ok(false) => FileType::RegularFile,
             _ => FileType::Directory,
         }
     }
@@ -173,36 +249,38 @@ impl Filesystem for PackFs {
             }
         }
         let _ = config.set_max_background(MAX_BACKGROUND);
-        let _ = config.set_max_readahead(1 << 20);
+        let _ = config.set_max_readahead(MAX_READAHEAD);
         Ok(())
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.lookup_node(parent, name).and_then(|n| self.attr(n)) {
-            Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+        let found = Node::from_ino(parent)
+            .and_then(|p| self.lookup_node(p, name))
+            .and_then(|n| Ok((n, self.attr(n)?)));
+        match found {
+            Ok((node, attr)) => reply.entry(&Self::ttl(node), &attr, Generation(0)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.attr(Self::node_id(ino)) {
-            Ok(attr) => reply.attr(&TTL, &attr),
+        match Node::from_ino(ino).and_then(|n| Ok((n, self.attr(n)?))) {
+            Ok((node, attr)) => reply.attr(&Self::ttl(node), &attr),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let result = match self.tree.node(Self::node_id(ino)).map(|n| &n.kind) {
-            None => Err(FsError::NotFound),
-            Some(NodeKind::Dir(_)) => Err(FsError::IsADirectory),
-            Some(NodeKind::File(_)) if flags.acc_mode() != OpenAccMode::O_RDONLY => {
-                Err(FsError::ReadOnly)
-            }
-            Some(NodeKind::File(_)) => Ok(()),
-        };
-        match result {
+        let node = Node::from_ino(ino).and_then(|node| match self.is_dir(node)? {
+            true => Err(FsError::IsADirectory),
+            false if flags.acc_mode() != OpenAccMode::O_RDONLY => Err(FsError::ReadOnly),
+            false => Ok(node),
+        });
+        match node {
+            // Counters change on every read: bypass the page cache.
+            Ok(Node::Stats) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
             // Items never change while mounted: keep the page cache across opens.
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -218,10 +296,20 @@ impl Filesystem for PackFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let item = match self.tree.node(Self::node_id(ino)).map(|n| &n.kind) {
-            Some(NodeKind::File(item)) => *item,
-            Some(NodeKind::Dir(_)) => return reply.error(errno(&FsError::IsADirectory)),
-            None => return reply.error(errno(&FsError::NotFound)),
+        let item = match Node::from_ino(ino) {
+            Ok(Node::Tree(id)) => match self.tree_kind(id) {
+                Ok(NodeKind::File(item)) => *item,
+                Ok(NodeKind::Dir(_)) => return reply.error(errno(&FsError::IsADirectory)),
+                Err(e) => return reply.error(errno(&e)),
+            },
+            Ok(Node::Stats) => {
+                let text = self.reader.stats().render();
+                let start = text.len().min(offset as usize);
+                let end = text.len().min(start + size as usize);
+                return reply.data(&text.as_bytes()[start..end]);
+            }
+            Ok(Node::Control) => return reply.error(errno(&FsError::IsADirectory)),
+            Err(e) => return reply.error(errno(&e)),
         };
         let (tree, reader) = (self.tree.clone(), self.reader.clone());
         // The loop thread goes back to the kernel at once; the reply is sent
@@ -231,7 +319,7 @@ impl Filesystem for PackFs {
             match reader.read(item, offset, u64::from(size)).await {
                 Ok(bytes) => reply.data(&bytes),
                 Err(e) => {
-                    warn!("read {}/{} at {offset}: {e}", item.name, item.size);
+                    warn!("read {} at {offset}: {e}", item.name);
                     reply.error(errno(&FsError::Read(e)));
                 }
             }
@@ -251,10 +339,9 @@ impl Filesystem for PackFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.tree.node(Self::node_id(ino)).map(|n| &n.kind) {
-            Some(NodeKind::Dir(_)) => reply.opened(FileHandle(0), FopenFlags::FOPEN_CACHE_DIR),
-            Some(NodeKind::File(_)) => reply.error(errno(&FsError::NotADirectory)),
-            None => reply.error(errno(&FsError::NotFound)),
+        match self.dir(ino) {
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_CACHE_DIR),
+            Err(e) => reply.error(errno(&e)),
         }
     }
 
@@ -266,17 +353,18 @@ impl Filesystem for PackFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        match self.dir_entries(ino, offset) {
-            Ok(entries) => {
-                for (cookie, node, name) in entries {
-                    if reply.add(Self::ino(node), cookie, self.file_type(node), name) {
-                        break;
-                    }
-                }
-                reply.ok();
+        let dir = match self.dir(ino) {
+            Ok(dir) => dir,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let mut i = usize::try_from(offset).unwrap_or(usize::MAX);
+        while let Some((node, name)) = self.entry(dir, i) {
+            i += 1;
+            if reply.add(node.ino(), i as u64, self.file_type(node), name) {
+                break;
             }
-            Err(e) => reply.error(errno(&e)),
         }
+        reply.ok();
     }
 
     fn readdirplus(
@@ -287,18 +375,26 @@ impl Filesystem for PackFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        match self.dir_entries(ino, offset) {
-            Ok(entries) => {
-                for (cookie, node, name) in entries {
-                    let Ok(attr) = self.attr(node) else { continue };
-                    if reply.add(Self::ino(node), cookie, name, &TTL, &attr, Generation(0)) {
-                        break;
-                    }
-                }
-                reply.ok();
+        let dir = match self.dir(ino) {
+            Ok(dir) => dir,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let mut i = usize::try_from(offset).unwrap_or(usize::MAX);
+        while let Some((node, name)) = self.entry(dir, i) {
+            i += 1;
+            let Ok(attr) = self.attr(node) else { continue };
+            if reply.add(
+                node.ino(),
+                i as u64,
+                name,
+                &Self::ttl(node),
+                &attr,
+                Generation(0),
+            ) {
+                break;
             }
-            Err(e) => reply.error(errno(&e)),
         }
+        reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

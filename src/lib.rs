@@ -7,14 +7,18 @@
 //!   in `fuse` alone).
 //! - [`tree`]: the `/<timeline>/<modality>/<name…>` namespace of a snapshot.
 //! - [`reader`]: the read seam, item byte ranges → ranged GETs.
+//! - [`engine`]: byte-range maps (destination ranges → source ranges or
+//!   explicit PAD), checked, compiled into coalesced reads and executed.
 //! - [`import`] and [`verify`]: writing a dataset from a directory tree, and
 //!   checking one.
 //! - [`dataset`]: refs → Manifests → Tracks → items; commits.
 //! - [`format`] (pure CBOR codecs, no I/O) and [`store`] (object_store
 //!   wiring: locations, object paths, refs moved by compare-and-swap).
 
+pub mod cache;
 mod daemon;
 pub mod dataset;
+pub mod engine;
 pub mod format;
 pub mod fuse;
 pub mod import;

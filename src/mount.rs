@@ -2,11 +2,12 @@
 
 use std::path::{Path, PathBuf};
 
-use fuser::{Config, MountOption, SessionACL};
+use fuser::{Config, MountOption, SessionACL, SessionUnmounter};
 use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{info, warn};
 
+use crate::cache::CacheOptions;
 use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
 use crate::fuse::PackFs;
@@ -25,6 +26,8 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Where a daemonized mount writes its log.
     pub log_file: Option<PathBuf>,
+    /// Block cache and read-ahead.
+    pub cache: CacheOptions,
 }
 
 impl Default for MountOptions {
@@ -35,6 +38,7 @@ impl Default for MountOptions {
             threads: 4,
             allow_other: false,
             log_file: None,
+            cache: CacheOptions::default(),
         }
     }
 }
@@ -65,7 +69,7 @@ pub enum MountError {
 pub fn mount(location: &str, mountpoint: &Path, options: &MountOptions) -> Result<(), MountError> {
     let mountpoint = check_mountpoint(mountpoint)?;
     let location = absolute_location(location);
-    let readiness = if options.foreground {
+    let mut readiness = if options.foreground {
         None
     } else {
         Some(daemon::detach().map_err(|source| MountError::Io {
@@ -73,102 +77,35 @@ pub fn mount(location: &str, mountpoint: &Path, options: &MountOptions) -> Resul
             source,
         })?)
     };
-    match serve(&location, &mountpoint, options, readiness) {
-        Ok(()) => Ok(()),
-        Err((err, Some(readiness))) => {
-            readiness.fail(&err.to_string());
-            std::process::exit(1);
-        }
-        Err((err, None)) => Err(err),
+    let result = serve(&location, &mountpoint, options, &mut readiness);
+    if let (Err(err), Some(readiness)) = (&result, readiness) {
+        readiness.fail(&err.to_string());
+        std::process::exit(1);
     }
+    result
 }
 
-type ServeError = (MountError, Option<Readiness>);
-
+/// Serves until unmounted; `readiness` is taken once the mount is live.
 fn serve(
     location: &str,
     mountpoint: &Path,
     options: &MountOptions,
-    readiness: Option<Readiness>,
-) -> Result<(), ServeError> {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(source) => {
-            return Err((
-                MountError::Io {
-                    op: "start runtime",
-                    source,
-                },
-                readiness,
-            ))
-        }
-    };
-    let loaded = runtime.block_on(async {
-        let dataset = Dataset::open(location, false)?;
-        let snapshot = dataset.snapshot(&options.ref_name).await?;
-        let tree = Tree::build(snapshot)?;
-        let signals = (
-            signal(SignalKind::interrupt()).map_err(|source| MountError::Io {
-                op: "signals",
-                source,
-            })?,
-            signal(SignalKind::terminate()).map_err(|source| MountError::Io {
-                op: "signals",
-                source,
-            })?,
-        );
-        Ok::<_, MountError>((dataset, tree, signals))
-    });
-    let (dataset, tree, (mut sigint, mut sigterm)) = match loaded {
-        Ok(v) => v,
-        Err(e) => return Err((e, readiness)),
-    };
-    info!(
-        "loaded manifest {} ({} nodes, {} bytes)",
-        tree.manifest_id(),
-        tree.node_count(),
-        tree.total_bytes()
-    );
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let fs = PackFs::new(
-        tree,
-        ItemReader::new(dataset.store().clone()),
-        runtime.handle().clone(),
-        uid,
-        gid,
-    );
-    let mut config = Config::default();
-    config.mount_options = vec![
-        MountOption::FSName(format!(
-            "packfs:{}",
-            location.replace([',', ' ', '\t', '\n'], "_")
-        )),
-        MountOption::Subtype("packfs".into()),
-        MountOption::RO,
-        MountOption::NoDev,
-        MountOption::NoSuid,
-    ];
-    if options.allow_other {
-        config.mount_options.push(MountOption::DefaultPermissions);
-        config.acl = SessionACL::All;
-    }
-    config.n_threads = Some(options.threads.max(1));
-    config.clone_fd = true;
-    let mut session = match fuser::Session::new(fs, mountpoint, &config) {
-        Ok(s) => s,
-        Err(source) => {
-            let err = MountError::Mountpoint {
-                path: mountpoint.to_path_buf(),
-                detail: format!("cannot mount: {source}"),
-            };
-            return Err((err, readiness));
-        }
-    };
-    if let Some(readiness) = readiness {
+    readiness: &mut Option<Readiness>,
+) -> Result<(), MountError> {
+    let runtime = runtime()?;
+    let dataset = Dataset::open(location, false)?;
+    let (mut sigint, mut sigterm) = runtime.block_on(async {
+        let io = |source| MountError::Io {
+            op: "signals",
+            source,
+        };
+        Ok::<_, MountError>((
+            signal(SignalKind::interrupt()).map_err(io)?,
+            signal(SignalKind::terminate()).map_err(io)?,
+        ))
+    })?;
+    let mut session = open_session(&dataset, mountpoint, options, &runtime)?;
+    if let Some(readiness) = readiness.take() {
         if let Err(source) = readiness.ready(options.log_file.as_deref()) {
             warn!("could not detach from the terminal: {source}");
         }
@@ -190,14 +127,123 @@ fn serve(
     });
     let result = session.run();
     info!("unmounted {}", mountpoint.display());
-    result.map_err(|source| {
-        (
-            MountError::Io {
-                op: "serve FUSE requests",
-                source,
-            },
-            None,
-        )
+    result.map_err(|source| MountError::Io {
+        op: "serve FUSE requests",
+        source,
+    })
+}
+
+/// A mount served by threads of this process (see [`spawn`]).
+pub struct MountHandle {
+    unmounter: SessionUnmounter,
+    session: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    /// Runs the reads; dropped only after the session has ended.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+/// Mounts `dataset` on `mountpoint` in this process and returns once the
+/// mount is live. For embedding and benchmarks; any store works, including
+/// wrapped ones. Unmounts when the handle is dropped.
+pub fn spawn(
+    dataset: Dataset,
+    mountpoint: &Path,
+    options: &MountOptions,
+) -> Result<MountHandle, MountError> {
+    let mountpoint = check_mountpoint(mountpoint)?;
+    let runtime = runtime()?;
+    let mut session = open_session(&dataset, &mountpoint, options, &runtime)?;
+    let unmounter = session.unmount_callable();
+    let thread = std::thread::Builder::new()
+        .name("packfs-session".into())
+        .spawn(move || session.run())
+        .map_err(|source| MountError::Io {
+            op: "spawn session",
+            source,
+        })?;
+    Ok(MountHandle {
+        unmounter,
+        session: Some(thread),
+        runtime: Some(runtime),
+    })
+}
+
+impl MountHandle {
+    /// Unmounts and waits for the session to end.
+    pub fn unmount(mut self) -> Result<(), MountError> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<(), MountError> {
+        let Some(thread) = self.session.take() else {
+            return Ok(());
+        };
+        let io = |op| move |source| MountError::Io { op, source };
+        self.unmounter.unmount().map_err(io("unmount"))?;
+        let result = thread.join().expect("FUSE session thread panicked");
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+        result.map_err(io("serve FUSE requests"))
+    }
+}
+
+impl Drop for MountHandle {
+    fn drop(&mut self) {
+        if let Err(e) = self.finish() {
+            warn!("{e}");
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, MountError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| MountError::Io {
+            op: "start runtime",
+            source,
+        })
+}
+
+/// Loads the snapshot, builds the tree and mounts it.
+fn open_session(
+    dataset: &Dataset,
+    mountpoint: &Path,
+    options: &MountOptions,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<fuser::Session<PackFs>, MountError> {
+    let tree = runtime.block_on(async {
+        Ok::<_, MountError>(Tree::build(dataset.snapshot(&options.ref_name).await?)?)
+    })?;
+    info!(
+        "loaded manifest {} ({} nodes, {} bytes)",
+        tree.manifest_id(),
+        tree.node_count(),
+        tree.total_bytes()
+    );
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let reader = ItemReader::new(dataset.store().clone(), options.cache.clone());
+    let fs = PackFs::new(tree, reader, runtime.handle().clone(), uid, gid);
+    let mut config = Config::default();
+    let fsname =
+        format!("packfs:{}", dataset.store().location()).replace([',', ' ', '\t', '\n'], "_");
+    config.mount_options = vec![
+        MountOption::FSName(fsname),
+        MountOption::Subtype("packfs".into()),
+        MountOption::RO,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    if options.allow_other {
+        config.mount_options.push(MountOption::DefaultPermissions);
+        config.acl = SessionACL::All;
+    }
+    config.n_threads = Some(options.threads.max(1));
+    config.clone_fd = true;
+    fuser::Session::new(fs, mountpoint, &config).map_err(|source| MountError::Mountpoint {
+        path: mountpoint.to_path_buf(),
+        detail: format!("cannot mount: {source}"),
     })
 }
 

@@ -344,3 +344,39 @@ fn run(cmd: &str, args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn stats_file_counts_reads_and_stays_out_of_listings() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
+    let mut rng = Rng::new(11);
+    for i in 0..20 {
+        write_file(&src.join(format!("t/m/{i:02}")), &rng.bytes(30_000));
+    }
+    import(&src, &dataset, &[]);
+    let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
+    let names: Vec<_> = std::fs::read_dir(&mnt.path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["t"], "the control directory is not listed");
+    for i in 0..20 {
+        std::fs::read(mnt.path.join(format!("t/m/{i:02}"))).unwrap();
+    }
+    let stats = std::fs::read_to_string(mnt.path.join(".packfs/stats")).unwrap();
+    let counter = |name: &str| -> u64 {
+        let line = stats
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap();
+        line.split(' ').nth(1).unwrap().parse().unwrap()
+    };
+    assert!(counter("gets") >= 1, "{stats}");
+    assert!(counter("bytes_fetched") >= 600_000, "{stats}");
+    assert!(
+        counter("cache_hits") > 0,
+        "one block serves several small items: {stats}"
+    );
+    assert_eq!(counter("errors"), 0, "{stats}");
+}

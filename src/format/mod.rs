@@ -17,7 +17,9 @@ pub use entry::{FragmentEntry, Placement};
 pub use error::FormatError;
 pub use item_manifest::{Chunk, ItemManifest};
 pub use manifest::{Manifest, TrackEntry};
-pub use name::{validate_item_name, validate_ref_name, validate_segment, RESERVED_PREFIX};
+pub use name::{
+    validate_item_name, validate_ref_name, validate_segment, CONTROL_DIR, RESERVED_PREFIX,
+};
 pub use object_id::ObjectId;
 pub use reference::{decode_ref, encode_ref};
 pub use track::{Track, TrackItem, TRACK_KIND_FRAGMENT};

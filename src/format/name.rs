@@ -9,6 +9,10 @@ use super::FormatError;
 /// metadata (refs, manifests, tracks) lives under `_packfs/` in the store.
 pub const RESERVED_PREFIX: &str = "_packfs";
 
+/// The mount shows its control directory (`/.packfs/stats`) under this
+/// name at the root, so no timeline may take it.
+pub const CONTROL_DIR: &str = ".packfs";
+
 /// Longest path component, as in most Linux filesystems (`NAME_MAX`).
 const MAX_COMPONENT: usize = 255;
 /// Longest item name (`PATH_MAX`).
@@ -69,6 +73,13 @@ pub fn validate_segment(name: &str, what: &str) -> Result<(), FormatError> {
             what,
             name,
             "names starting with _packfs are reserved",
+        ));
+    }
+    if name == CONTROL_DIR {
+        return Err(name_error(
+            what,
+            name,
+            "reserved for the mount's control directory",
         ));
     }
     Ok(())
@@ -135,6 +146,7 @@ mod tests {
         validate_segment("train", "timeline").unwrap();
         assert!(validate_segment("a/b", "timeline").is_err());
         assert!(validate_segment("_packfs", "timeline").is_err());
+        assert!(validate_segment(".packfs", "timeline").is_err());
     }
 
     #[test]

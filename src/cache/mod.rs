@@ -1,0 +1,458 @@
+//! The block cache: object bytes in fixed-size blocks, shared by every
+//! reader of a mount, bounded in bytes, with one GET per missing run of
+//! blocks no matter how many readers want it (in-flight dedupe).
+//!
+//! Objects are immutable, so a cached block is never revalidated. Blocks
+//! are keyed by (object path, block index); an object's expected length
+//! comes from the dataset's metadata and every GET checks the real one.
+
+mod prefetch;
+mod stats;
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::future::{BoxFuture, FutureExt, Shared};
+use object_store::path::Path;
+use parking_lot::Mutex;
+use thiserror::Error;
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::store::{Store, StoreError};
+use prefetch::Prefetcher;
+pub use stats::Stats;
+
+/// Settings of the cache and prefetcher.
+#[derive(Clone, Debug)]
+pub struct CacheOptions {
+    /// Most bytes of blocks kept in memory.
+    pub cache_bytes: u64,
+    /// Unit of caching and of demand GETs.
+    pub block_size: u64,
+    /// Read ahead on sequential runs.
+    pub prefetch: bool,
+    /// Largest read-ahead window of one object's run.
+    pub max_window: u64,
+    /// Most bytes of prefetch GETs in flight across the mount.
+    pub prefetch_memory: u64,
+    /// Largest single prefetch GET.
+    pub max_request: u64,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions {
+            cache_bytes: 512 << 20,
+            block_size: 256 << 10,
+            prefetch: true,
+            max_window: 64 << 20,
+            prefetch_memory: 256 << 20,
+            max_request: 8 << 20,
+        }
+    }
+}
+
+/// Why bytes could not be fetched. Cloneable: one failed GET is reported
+/// to every reader that waited for it.
+#[derive(Clone, Debug, Error)]
+pub enum FetchError {
+    /// The object's real length disagrees with the metadata (seed 0022 §3.4).
+    #[error("object {object} is {actual} bytes long, but the dataset's entries say it must be {expected}")]
+    LengthMismatch {
+        object: String,
+        expected: u64,
+        actual: u64,
+    },
+    #[error(transparent)]
+    Store(Arc<StoreError>),
+}
+
+/// An object as the metadata describes it.
+#[derive(Clone, Debug)]
+pub struct ObjectRef {
+    pub path: Arc<Path>,
+    /// The length the object must have.
+    pub len: u64,
+}
+
+type BlockKey = (Arc<Path>, u64);
+type Fetch = Shared<BoxFuture<'static, Result<Arc<[Bytes]>, FetchError>>>;
+
+struct Cached {
+    bytes: Bytes,
+    /// Brought in by prefetch and not read yet.
+    prefetched: bool,
+}
+
+struct Lru {
+    blocks: lru::LruCache<BlockKey, Cached>,
+    bytes: u64,
+}
+
+/// A block being fetched: the shared GET and this block's index in it.
+type InFlight = HashMap<BlockKey, (Fetch, usize)>;
+
+/// Shared state of the cache; cheap to clone.
+#[derive(Clone)]
+pub struct BlockCache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    options: CacheOptions,
+    lru: Mutex<Lru>,
+    in_flight: Mutex<InFlight>,
+    prefetcher: Prefetcher,
+    stats: Arc<Stats>,
+}
+
+/// Where the bytes of one block come from during a read.
+enum Pending {
+    Ready(Bytes),
+    Wait(Fetch, usize),
+}
+
+impl BlockCache {
+    pub fn new(store: Store, options: CacheOptions) -> Self {
+        let prefetcher = Prefetcher::new(&options);
+        BlockCache {
+            inner: Arc::new(Inner {
+                store,
+                lru: Mutex::new(Lru {
+                    blocks: lru::LruCache::unbounded(),
+                    bytes: 0,
+                }),
+                in_flight: Mutex::new(HashMap::new()),
+                prefetcher,
+                stats: Arc::new(Stats::default()),
+                options,
+            }),
+        }
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.inner.stats
+    }
+
+    /// Exactly `len` bytes of `object` from `offset` (clamped to the object).
+    pub async fn read(
+        &self,
+        object: &ObjectRef,
+        offset: u64,
+        len: u64,
+    ) -> Result<Bytes, FetchError> {
+        let end = object.len.min(offset.saturating_add(len));
+        if offset >= end {
+            return Ok(Bytes::new());
+        }
+        let bs = self.inner.options.block_size;
+        let blocks = offset / bs..end.div_ceil(bs);
+        let pending = self.claim(object, blocks.clone(), None);
+        if self.inner.options.prefetch {
+            self.inner.prefetcher.on_read(self, object, blocks.clone());
+        }
+        let mut parts = Vec::with_capacity(pending.len());
+        for p in pending {
+            parts.push(match p {
+                Pending::Ready(b) => b,
+                Pending::Wait(fetch, i) => fetch.await?[i].clone(),
+            });
+        }
+        let first = blocks.start * bs;
+        if parts.len() == 1 {
+            let lo = (offset - first) as usize;
+            return Ok(parts[0].slice(lo..lo + (end - offset) as usize));
+        }
+        let mut out = BytesMut::with_capacity((end - offset) as usize);
+        for (i, part) in parts.iter().enumerate() {
+            let block_start = first + i as u64 * bs;
+            let lo = offset.saturating_sub(block_start) as usize;
+            let hi = ((end - block_start) as usize).min(part.len());
+            out.extend_from_slice(&part[lo..hi]);
+        }
+        Ok(out.freeze())
+    }
+
+    /// For each block of `blocks`: its cached bytes, or the fetch to wait
+    /// for. Each run of missing blocks starts one GET (split at
+    /// `max_request`). With `permit` (a prefetch), nothing is returned and
+    /// the permit is held until the started GETs finish.
+    fn claim(
+        &self,
+        object: &ObjectRef,
+        blocks: Range<u64>,
+        permit: Option<Arc<OwnedSemaphorePermit>>,
+    ) -> Vec<Pending> {
+        let inner = &*self.inner;
+        let stats = &inner.stats;
+        let demand = permit.is_none();
+        let per_request = (inner.options.max_request / inner.options.block_size).max(1);
+        let mut out = Vec::with_capacity(if demand {
+            (blocks.end - blocks.start) as usize
+        } else {
+            0
+        });
+        // Lock order everywhere: lru, then in_flight.
+        let mut lru = inner.lru.lock();
+        let mut in_flight = inner.in_flight.lock();
+        let key = |b: u64| (object.path.clone(), b);
+        let mut b = blocks.start;
+        while b < blocks.end {
+            if let Some(cached) = lru.blocks.get_mut(&key(b)) {
+                if demand {
+                    Stats::add(&stats.cache_hits, 1);
+                    if std::mem::take(&mut cached.prefetched) {
+                        Stats::add(&stats.prefetch_hits, 1);
+                    }
+                    out.push(Pending::Ready(cached.bytes.clone()));
+                }
+                b += 1;
+                continue;
+            }
+            if let Some((fetch, i)) = in_flight.get(&key(b)) {
+                if demand {
+                    Stats::add(&stats.cache_hits, 1);
+                    out.push(Pending::Wait(fetch.clone(), *i));
+                }
+                b += 1;
+                continue;
+            }
+            let mut end = b + 1;
+            while end < blocks.end
+                && end - b < per_request
+                && !lru.blocks.contains(&key(end))
+                && !in_flight.contains_key(&key(end))
+            {
+                end += 1;
+            }
+            let fetch = self.start_fetch(object, b..end, permit.clone());
+            for (i, block) in (b..end).enumerate() {
+                in_flight.insert(key(block), (fetch.clone(), i));
+                if demand {
+                    Stats::add(&stats.cache_misses, 1);
+                    out.push(Pending::Wait(fetch.clone(), i));
+                }
+            }
+            b = end;
+        }
+        out
+    }
+
+    /// Starts one GET for `blocks` of `object` in its own task, so it
+    /// completes and fills the cache even if no reader waits for it.
+    fn start_fetch(
+        &self,
+        object: &ObjectRef,
+        blocks: Range<u64>,
+        permit: Option<Arc<OwnedSemaphorePermit>>,
+    ) -> Fetch {
+        let cache = self.clone();
+        let object = object.clone();
+        let task = tokio::spawn(async move {
+            let result = cache.fetch(&object, blocks, permit.is_some()).await;
+            drop(permit);
+            result
+        });
+        async move { task.await.expect("block fetch task panicked") }
+            .boxed()
+            .shared()
+    }
+
+    async fn fetch(
+        &self,
+        object: &ObjectRef,
+        blocks: Range<u64>,
+        prefetch: bool,
+    ) -> Result<Arc<[Bytes]>, FetchError> {
+        let inner = &*self.inner;
+        let stats = &inner.stats;
+        let bs = inner.options.block_size;
+        let range = blocks.start * bs..(blocks.end * bs).min(object.len);
+        let result = get_exact(&inner.store, object, range).await;
+        Stats::add(&stats.gets, 1);
+        if prefetch {
+            Stats::add(&stats.prefetch_gets, 1);
+        }
+        let parts: Result<Arc<[Bytes]>, FetchError> = result.map(|bytes| {
+            Stats::add(&stats.bytes_fetched, bytes.len() as u64);
+            blocks
+                .clone()
+                .map(|b| {
+                    let lo = ((b - blocks.start) * bs) as usize;
+                    bytes.slice(lo..(lo + bs as usize).min(bytes.len()))
+                })
+                .collect()
+        });
+        // Move the blocks from in flight to cached in one step, so no reader
+        // finds a block in neither place and fetches it again.
+        let mut lru = inner.lru.lock();
+        let mut in_flight = inner.in_flight.lock();
+        for b in blocks.clone() {
+            in_flight.remove(&(object.path.clone(), b));
+        }
+        drop(in_flight);
+        let parts = match parts {
+            Ok(parts) => parts,
+            Err(e) => {
+                Stats::add(&stats.errors, 1);
+                return Err(e);
+            }
+        };
+        for (b, part) in blocks.zip(parts.iter()) {
+            let cached = Cached {
+                bytes: part.clone(),
+                prefetched: prefetch,
+            };
+            lru.bytes += part.len() as u64;
+            if let Some(old) = lru.blocks.put((object.path.clone(), b), cached) {
+                lru.bytes -= old.bytes.len() as u64;
+            }
+        }
+        while lru.bytes > inner.options.cache_bytes {
+            match lru.blocks.pop_lru() {
+                Some((_, old)) => lru.bytes -= old.bytes.len() as u64,
+                None => break,
+            }
+        }
+        Ok(parts)
+    }
+}
+
+/// A ranged GET that must return exactly `range` of an object of `object.len` bytes.
+async fn get_exact(
+    store: &Store,
+    object: &ObjectRef,
+    range: Range<u64>,
+) -> Result<Bytes, FetchError> {
+    let mismatch = |actual| FetchError::LengthMismatch {
+        object: object.path.to_string(),
+        expected: object.len,
+        actual,
+    };
+    match store.get_range(&object.path, range.clone()).await {
+        Ok(read) if read.object_size != object.len => Err(mismatch(read.object_size)),
+        Ok(read) if read.bytes.len() as u64 != range.end - range.start => {
+            Err(mismatch(read.object_size))
+        }
+        Ok(read) => Ok(read.bytes),
+        // A range past the end of a short object fails in the backend;
+        // report the real cause when it is a wrong length.
+        Err(err) => match store.size(&object.path).await {
+            Ok(Some(actual)) if actual != object.len => Err(mismatch(actual)),
+            _ => Err(FetchError::Store(Arc::new(err))),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    async fn cache_with(len: usize, options: CacheOptions) -> (BlockCache, ObjectRef, Vec<u8>) {
+        let store = Store::from_object_store(Arc::new(InMemory::new()), Path::default(), "memory");
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + i / 251) as u8).collect();
+        let path = Arc::new(Path::from("t/m/0/obj"));
+        store
+            .put_overwrite(&path, Bytes::from(bytes.clone()))
+            .await
+            .unwrap();
+        let object = ObjectRef {
+            path,
+            len: len as u64,
+        };
+        (BlockCache::new(store, options), object, bytes)
+    }
+
+    fn small_blocks() -> CacheOptions {
+        CacheOptions {
+            block_size: 64 << 10,
+            max_window: 1 << 20,
+            max_request: 256 << 10,
+            ..CacheOptions::default()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_misses_on_one_block_cause_one_get() {
+        let options = CacheOptions {
+            prefetch: false,
+            ..small_blocks()
+        };
+        let (cache, object, bytes) = cache_with(100_000, options).await;
+        let reads: Vec<_> = (0..16)
+            .map(|_| {
+                let (cache, object) = (cache.clone(), object.clone());
+                tokio::spawn(async move { cache.read(&object, 1000, 5000).await.unwrap() })
+            })
+            .collect();
+        for r in reads {
+            assert_eq!(&r.await.unwrap()[..], &bytes[1000..6000]);
+        }
+        assert_eq!(cache.stats().gets.load(Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn a_sequential_scan_is_read_ahead_and_a_random_one_is_not() {
+        let len = 8 << 20;
+        let (cache, object, bytes) = cache_with(len, small_blocks()).await;
+        for offset in (0..len).step_by(16 << 10) {
+            let got = cache.read(&object, offset as u64, 16 << 10).await.unwrap();
+            assert_eq!(&got[..], &bytes[offset..offset + (16 << 10)]);
+        }
+        let stats = cache.stats();
+        let blocks = (len as u64) / (64 << 10);
+        assert!(
+            stats.prefetch_hits.load(Relaxed) > blocks / 2,
+            "{}",
+            stats.render()
+        );
+        assert!(
+            stats.gets.load(Relaxed) < blocks / 2,
+            "few, large GETs: {}",
+            stats.render()
+        );
+
+        let (cache, object, _) = cache_with(len, small_blocks()).await;
+        for i in 0..50u64 {
+            let offset = (i * 7_919 * 4096) % (len as u64 - 4096);
+            cache.read(&object, offset, 4096).await.unwrap();
+        }
+        assert_eq!(
+            cache.stats().prefetch_gets.load(Relaxed),
+            0,
+            "{}",
+            cache.stats().render()
+        );
+    }
+
+    #[tokio::test]
+    async fn memory_stays_within_the_cache_bound() {
+        let options = CacheOptions {
+            cache_bytes: 1 << 20,
+            ..small_blocks()
+        };
+        let (cache, object, bytes) = cache_with(6 << 20, options).await;
+        let all = cache.read(&object, 0, 6 << 20).await.unwrap();
+        assert!(all == bytes);
+        assert!(cache.inner.lru.lock().bytes <= 1 << 20);
+    }
+
+    #[tokio::test]
+    async fn a_short_object_is_a_length_mismatch_for_every_waiter() {
+        let (cache, mut object, _) = cache_with(10_000, small_blocks()).await;
+        object.len = 12_000;
+        let err = cache.read(&object, 0, 100).await.unwrap_err().to_string();
+        assert!(
+            err.contains("10000 bytes long") && err.contains("must be 12000"),
+            "{err}"
+        );
+        assert_eq!(cache.stats().errors.load(Relaxed), 1);
+    }
+}

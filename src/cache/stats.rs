@@ -1,0 +1,41 @@
+//! Counters of the read path, shown in `/.packfs/stats` of a mount.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Monotonic counters; relaxed atomics, read for display only.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub gets: AtomicU64,
+    pub bytes_fetched: AtomicU64,
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+    pub prefetch_gets: AtomicU64,
+    pub prefetch_hits: AtomicU64,
+    pub prefetch_skipped: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+impl Stats {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// `name value` lines, one counter each.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (name, c) in [
+            ("gets", &self.gets),
+            ("bytes_fetched", &self.bytes_fetched),
+            ("cache_hits", &self.cache_hits),
+            ("cache_misses", &self.cache_misses),
+            ("prefetch_gets", &self.prefetch_gets),
+            ("prefetch_hits", &self.prefetch_hits),
+            ("prefetch_skipped", &self.prefetch_skipped),
+            ("errors", &self.errors),
+        ] {
+            let _ = writeln!(out, "{name} {}", c.load(Ordering::Relaxed));
+        }
+        out
+    }
+}
