@@ -265,14 +265,10 @@ fn raise_readahead(mountpoint: &Path) {
     };
     // Fields: id parent major:minor root mountpoint …; spaces in paths are \040.
     let target = mountpoint.to_string_lossy().replace(' ', "\\040");
-    let Some(dev) = mountinfo
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            (f.get(4) == Some(&target.as_str())).then(|| f[2].to_string())
-        })
-        .last()
-    else {
+    let Some(dev) = mountinfo.lines().rev().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.get(4) == Some(&target.as_str())).then(|| f[2].to_string())
+    }) else {
         return;
     };
     let knob = format!("/sys/class/bdi/{dev}/read_ahead_kb");
