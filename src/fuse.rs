@@ -219,6 +219,25 @@ impl PackFs {
         }
     }
 
+    /// Feeds the entries of directory `ino` from cookie `offset` to `add`,
+    /// with the cookie of the next entry, until `add` reports a full buffer.
+    fn list(
+        &self,
+        ino: INodeNo,
+        offset: u64,
+        mut add: impl FnMut(Node, u64, &str) -> bool,
+    ) -> Result<(), FsError> {
+        let dir = self.dir(ino)?;
+        let mut i = usize::try_from(offset).unwrap_or(usize::MAX);
+        while let Some((node, name)) = self.entry(dir, i) {
+            i += 1;
+            if add(node, i as u64, name) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that `ino` is a directory and returns it.
     fn dir(&self, ino: INodeNo) -> Result<Node, FsError> {
         let node = Node::from_ino(ino)?;
@@ -353,20 +372,17 @@ impl Filesystem for PackFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let dir = match self.dir(ino) {
-            Ok(dir) => dir,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let mut i = usize::try_from(offset).unwrap_or(usize::MAX);
-        while let Some((node, name)) = self.entry(dir, i) {
-            i += 1;
-            if reply.add(node.ino(), i as u64, self.file_type(node), name) {
-                break;
-            }
+        let listed = self.list(ino, offset, |node, cookie, name| {
+            reply.add(node.ino(), cookie, self.file_type(node), name)
+        });
+        match listed {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
-        reply.ok();
     }
 
+    /// Like `readdir`, with attributes: the kernel then needs no `lookup`
+    /// per entry (`ls -l`, `find`, loaders opening every file).
     fn readdirplus(
         &self,
         _req: &Request,
@@ -375,26 +391,21 @@ impl Filesystem for PackFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let dir = match self.dir(ino) {
-            Ok(dir) => dir,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let mut i = usize::try_from(offset).unwrap_or(usize::MAX);
-        while let Some((node, name)) = self.entry(dir, i) {
-            i += 1;
-            let Ok(attr) = self.attr(node) else { continue };
-            if reply.add(
+        let listed = self.list(ino, offset, |node, cookie, name| match self.attr(node) {
+            Ok(attr) => reply.add(
                 node.ino(),
-                i as u64,
+                cookie,
                 name,
                 &Self::ttl(node),
                 &attr,
                 Generation(0),
-            ) {
-                break;
-            }
+            ),
+            Err(_) => false,
+        });
+        match listed {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
         }
-        reply.ok();
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -113,15 +113,15 @@ fn mounted_tree_equals_the_source_for_every_tool() {
 
     // Standard tools: cp -r, diff -r, tar, sha256sum, find.
     let out = tmp.path().join("copy");
-    run(
+    run_ok(
         "cp",
         &["-r", mnt.path.to_str().unwrap(), out.to_str().unwrap()],
     );
-    run(
+    run_ok(
         "diff",
         &["-r", src.to_str().unwrap(), out.to_str().unwrap()],
     );
-    run(
+    run_ok(
         "diff",
         &["-r", src.to_str().unwrap(), mnt.path.to_str().unwrap()],
     );
@@ -138,7 +138,7 @@ fn mounted_tree_equals_the_source_for_every_tool() {
     assert_eq!(sums(&src), sums(&mnt.path));
     let untar = tmp.path().join("untar");
     std::fs::create_dir(&untar).unwrap();
-    run(
+    run_ok(
         "sh",
         &[
             "-c",
@@ -149,7 +149,7 @@ fn mounted_tree_equals_the_source_for_every_tool() {
             ),
         ],
     );
-    run(
+    run_ok(
         "diff",
         &["-r", src.to_str().unwrap(), untar.to_str().unwrap()],
     );
@@ -276,7 +276,7 @@ fn read_only_and_statfs_answers() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&stat.stdout).trim(), "255 4096");
     // `ls -l` must not fail on extended attributes.
-    run("ls", &["-lR", mnt.path.to_str().unwrap()]);
+    run_ok("ls", &["-lR", mnt.path.to_str().unwrap()]);
 }
 
 #[test]
@@ -332,17 +332,6 @@ fn mount_of_a_missing_dataset_fails_with_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("ref \"main\" does not exist"), "{err}");
     assert!(!is_mounted(&mnt.canonicalize().unwrap()));
-}
-
-fn run(cmd: &str, args: &[&str]) {
-    let out = Command::new(cmd).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?}: {}\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]

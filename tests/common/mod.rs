@@ -11,10 +11,15 @@ pub const PACKFS: &str = env!("CARGO_BIN_EXE_packfs");
 
 /// Runs packfs with `args`; panics with its output if it fails.
 pub fn packfs_ok(args: &[&str]) -> Output {
-    let out = packfs(args);
+    run_ok(PACKFS, args)
+}
+
+/// Runs `cmd` with `args`; panics with its output if it fails.
+pub fn run_ok(cmd: &str, args: &[&str]) -> Output {
+    let out = Command::new(cmd).args(args).output().expect("run command");
     assert!(
         out.status.success(),
-        "packfs {args:?} failed: {}\nstdout: {}\nstderr: {}",
+        "{cmd} {args:?} failed: {}\nstdout: {}\nstderr: {}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
