@@ -1,0 +1,1558 @@
+//! The read-path benchmark of issue 3: real FUSE mounts of data built here,
+//! measured against references on the same files in the same run.
+//!
+//!     cargo run --release --example bench [-- [--quick] [--skip-1m] [--runs N]]
+//!
+//! It writes a source tree into a temporary directory (one big item of
+//! 512 MiB and 5,000 items of 16–64 KiB; `--quick`: 128 MiB and 1,000),
+//! imports it with `packfs::import` into a local directory dataset, and
+//! measures, with Rust threads reading in 1 MiB `read` calls into a reused
+//! buffer and checking every byte count:
+//!
+//! 1. a sequential read of the big item, first pass and second pass (MB/s);
+//! 2. a scan of the small items in directory order, 1 reader and 8 readers
+//!    (each reader a contiguous slice of the listing; the listing is timed);
+//! 3. the 1-reader scan again, mounted in-process over an `InMemory` store
+//!    that waits 20 ms before every GET, with prefetch on and off (prefetch
+//!    off times only the first 500 files, 100 with `--quick`);
+//! 4. 20,000 random 4 KiB `pread`s in the big item, and a 1,000,000-item
+//!    dataset (100,000 with `--quick`, skipped with `--skip-1m`) built
+//!    directly with the library: mount time, `find | wc -l` time,
+//!    `ls -lR` time (on a fresh mount) and the daemon's memory.
+//!
+//! The same measurements run against two references: the source directory
+//! itself (*direct disk*, page cache warm: everything is read once first)
+//! and `fuse-ceiling` (`../shared/tools/fuse-ceiling`, a FUSE filesystem
+//! that serves the tree from RAM and does nothing else: the limit of the
+//! kernel's FUSE path here). packfs runs as the real `packfs mount` daemon;
+//! every FUSE measurement except a second pass gets a fresh mount, so a
+//! first pass starts with empty kernel and packfs caches. Measurements 1, 2
+//! and the random reads run in rounds (`--runs`, default 3, 1 with
+//! `--quick`), each round measuring the disk, fuse-ceiling and packfs in
+//! turn so that load on the machine hits them alike; the table shows
+//! medians.
+//!
+//! Reading the output: one Markdown table on stdout, one row per figure.
+//! *packfs* is the measured figure, *References* the same measurement on
+//! the references, *Ratio* packfs divided by a reference (above 1× packfs is
+//! faster), *Target* the bar of issue 3 and *Met* whether this run reached
+//! it. MB is 10^6 bytes. On this shared 2-core machine figures vary by ±30%
+//! between runs, so compare within one run.
+//! Below the table come the `/.packfs/stats` counters of the last local
+//! mount. Progress goes to stderr.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{Read, Seek};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use object_store::memory::InMemory;
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+use packfs::cache::CacheOptions;
+use packfs::dataset::{writer_string, Dataset, TrackContent, TrackUpdate};
+use packfs::format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
+use packfs::import::{import, ImportOptions};
+use packfs::mount::{self, MountOptions};
+use packfs::store::Store;
+use tokio::runtime::Runtime;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+type Result<T> = std::result::Result<T, Error>;
+
+/// Size of every `read` call of the readers.
+const READ_SIZE: usize = 1 << 20;
+/// Timeline and modalities of the generated tree: `bench/big/…`, `bench/small/…`.
+const TIMELINE: &str = "bench";
+const BIG_ITEM: &str = "bench/big/big.bin";
+const SMALL_DIR: &str = "bench/small";
+const SMALL_MIN: u64 = 16 << 10;
+const SMALL_MAX: u64 = 64 << 10;
+const SCAN_READERS: usize = 8;
+const PREADS: usize = 20_000;
+const PREAD_SIZE: usize = 4096;
+/// Added before every GET of the store in measurement 3.
+const GET_LATENCY: Duration = Duration::from_millis(20);
+/// The many-item dataset: modality, directories and items per pack.
+const TINY_MODALITY: &str = "tiny";
+const TINY_DIRS: usize = 1000;
+const TINY_PER_PACK: usize = 50_000;
+/// Threads fuse-ceiling serves with (its README's calibration).
+const CEILING_THREADS: &str = "4";
+/// How long fuse-ceiling may take to load the tree and mount.
+const CEILING_START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long `packfs mount` may take to return.
+const MOUNT_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long an unmounted daemon may take to exit.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+
+static START: OnceLock<Instant> = OnceLock::new();
+
+fn progress(message: impl fmt::Display) {
+    let elapsed = START.get_or_init(Instant::now).elapsed().as_secs_f64();
+    eprintln!("[bench {elapsed:7.1}s] {message}");
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Everything mounted is unmounted before this returns, error or not.
+fn run() -> Result<()> {
+    let config = Config::from_args()?;
+    progress(format!("{} run", config.mode()));
+    let packfs_bin = packfs_binary()?;
+    let ceiling_bin = fuse_ceiling_binary();
+    let work = tempfile::Builder::new().prefix("packfs-bench-").tempdir()?;
+    let mountpoint = |name: &str| -> Result<PathBuf> {
+        let path = work.path().join(name);
+        fs::create_dir(&path)?;
+        Ok(path)
+    };
+    let runtime = Runtime::new()?;
+
+    let src = work.path().join("src");
+    let files = generate_tree(&src, &config)?;
+    let dataset_dir = work.path().join("dataset");
+    runtime.block_on(import_tree(&src, &dataset_dir))?;
+
+    progress("direct disk: reading everything once to warm the page cache");
+    warm_page_cache(&src, &files)?;
+    let (ceiling_mnt, packfs_mnt) = (mountpoint("mnt-ceiling")?, mountpoint("mnt-packfs")?);
+    let src = src.as_path();
+    let comparison = compare(
+        &config,
+        &files,
+        || Ok(Disk(src.to_path_buf())),
+        ceiling_bin.map(|bin| move || Ceiling::mount(&bin, src, &ceiling_mnt)),
+        || Daemon::mount(&packfs_bin, &dataset_dir, &packfs_mnt),
+    )?;
+    let latency = latency_scans(
+        &runtime,
+        &dataset_dir,
+        &mountpoint("mnt-latency")?,
+        &files,
+        &config,
+    )?;
+    let many = match config.skip_1m {
+        true => None,
+        false => Some(many_items(
+            &runtime,
+            &packfs_bin,
+            &work.path().join("dataset-many"),
+            &mountpoint("mnt-many")?,
+            config.tiny_items,
+        )?),
+    };
+    progress("done");
+    print_report(&config, &comparison, &latency, many.as_ref());
+    Ok(())
+}
+
+// ---------------------------------------------------------------- setup --
+
+/// Sizes of this run (`--quick` shrinks them).
+struct Config {
+    quick: bool,
+    skip_1m: bool,
+    /// Rounds of measurements 1, 2 and the random reads; medians are shown.
+    runs: usize,
+    big_bytes: u64,
+    small_files: usize,
+    /// Files timed in the prefetch-off scan of measurement 3.
+    off_files: usize,
+    tiny_items: usize,
+}
+
+impl Config {
+    fn from_args() -> Result<Config> {
+        let usage =
+            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--runs N]]";
+        let (mut quick, mut skip_1m, mut runs) = (false, false, None);
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--quick" => quick = true,
+                "--skip-1m" => skip_1m = true,
+                "--runs" => {
+                    let n = args.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0);
+                    runs = Some(n.ok_or(format!("--runs needs a positive number\n{usage}"))?);
+                }
+                _ => return Err(format!("unknown argument {arg:?}\n{usage}").into()),
+            }
+        }
+        let (big_bytes, small_files, off_files, tiny_items, default_runs) = match quick {
+            false => (512 << 20, 5_000, 500, 1_000_000, 3),
+            true => (128 << 20, 1_000, 100, 100_000, 1),
+        };
+        Ok(Config {
+            quick,
+            skip_1m,
+            runs: runs.unwrap_or(default_runs),
+            big_bytes,
+            small_files,
+            off_files,
+            tiny_items,
+        })
+    }
+
+    fn mode(&self) -> &'static str {
+        if self.quick {
+            "quick (--quick)"
+        } else {
+            "full"
+        }
+    }
+}
+
+/// A `cargo` command (the one running this example, if any).
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// `target/release/packfs` next to this example's directory, rebuilt when
+/// it is missing or older than this example (the library may have changed).
+fn packfs_binary() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or("cannot locate the target directory")?
+        .join("packfs");
+    let modified = |p: &Path| fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&bin).is_none_or(|b| modified(&exe).is_some_and(|e| b < e)) {
+        progress("building the packfs binary (cargo build --release --bin packfs)");
+        let status = cargo()
+            .args(["build", "--release", "--bin", "packfs", "--manifest-path"])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .status()?;
+        if !status.success() {
+            if !bin.exists() {
+                return Err(format!("building the packfs binary failed ({status})").into());
+            }
+            progress("WARNING: rebuilding packfs failed; using the existing binary");
+        }
+    }
+    Ok(bin)
+}
+
+/// Builds fuse-ceiling if `../shared/tools/fuse-ceiling` exists; `Err` says
+/// why its column is missing.
+fn fuse_ceiling_binary() -> std::result::Result<PathBuf, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = root.join("../shared/tools/fuse-ceiling/Cargo.toml");
+    if !manifest.exists() {
+        return Err(format!("{} does not exist", manifest.display()));
+    }
+    let target = root.join("target/fuse-ceiling");
+    progress(format!("building fuse-ceiling into {}", target.display()));
+    let status = cargo()
+        .args(["build", "--release", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("building fuse-ceiling failed ({status})"));
+    }
+    Ok(target.join("release/fuse-ceiling"))
+}
+
+/// The generated items and their sizes, for checking every read.
+struct Files {
+    big_len: u64,
+    small: HashMap<OsString, u64>,
+}
+
+/// xorshift64: incompressible, distinct bytes for every file (content
+/// addressing would merge identical chunks).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            chunk.copy_from_slice(&self.next().to_le_bytes()[..chunk.len()]);
+        }
+    }
+}
+
+fn generate_tree(root: &Path, config: &Config) -> Result<Files> {
+    progress(format!(
+        "writing {} small items and a {} MiB item under {}",
+        thousands(config.small_files),
+        config.big_bytes >> 20,
+        root.display()
+    ));
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let small_dir = root.join(SMALL_DIR);
+    fs::create_dir_all(&small_dir)?;
+    let mut small = HashMap::with_capacity(config.small_files);
+    let mut buf = vec![0u8; READ_SIZE];
+    for i in 0..config.small_files {
+        let len = SMALL_MIN + rng.next() % (SMALL_MAX - SMALL_MIN + 1);
+        let name = OsString::from(format!("item-{i:05}.bin"));
+        rng.fill(&mut buf[..len as usize]);
+        fs::write(small_dir.join(&name), &buf[..len as usize])?;
+        small.insert(name, len);
+    }
+    let big = root.join(BIG_ITEM);
+    fs::create_dir_all(big.parent().expect("has a parent"))?;
+    let mut file = File::create(&big)?;
+    for _ in 0..config.big_bytes / READ_SIZE as u64 {
+        rng.fill(&mut buf);
+        std::io::Write::write_all(&mut file, &buf)?;
+    }
+    Ok(Files {
+        big_len: config.big_bytes,
+        small,
+    })
+}
+
+async fn import_tree(src: &Path, dataset_dir: &Path) -> Result<()> {
+    progress(format!("importing into {}", dataset_dir.display()));
+    let dataset = Dataset::open(path_str(dataset_dir)?, true)?;
+    let options = ImportOptions {
+        progress: false,
+        ..ImportOptions::default()
+    };
+    let report = import(&dataset, src, &options).await?;
+    progress(format!(
+        "imported {} items into {} objects",
+        report.items,
+        report.objects_written + report.objects_reused
+    ));
+    Ok(())
+}
+
+fn warm_page_cache(root: &Path, files: &Files) -> Result<()> {
+    let mut buf = vec![0u8; READ_SIZE];
+    read_checked(&root.join(BIG_ITEM), files.big_len, &mut buf)?;
+    for (name, &len) in &files.small {
+        read_checked(&root.join(SMALL_DIR).join(name), len, &mut buf)?;
+    }
+    Ok(())
+}
+
+fn path_str(path: &Path) -> Result<&str> {
+    path.to_str()
+        .ok_or_else(|| format!("{} is not UTF-8", path.display()).into())
+}
+
+// ----------------------------------------------------------- the readers --
+
+/// Reads a whole file in `READ_SIZE` calls and checks its length.
+fn read_checked(path: &Path, expected: u64, buf: &mut [u8]) -> Result<()> {
+    let fail = |e| format!("read {}: {e}", path.display());
+    let mut file = File::open(path).map_err(fail)?;
+    let mut total = 0u64;
+    loop {
+        match file.read(buf).map_err(fail)? {
+            0 => break,
+            n => total += n as u64,
+        }
+    }
+    if total != expected {
+        return Err(format!(
+            "{}: read {total} bytes, expected {expected}",
+            path.display()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// MB/s of one front-to-back read of the big item.
+fn sequential(root: &Path, files: &Files) -> Result<f64> {
+    let mut buf = vec![0u8; READ_SIZE];
+    let start = Instant::now();
+    read_checked(&root.join(BIG_ITEM), files.big_len, &mut buf)?;
+    Ok(files.big_len as f64 / start.elapsed().as_secs_f64() / 1e6)
+}
+
+/// What a scan read, and how long it took.
+#[derive(Clone, Copy)]
+struct Scan {
+    files: usize,
+    bytes: u64,
+    secs: f64,
+}
+
+impl Scan {
+    fn files_per_sec(&self) -> f64 {
+        self.files as f64 / self.secs
+    }
+
+    fn mb_per_sec(&self) -> f64 {
+        self.bytes as f64 / self.secs / 1e6
+    }
+}
+
+/// Lists `root/SMALL_DIR` and reads its files in listing order (the first
+/// `limit` of them), split into `readers` contiguous slices read by one
+/// thread each. The listing is part of the time.
+fn scan(root: &Path, files: &Files, readers: usize, limit: Option<usize>) -> Result<Scan> {
+    let dir = root.join(SMALL_DIR);
+    let start = Instant::now();
+    let mut names = Vec::with_capacity(files.small.len());
+    for entry in fs::read_dir(&dir)? {
+        names.push(entry?.file_name());
+    }
+    if names.len() != files.small.len() {
+        return Err(format!(
+            "{} lists {} files, expected {}",
+            dir.display(),
+            names.len(),
+            files.small.len()
+        )
+        .into());
+    }
+    names.truncate(limit.unwrap_or(names.len()));
+    let work = names
+        .iter()
+        .map(|name| match files.small.get(name) {
+            Some(&len) => Ok((dir.join(name), len)),
+            None => Err(format!("unexpected file {:?} in {}", name, dir.display()).into()),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let per_reader = work.len().div_ceil(readers).max(1);
+    let bytes = thread::scope(|s| {
+        let readers: Vec<_> = work
+            .chunks(per_reader)
+            .map(|slice| s.spawn(move || read_slice(slice)))
+            .collect();
+        readers
+            .into_iter()
+            .map(|r| r.join().expect("reader thread panicked"))
+            .sum::<Result<u64>>()
+    })?;
+    Ok(Scan {
+        files: work.len(),
+        bytes,
+        secs: start.elapsed().as_secs_f64(),
+    })
+}
+
+fn read_slice(slice: &[(PathBuf, u64)]) -> Result<u64> {
+    let mut buf = vec![0u8; READ_SIZE];
+    for (path, len) in slice {
+        read_checked(path, *len, &mut buf)?;
+    }
+    Ok(slice.iter().map(|(_, len)| len).sum())
+}
+
+/// Rate and latency of random reads.
+#[derive(Clone, Copy)]
+struct Preads {
+    per_sec: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+/// `PREADS` reads of `PREAD_SIZE` bytes at random aligned offsets of the
+/// big item (the same offsets on every filesystem).
+fn random_preads(root: &Path, files: &Files) -> Result<Preads> {
+    let path = root.join(BIG_ITEM);
+    let file = File::open(&path)?;
+    let blocks = files.big_len / PREAD_SIZE as u64;
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut buf = [0u8; PREAD_SIZE];
+    let mut latencies = Vec::with_capacity(PREADS);
+    let start = Instant::now();
+    for _ in 0..PREADS {
+        let offset = rng.next() % blocks * PREAD_SIZE as u64;
+        let t = Instant::now();
+        let n = file.read_at(&mut buf, offset)?;
+        latencies.push(t.elapsed());
+        if n != PREAD_SIZE {
+            return Err(format!("{}: pread at {offset} returned {n} bytes", path.display()).into());
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    latencies.sort_unstable();
+    Ok(Preads {
+        per_sec: PREADS as f64 / secs,
+        p50: latencies[PREADS / 2],
+        p99: latencies[PREADS * 99 / 100],
+    })
+}
+
+// ---------------------------------------------------------------- mounts --
+
+/// A filesystem root being measured; dropping it unmounts.
+trait Mounted {
+    fn root(&self) -> &Path;
+    /// Peak resident memory of the serving process, in KiB.
+    fn peak_kib(&self) -> Option<u64> {
+        None
+    }
+    /// The `/.packfs/stats` counters.
+    fn stats(&self) -> Option<String> {
+        None
+    }
+}
+
+/// The source directory itself.
+struct Disk(PathBuf);
+
+impl Mounted for Disk {
+    fn root(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// fuse-ceiling serving the source tree; killed and unmounted on drop.
+struct Ceiling {
+    child: Child,
+    mnt: PathBuf,
+}
+
+impl Ceiling {
+    fn mount(bin: &Path, src: &Path, mnt: &Path) -> Result<Ceiling> {
+        let child = Command::new(bin)
+            .arg(src)
+            .arg(mnt)
+            .env("N_THREADS", CEILING_THREADS)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("start {}: {e}", bin.display()))?;
+        let mut ceiling = Ceiling {
+            child,
+            mnt: mnt.to_path_buf(),
+        };
+        let mut exited = None;
+        let mounted = poll(CEILING_START_TIMEOUT, || {
+            exited = ceiling.child.try_wait().ok().flatten();
+            exited.is_some() || is_mounted(mnt).unwrap_or(false)
+        });
+        if let Some(status) = exited {
+            return Err(format!("fuse-ceiling exited before mounting ({status})").into());
+        }
+        if !mounted {
+            return Err(
+                format!("fuse-ceiling did not mount within {CEILING_START_TIMEOUT:?}").into(),
+            );
+        }
+        Ok(ceiling)
+    }
+}
+
+impl Mounted for Ceiling {
+    fn root(&self) -> &Path {
+        &self.mnt
+    }
+}
+
+impl Drop for Ceiling {
+    fn drop(&mut self) {
+        if is_mounted(&self.mnt).unwrap_or(true) {
+            unmount(&self.mnt);
+        }
+        if !poll(EXIT_TIMEOUT, || !matches!(self.child.try_wait(), Ok(None))) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A `packfs mount` daemon; unmounted on drop.
+struct Daemon {
+    mnt: PathBuf,
+    pid: Option<u32>,
+    /// Wall time of the `packfs mount` command (it returns once mounted).
+    mount_time: Duration,
+}
+
+impl Daemon {
+    /// Runs `packfs mount` (which returns once the mount is ready) and
+    /// finds the daemon it left behind. On any failure, including a mount
+    /// that hangs past `MOUNT_TIMEOUT`, whatever was started is ended.
+    fn mount(bin: &Path, dataset: &Path, mnt: &Path) -> Result<Daemon> {
+        let mut log = tempfile::tempfile()?;
+        let start = Instant::now();
+        let mut command = Command::new(bin)
+            .arg("mount")
+            .arg(dataset)
+            .arg(mnt)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log.try_clone()?)
+            .spawn()?;
+        let mut status = None;
+        poll(MOUNT_TIMEOUT, || {
+            status = command.try_wait().ok().flatten();
+            status.is_some()
+        });
+        let mount_time = start.elapsed();
+        if status.is_none() {
+            let _ = command.kill();
+            let _ = command.wait();
+        }
+        // Only the daemon is left now; the guard ends it whatever happens.
+        let daemon = Daemon {
+            mnt: mnt.to_path_buf(),
+            pid: daemon_pid(mnt),
+            mount_time,
+        };
+        match status {
+            Some(s) if s.success() => {}
+            Some(s) => {
+                let mut message = String::new();
+                log.rewind()?;
+                log.read_to_string(&mut message)?;
+                return Err(format!("packfs mount failed ({s}): {}", message.trim()).into());
+            }
+            None => {
+                return Err(format!("packfs mount did not return within {MOUNT_TIMEOUT:?}").into())
+            }
+        }
+        if daemon.pid.is_none() {
+            return Err("cannot find the packfs daemon in /proc".into());
+        }
+        Ok(daemon)
+    }
+
+    /// (VmRSS, VmHWM) of the daemon, in KiB.
+    fn memory_kib(&self) -> Result<(u64, u64)> {
+        let pid = self.pid.ok_or("no daemon pid")?;
+        let read = |field| proc_status_kib(pid, field).ok_or(format!("no {field} for pid {pid}"));
+        Ok((read("VmRSS")?, read("VmHWM")?))
+    }
+}
+
+impl Mounted for Daemon {
+    fn root(&self) -> &Path {
+        &self.mnt
+    }
+
+    fn peak_kib(&self) -> Option<u64> {
+        self.memory_kib().ok().map(|(_, hwm)| hwm)
+    }
+
+    fn stats(&self) -> Option<String> {
+        fs::read_to_string(self.mnt.join(".packfs/stats")).ok()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if is_mounted(&self.mnt).unwrap_or(true) {
+            unmount(&self.mnt);
+        }
+        if let Some(pid) = self.pid {
+            if !poll(EXIT_TIMEOUT, || !is_alive(pid)) {
+                progress(format!(
+                    "WARNING: packfs daemon {pid} did not exit; killing it"
+                ));
+                let _ = Command::new("kill")
+                    .arg("-KILL")
+                    .arg(pid.to_string())
+                    .status();
+            }
+        }
+    }
+}
+
+/// Calls `done` every 20 ms until it returns true (then true) or `timeout`
+/// has passed (then false).
+fn poll(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn unmount(mnt: &Path) {
+    let ok = |args: &str| {
+        Command::new("fusermount3")
+            .arg(args)
+            .arg(mnt)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !ok("-u") && !ok("-uz") {
+        progress(format!("WARNING: could not unmount {}", mnt.display()));
+    }
+}
+
+fn is_mounted(mnt: &Path) -> Result<bool> {
+    let target = path_str(mnt)?.replace(' ', "\\040");
+    Ok(fs::read_to_string("/proc/self/mounts")?
+        .lines()
+        .any(|line| line.split(' ').nth(1) == Some(target.as_str())))
+}
+
+/// The `packfs mount … MNT` process serving `mnt`.
+fn daemon_pid(mnt: &Path) -> Option<u32> {
+    let mnt = mnt.as_os_str().as_bytes();
+    fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid = entry.file_name().to_str()?.parse().ok()?;
+        let cmdline = fs::read(entry.path().join("cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+        let is_daemon = args.first()?.ends_with(b"packfs")
+            && args.get(1) == Some(&&b"mount"[..])
+            && args.contains(&mnt);
+        is_daemon.then_some(pid)
+    })
+}
+
+fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| {
+        let value = line.strip_prefix(field)?.strip_prefix(':')?;
+        value.trim().strip_suffix("kB")?.trim().parse().ok()
+    })
+}
+
+/// Running, not a zombie waiting for its reaper.
+fn is_alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("State:"))
+            .is_some_and(|state| !state.trim_start().starts_with('Z'))
+    })
+}
+
+// ---------------------------------------------- measurements 1, 2 and 4a --
+
+/// Figures of one filesystem for measurements 1, 2 and the random reads.
+struct Figures {
+    big_first: f64,
+    big_second: f64,
+    scan1: Scan,
+    scan8: Scan,
+    preads: Preads,
+    /// Largest peak RSS of the serving process over all mounts.
+    peak_kib: Option<u64>,
+    /// Counters of the last mount.
+    stats: Option<String>,
+}
+
+/// Runs measurements 1, 2 and the random reads, each first pass on a
+/// mount of its own from `fresh`.
+fn measure<M: Mounted>(
+    label: &str,
+    files: &Files,
+    mut fresh: impl FnMut() -> Result<M>,
+) -> Result<Figures> {
+    let mut peak_kib = None;
+    progress(format!(
+        "{label}: sequential read of the big item, two passes"
+    ));
+    let m = fresh()?;
+    let big_first = sequential(m.root(), files)?;
+    let big_second = sequential(m.root(), files)?;
+    peak_kib = peak_kib.max(m.peak_kib());
+    drop(m);
+    let mut scan_fresh = |readers: usize| -> Result<Scan> {
+        progress(format!(
+            "{label}: scan of the small items, {}",
+            readers_label(readers)
+        ));
+        let m = fresh()?;
+        let result = scan(m.root(), files, readers, None)?;
+        peak_kib = peak_kib.max(m.peak_kib());
+        Ok(result)
+    };
+    let scan1 = scan_fresh(1)?;
+    let scan8 = scan_fresh(SCAN_READERS)?;
+    progress(format!(
+        "{label}: {} random {PREAD_SIZE}-byte preads",
+        thousands(PREADS)
+    ));
+    let m = fresh()?;
+    let preads = random_preads(m.root(), files)?;
+    peak_kib = peak_kib.max(m.peak_kib());
+    Ok(Figures {
+        big_first,
+        big_second,
+        scan1,
+        scan8,
+        preads,
+        peak_kib,
+        stats: m.stats(),
+    })
+}
+
+/// Medians of every system under test.
+struct Comparison {
+    disk: Figures,
+    /// `Err` says why the fuse-ceiling column is missing.
+    ceiling: std::result::Result<Figures, String>,
+    packfs: Figures,
+}
+
+/// Measures every system in `config.runs` rounds, one system after the
+/// other within a round, so load changes on the machine hit all of them.
+fn compare<D: Mounted, C: Mounted, P: Mounted>(
+    config: &Config,
+    files: &Files,
+    disk: impl Fn() -> Result<D>,
+    ceiling: std::result::Result<impl Fn() -> Result<C>, String>,
+    packfs: impl Fn() -> Result<P>,
+) -> Result<Comparison> {
+    let mut disk_rounds = Vec::new();
+    let mut ceiling_rounds = ceiling.as_ref().map(|_| Vec::new()).map_err(Clone::clone);
+    let mut packfs_rounds = Vec::new();
+    for round in 1..=config.runs {
+        let tag = |name: &str| format!("{name} (round {round} of {})", config.runs);
+        disk_rounds.push(measure(&tag("direct disk"), files, &disk)?);
+        if let (Ok(mount), Ok(rounds)) = (&ceiling, &mut ceiling_rounds) {
+            match measure(&tag("fuse-ceiling"), files, mount) {
+                Ok(figures) => rounds.push(figures),
+                Err(e) => ceiling_rounds = Err(format!("fuse-ceiling failed: {e}")),
+            }
+        }
+        packfs_rounds.push(measure(&tag("packfs"), files, &packfs)?);
+    }
+    Ok(Comparison {
+        disk: Figures::median(&disk_rounds),
+        ceiling: ceiling_rounds.map(|rounds| Figures::median(&rounds)),
+        packfs: Figures::median(&packfs_rounds),
+    })
+}
+
+impl Figures {
+    /// The median of each figure over `rounds` (a scan or a series of
+    /// preads is taken whole); the largest peak memory; the stats of the
+    /// last round.
+    fn median(rounds: &[Figures]) -> Figures {
+        Figures {
+            big_first: median_by(rounds, |f| f.big_first).big_first,
+            big_second: median_by(rounds, |f| f.big_second).big_second,
+            scan1: median_by(rounds, |f| f.scan1.files_per_sec()).scan1,
+            scan8: median_by(rounds, |f| f.scan8.files_per_sec()).scan8,
+            preads: median_by(rounds, |f| f.preads.per_sec).preads,
+            peak_kib: rounds.iter().filter_map(|f| f.peak_kib).max(),
+            stats: rounds.last().and_then(|f| f.stats.clone()),
+        }
+    }
+}
+
+/// The middle element by `key` (the upper one of an even count).
+fn median_by<T>(items: &[T], key: impl Fn(&T) -> f64) -> &T {
+    let mut sorted: Vec<&T> = items.iter().collect();
+    sorted.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    sorted[sorted.len() / 2]
+}
+
+// --------------------------------------------------------- measurement 3 --
+
+/// An object store that waits `delay` before every GET (HEADs included),
+/// as if it were far away.
+#[derive(Debug)]
+struct Delayed {
+    inner: Arc<dyn ObjectStore>,
+    delay: Duration,
+}
+
+impl fmt::Display for Delayed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Delayed({:?}, {})", self.delay, self.inner)
+    }
+}
+
+// `ObjectStore` is an `#[async_trait]`; these are its desugared signatures.
+impl ObjectStore for Delayed {
+    fn put_opts<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        location: &'life1 ObjectPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> BoxFuture<'async_trait, object_store::Result<PutResult>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.put_opts(location, payload, opts)
+    }
+
+    fn put_multipart_opts<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        location: &'life1 ObjectPath,
+        opts: PutMultipartOptions,
+    ) -> BoxFuture<'async_trait, object_store::Result<Box<dyn MultipartUpload>>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.put_multipart_opts(location, opts)
+    }
+
+    fn get_opts<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        location: &'life1 ObjectPath,
+        options: GetOptions,
+    ) -> BoxFuture<'async_trait, object_store::Result<GetResult>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            self.inner.get_opts(location, options).await
+        })
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<ObjectPath>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(
+        &self,
+        prefix: Option<&ObjectPath>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_delimiter<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        prefix: Option<&'life1 ObjectPath>,
+    ) -> BoxFuture<'async_trait, object_store::Result<ListResult>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.list_with_delimiter(prefix)
+    }
+
+    fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        from: &'life1 ObjectPath,
+        to: &'life2 ObjectPath,
+        options: CopyOptions,
+    ) -> BoxFuture<'async_trait, object_store::Result<()>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.copy_opts(from, to, options)
+    }
+}
+
+/// Measurement 3: the 1-reader scan through a delayed store, prefetch on
+/// (all files) and off (the first `config.off_files`).
+struct Latency {
+    on: Scan,
+    off: Scan,
+}
+
+fn latency_scans(
+    runtime: &Runtime,
+    dataset_dir: &Path,
+    mnt: &Path,
+    files: &Files,
+    config: &Config,
+) -> Result<Latency> {
+    progress(format!(
+        "copying the dataset into an InMemory store ({:?} per GET)",
+        GET_LATENCY
+    ));
+    let memory = Arc::new(InMemory::new());
+    runtime.block_on(copy_into(dataset_dir, memory.as_ref()))?;
+    let delayed: Arc<dyn ObjectStore> = Arc::new(Delayed {
+        inner: memory,
+        delay: GET_LATENCY,
+    });
+    let run = |prefetch: bool, limit: Option<usize>| -> Result<Scan> {
+        progress(format!(
+            "delayed store, prefetch {}: scan of {} small items, 1 reader",
+            if prefetch { "on" } else { "off" },
+            thousands(limit.unwrap_or(files.small.len()))
+        ));
+        let store = Store::from_object_store(
+            delayed.clone(),
+            ObjectPath::default(),
+            "memory://bench-delayed",
+        );
+        let options = MountOptions {
+            cache: CacheOptions {
+                prefetch,
+                ..CacheOptions::default()
+            },
+            ..MountOptions::default()
+        };
+        let handle = mount::spawn(Dataset::from_store(store), mnt, &options)?;
+        let result = scan(mnt, files, 1, limit)?;
+        handle.unmount()?;
+        Ok(result)
+    };
+    Ok(Latency {
+        on: run(true, None)?,
+        off: run(false, Some(config.off_files))?,
+    })
+}
+
+/// Puts every file under `dir` into `store` at its relative path.
+async fn copy_into(dir: &Path, store: &dyn ObjectStore) -> Result<()> {
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            for entry in fs::read_dir(&path)? {
+                pending.push(entry?.path());
+            }
+            continue;
+        }
+        let relative = path_str(path.strip_prefix(dir)?)?;
+        let location = ObjectPath::parse(relative)?;
+        store
+            .put(&location, Bytes::from(fs::read(&path)?).into())
+            .await?;
+    }
+    Ok(())
+}
+
+// -------------------------------------------------------- measurement 4b --
+
+/// The many-item dataset: mount, `find`, `ls -lR` and daemon memory.
+struct ManyItems {
+    items: usize,
+    mount_time: Duration,
+    find_time: Duration,
+    find_lines: usize,
+    ls_time: Duration,
+    rss_kib: u64,
+    hwm_kib: u64,
+}
+
+fn many_items(
+    runtime: &Runtime,
+    bin: &Path,
+    dataset_dir: &Path,
+    mnt: &Path,
+    items: usize,
+) -> Result<ManyItems> {
+    progress(format!(
+        "building a dataset of {} tiny items",
+        thousands(items)
+    ));
+    runtime.block_on(build_many(dataset_dir, items))?;
+    progress("mounting it and running find");
+    let daemon = Daemon::mount(bin, dataset_dir, mnt)?;
+    let start = Instant::now();
+    let find_lines = count_find_lines(mnt)?;
+    let find_time = start.elapsed();
+    // The mountpoint, the timeline and modality directories, the
+    // subdirectories and the items.
+    let expected = 3 + TINY_DIRS.min(items) + items;
+    if find_lines != expected {
+        return Err(format!("find listed {find_lines} paths, expected {expected}").into());
+    }
+    let mount_time = daemon.mount_time;
+    drop(daemon);
+    progress("fresh mount, running ls -lR");
+    let daemon = Daemon::mount(bin, dataset_dir, mnt)?;
+    let start = Instant::now();
+    let status = Command::new("ls")
+        .arg("-lR")
+        .arg(mnt)
+        .stdout(Stdio::null())
+        .status()?;
+    let ls_time = start.elapsed();
+    if !status.success() {
+        return Err(format!("ls -lR failed ({status})").into());
+    }
+    let (rss_kib, hwm_kib) = daemon.memory_kib()?;
+    Ok(ManyItems {
+        items,
+        mount_time,
+        find_time,
+        find_lines,
+        ls_time,
+        rss_kib,
+        hwm_kib,
+    })
+}
+
+/// `find MNT | wc -l`.
+fn count_find_lines(mnt: &Path) -> Result<usize> {
+    let mut child = Command::new("find")
+        .arg(mnt)
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut out = child.stdout.take().expect("piped");
+    let (mut lines, mut buf) = (0, vec![0u8; 1 << 16]);
+    loop {
+        match out.read(&mut buf)? {
+            0 => break,
+            n => lines += buf[..n].iter().filter(|&&b| b == b'\n').count(),
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        return Err(format!("find failed ({status})").into());
+    }
+    Ok(lines)
+}
+
+/// Writes `items` tiny items into packs of `TINY_PER_PACK` and commits one
+/// Track naming them `dNNNN/item-NNNNNN.jpg` over `TINY_DIRS` directories.
+async fn build_many(dataset_dir: &Path, items: usize) -> Result<()> {
+    let dataset = Dataset::open(path_str(dataset_dir)?, true)?;
+    let store = dataset.store();
+    let media_type: Arc<str> = "image/jpeg".into();
+    let mut track_items = Vec::with_capacity(items);
+    for first in (0..items).step_by(TINY_PER_PACK) {
+        let mut pack = Vec::new();
+        let mut entries = Vec::with_capacity(TINY_PER_PACK);
+        for i in first..items.min(first + TINY_PER_PACK) {
+            let bytes = format!("tiny item {i}\n").repeat(1 + i % 4);
+            entries.push((i, pack.len() as u64, bytes.len() as u64));
+            pack.extend_from_slice(bytes.as_bytes());
+        }
+        let address = ObjectId::of(&pack);
+        let location = store
+            .layout()
+            .data_object(TIMELINE, TINY_MODALITY, &address);
+        store.put_immutable(&location, Bytes::from(pack)).await?;
+        track_items.extend(entries.into_iter().map(|(i, offset, byte_size)| TrackItem {
+            name: format!("d{:04}/item-{i:06}.jpg", i % TINY_DIRS),
+            media_type: media_type.clone(),
+            entry: FragmentEntry {
+                t_start: i as i64,
+                t_end: i as i64 + 1,
+                byte_size,
+                address,
+                placement: Placement::Packed { offset },
+            },
+        }));
+    }
+    let track = Track::new(track_items, Vec::new(), "many-item bench track")?;
+    let update = TrackUpdate {
+        timeline: TIMELINE.into(),
+        modality: TINY_MODALITY.into(),
+        content: TrackContent::New(track),
+    };
+    dataset
+        .commit("main", None, vec![update], &writer_string("bench"))
+        .await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- report --
+
+/// A bar of issue 3 on a ratio or a figure.
+#[derive(Clone, Copy)]
+enum Bar {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+fn met(value: Option<f64>, bar: Bar) -> String {
+    let ok = match (value, bar) {
+        (None, _) => return "n/a".into(),
+        (Some(v), Bar::AtLeast(b)) => v >= b,
+        (Some(v), Bar::AtMost(b)) => v <= b,
+    };
+    if ok { "yes" } else { "**NO**" }.into()
+}
+
+fn ratio(value: f64, reference: Option<f64>) -> Option<f64> {
+    reference.map(|r| value / r)
+}
+
+fn show_ratio(value: Option<f64>, what: &str) -> String {
+    value.map_or_else(|| format!("n/a {what}"), |v| format!("{v:.2}× {what}"))
+}
+
+fn mb(x: f64) -> String {
+    format!("{x:.0} MB/s")
+}
+
+fn rate(x: f64) -> String {
+    if x >= 1000.0 {
+        format!("{:.1}k", x / 1000.0)
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+fn show_scan(s: &Scan) -> String {
+    format!(
+        "{} files/s, {}",
+        rate(s.files_per_sec()),
+        mb(s.mb_per_sec())
+    )
+}
+
+fn show_preads(p: &Preads) -> String {
+    format!(
+        "{} reads/s, p50 {} µs, p99 {} µs",
+        rate(p.per_sec),
+        p.p50.as_micros(),
+        p.p99.as_micros()
+    )
+}
+
+fn readers_label(readers: usize) -> String {
+    match readers {
+        1 => "1 reader".into(),
+        n => format!("{n} readers"),
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn mib(kib: u64) -> String {
+    format!("{} MiB", kib / 1024)
+}
+
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+type Row = [String; 6];
+
+fn row(
+    measurement: String,
+    packfs: String,
+    references: String,
+    ratio: String,
+    target: &str,
+    met: String,
+) -> Row {
+    [measurement, packfs, references, ratio, target.into(), met]
+}
+
+/// The reference a target is set against.
+#[derive(Clone, Copy)]
+enum Reference {
+    Ceiling,
+    Disk,
+}
+
+/// A row of one figure measured on packfs, fuse-ceiling and the disk:
+/// `figure` gives the number ratios divide and how it is shown; `target`
+/// is a minimum ratio against one reference.
+fn compared_row(
+    comparison: &Comparison,
+    measurement: String,
+    figure: impl Fn(&Figures) -> (f64, String),
+    target: Option<(Reference, f64)>,
+) -> Row {
+    let ceiling = comparison.ceiling.as_ref().ok().map(&figure);
+    let (disk, (packfs, packfs_shown)) = (figure(&comparison.disk), figure(&comparison.packfs));
+    let vs_ceiling = ratio(packfs, ceiling.as_ref().map(|c| c.0));
+    let vs_disk = ratio(packfs, Some(disk.0));
+    let (target, met) = match target {
+        Some((Reference::Ceiling, bar)) => (
+            format!("≥ {bar}× ceiling"),
+            met(vs_ceiling, Bar::AtLeast(bar)),
+        ),
+        Some((Reference::Disk, bar)) => (format!("≥ {bar}× disk"), met(vs_disk, Bar::AtLeast(bar))),
+        None => ("—".into(), "—".into()),
+    };
+    row(
+        measurement,
+        packfs_shown,
+        format!(
+            "ceiling {} · disk {}",
+            ceiling.map_or_else(|| "n/a".into(), |c| c.1),
+            disk.1
+        ),
+        format!(
+            "{} · {}",
+            show_ratio(vs_ceiling, "ceiling"),
+            show_ratio(vs_disk, "disk")
+        ),
+        &target,
+        met,
+    )
+}
+
+/// Rows of measurements 1 and 2.
+fn compared_rows(config: &Config, comparison: &Comparison) -> Vec<Row> {
+    let big = format!("{} MiB item", config.big_bytes >> 20);
+    let small = format!("{} items of 16–64 KiB", thousands(config.small_files));
+    let scan_figure = |s: Scan| (s.files_per_sec(), show_scan(&s));
+    vec![
+        compared_row(
+            comparison,
+            format!("1. sequential read, {big}, 1st pass"),
+            |f| (f.big_first, mb(f.big_first)),
+            Some((Reference::Ceiling, 0.8)),
+        ),
+        compared_row(
+            comparison,
+            format!("1. sequential read, {big}, 2nd pass (page cache)"),
+            |f| (f.big_second, mb(f.big_second)),
+            Some((Reference::Disk, 0.8)),
+        ),
+        compared_row(
+            comparison,
+            format!("2. scan of {small}, 1 reader, 1st pass"),
+            |f| scan_figure(f.scan1),
+            Some((Reference::Ceiling, 0.85)),
+        ),
+        compared_row(
+            comparison,
+            format!("2. scan of {small}, {SCAN_READERS} readers, 1st pass"),
+            |f| scan_figure(f.scan8),
+            Some((Reference::Ceiling, 0.7)),
+        ),
+    ]
+}
+
+/// Rows of measurement 3.
+fn latency_rows(config: &Config, latency: &Latency, no_latency: &Scan) -> Vec<Row> {
+    let delayed = format!("{} ms per GET", GET_LATENCY.as_millis());
+    let on = latency.on.files_per_sec();
+    let speedup = ratio(on, Some(latency.off.files_per_sec()));
+    let vs_fast = ratio(on, Some(no_latency.files_per_sec()));
+    vec![
+        row(
+            format!(
+                "3. scan, {delayed}, prefetch off, 1 reader (only the first {} files timed)",
+                thousands(config.off_files)
+            ),
+            show_scan(&latency.off),
+            "—".into(),
+            "—".into(),
+            "—",
+            "—".into(),
+        ),
+        row(
+            format!(
+                "3. scan, {delayed}, prefetch on, 1 reader (all {} files)",
+                thousands(config.small_files)
+            ),
+            show_scan(&latency.on),
+            format!("prefetch off {} files/s", rate(latency.off.files_per_sec())),
+            show_ratio(speedup, "prefetch off"),
+            "≥ 20× prefetch off",
+            met(speedup, Bar::AtLeast(20.0)),
+        ),
+        row(
+            format!("3. scan, {delayed}, prefetch on, vs the no-latency scan of 2."),
+            format!("{} files/s", rate(on)),
+            format!(
+                "no latency (2., 1 reader) {} files/s",
+                rate(no_latency.files_per_sec())
+            ),
+            show_ratio(vs_fast, "no latency"),
+            "≥ 0.5× no latency",
+            met(vs_fast, Bar::AtLeast(0.5)),
+        ),
+    ]
+}
+
+/// The local daemons' peak memory against the cache + prefetch bound.
+fn memory_row(packfs: &Figures) -> Row {
+    let bound = CacheOptions::default();
+    let bound_kib = (bound.cache_bytes + bound.prefetch_memory) >> 10;
+    row(
+        "memory: peak RSS (VmHWM) of the packfs daemons of 1., 2. and 4.".into(),
+        packfs.peak_kib.map_or_else(|| "n/a".into(), mib),
+        format!(
+            "bound: cache {} + prefetch {}",
+            mib(bound.cache_bytes >> 10),
+            mib(bound.prefetch_memory >> 10)
+        ),
+        "—".into(),
+        &format!("≤ {}", mib(bound_kib)),
+        met(
+            packfs.peak_kib.map(|k| k as f64),
+            Bar::AtMost(bound_kib as f64),
+        ),
+    )
+}
+
+fn print_report(
+    config: &Config,
+    comparison: &Comparison,
+    latency: &Latency,
+    many: Option<&ManyItems>,
+) {
+    let mut rows = compared_rows(config, comparison);
+    rows.extend(latency_rows(config, latency, &comparison.packfs.scan1));
+    rows.push(compared_row(
+        comparison,
+        format!(
+            "4. {} random 4 KiB preads in the {} MiB item, 1st pass",
+            thousands(PREADS),
+            config.big_bytes >> 20
+        ),
+        |f| (f.preads.per_sec, show_preads(&f.preads)),
+        None,
+    ));
+    rows.extend(many_rows(config, many));
+    rows.push(memory_row(&comparison.packfs));
+
+    println!(
+        "## packfs benchmark: {} run, {} round(s), {} cores, load average at the end {}\n",
+        config.mode(),
+        config.runs,
+        thread::available_parallelism().map_or(0, |n| n.get()),
+        fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|l| l.split(' ').next().map(str::to_string))
+            .unwrap_or_else(|| "?".into())
+    );
+    print_table(
+        &[
+            "Measurement",
+            "packfs",
+            "References (same files, same run)",
+            "Ratio",
+            "Target",
+            "Met",
+        ],
+        &rows,
+    );
+    println!();
+    match &comparison.ceiling {
+        Ok(_) => {
+            println!("fuse-ceiling: N_THREADS={CEILING_THREADS}, a fresh mount for each 1st pass.")
+        }
+        Err(reason) => println!("fuse-ceiling column missing: {reason}."),
+    }
+    println!(
+        "Direct disk: the source directory with a warm page cache. MB = 10^6 bytes. \
+         Scans include listing the directory."
+    );
+    println!(
+        "Rows 1., 2. and the preads: medians of {} round(s), each round measuring disk, \
+         ceiling and packfs in turn. Rows 3. and the many-item rows: one run each. \
+         Expect ±30% between runs on this shared machine.",
+        config.runs
+    );
+    if let Some(stats) = &comparison.packfs.stats {
+        println!(
+            "\n`/.packfs/stats` of the last local mount (the random preads of 4.):\n\n```\n{stats}```"
+        );
+    }
+}
+
+fn many_rows(config: &Config, many: Option<&ManyItems>) -> Vec<Row> {
+    let Some(m) = many else {
+        return vec![row(
+            format!(
+                "4. {} items: mount, find, ls -lR, RSS",
+                thousands(config.tiny_items)
+            ),
+            "skipped (--skip-1m)".into(),
+            "—".into(),
+            "—".into(),
+            "—",
+            "—".into(),
+        )];
+    };
+    let n = thousands(m.items);
+    let blank = || "—".to_string();
+    vec![
+        row(
+            format!("4. {n} items: mount ready (`packfs mount` returns)"),
+            secs(m.mount_time),
+            blank(),
+            blank(),
+            "≤ 3 s",
+            met(Some(m.mount_time.as_secs_f64()), Bar::AtMost(3.0)),
+        ),
+        row(
+            format!(
+                "4. {n} items: `find MNT | wc -l` ({} lines, checked)",
+                thousands(m.find_lines)
+            ),
+            secs(m.find_time),
+            blank(),
+            blank(),
+            "≤ 10 s",
+            met(Some(m.find_time.as_secs_f64()), Bar::AtMost(10.0)),
+        ),
+        row(
+            format!("4. {n} items: `ls -lR MNT > /dev/null` (fresh mount)"),
+            secs(m.ls_time),
+            blank(),
+            blank(),
+            "—",
+            blank(),
+        ),
+        row(
+            format!("4. {n} items: daemon VmRSS / VmHWM after ls -lR"),
+            format!("{} / {}", mib(m.rss_kib), mib(m.hwm_kib)),
+            blank(),
+            blank(),
+            "≤ 400 MiB (VmHWM)",
+            met(Some(m.hwm_kib as f64), Bar::AtMost(400.0 * 1024.0)),
+        ),
+    ]
+}
+
+/// A Markdown table with columns padded to line up in a terminal.
+fn print_table(header: &[&str; 6], rows: &[Row]) {
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain([header[i].chars().count(), 3])
+            .max()
+            .unwrap_or(3)
+    };
+    let widths: Vec<usize> = (0..6).map(width).collect();
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, &w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+            .collect();
+        println!("| {} |", padded.join(" | "));
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    line(widths.iter().map(|&w| "-".repeat(w)).collect());
+    for r in rows {
+        line(r.to_vec());
+    }
+}
