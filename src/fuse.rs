@@ -7,7 +7,9 @@
 //! see exactly the dataset.
 
 use std::ffi::OsStr;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Waker};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -331,9 +333,7 @@ impl Filesystem for PackFs {
             Err(e) => return reply.error(errno(&e)),
         };
         let (tree, reader) = (self.tree.clone(), self.reader.clone());
-        // The loop thread goes back to the kernel at once; the reply is sent
-        // from the runtime when the bytes arrive.
-        self.runtime.spawn(async move {
+        let mut task = Box::pin(async move {
             let item = tree.item(item);
             match reader.read(item, offset, u64::from(size)).await {
                 Ok(bytes) => reply.data(&bytes),
@@ -343,6 +343,14 @@ impl Filesystem for PackFs {
                 }
             }
         });
+        // A read served by the cache completes on its first poll and is
+        // answered right here on the loop thread; a read that must wait for
+        // a GET continues on the runtime, freeing the loop thread at once.
+        let _runtime = self.runtime.enter();
+        let mut cx = Context::from_waker(Waker::noop());
+        if task.as_mut().poll(&mut cx).is_pending() {
+            self.runtime.spawn(task);
+        }
     }
 
     /// Nothing is buffered for writing, so close has nothing to flush.
