@@ -1,8 +1,6 @@
 //! The directory tree of a snapshot: `/<timeline>/<modality>/<name…>`,
 //! built once at mount and served from memory.
 
-use std::collections::HashMap;
-
 use thiserror::Error;
 
 use crate::dataset::{Item, Snapshot};
@@ -65,7 +63,7 @@ impl Tree {
                 parent: Self::ROOT,
                 kind: NodeKind::Dir(Vec::new()),
             }],
-            index: HashMap::new(),
+            dirs: foldhash::HashMap::default(),
         };
         for timeline in &snapshot.manifest.timelines {
             b.dir(Self::ROOT, timeline)?;
@@ -74,27 +72,19 @@ impl Tree {
         for track in snapshot.tracks {
             let timeline = b.dir(Self::ROOT, &track.timeline)?;
             let modality = b.dir(timeline, &track.modality)?;
+            items.reserve(track.items.len());
             for item in track.items {
+                let index = u32::try_from(items.len()).map_err(|_| TreeError::TooLarge)?;
+                let (dirs, file) = item.name.rsplit_once('/').unwrap_or(("", &item.name));
                 let mut dir = modality;
-                let mut parts = item.name.split('/').peekable();
-                while let Some(part) = parts.next() {
-                    if parts.peek().is_some() {
-                        dir = b.dir(dir, part)?;
-                    } else {
-                        let index = u32::try_from(items.len()).map_err(|_| TreeError::TooLarge)?;
-                        b.file(dir, part, index)?;
-                    }
+                for part in dirs.split('/').filter(|p| !p.is_empty()) {
+                    dir = b.dir(dir, part)?;
                 }
+                b.add(dir, file, NodeKind::File(index))?;
                 items.push(item);
             }
         }
-        let mut nodes = b.nodes;
-        let names: Vec<Box<str>> = nodes.iter().map(|n| n.name.clone()).collect();
-        for node in &mut nodes {
-            if let NodeKind::Dir(children) = &mut node.kind {
-                children.sort_unstable_by(|a, b| names[*a as usize].cmp(&names[*b as usize]));
-            }
-        }
+        let nodes = b.finish()?;
         Ok(Tree {
             total_bytes: items.iter().map(|i| i.size).sum(),
             nodes,
@@ -172,15 +162,18 @@ impl Tree {
 
 struct Builder {
     nodes: Vec<Node>,
-    index: HashMap<(NodeId, Box<str>), NodeId>,
+    /// Directories by parent and name; files need no index because Track
+    /// names are unique, and a file meeting a directory of the same name is
+    /// found when the children are sorted.
+    dirs: foldhash::HashMap<NodeId, foldhash::HashMap<Box<str>, NodeId>>,
 }
 
 impl Builder {
-    fn path(&self, mut id: NodeId) -> String {
+    fn path(nodes: &[Node], mut id: NodeId) -> String {
         let mut parts = Vec::new();
         while id != Tree::ROOT {
-            parts.push(&*self.nodes[id as usize].name);
-            id = self.nodes[id as usize].parent;
+            parts.push(&*nodes[id as usize].name);
+            id = nodes[id as usize].parent;
         }
         parts.reverse();
         format!("/{}", parts.join("/"))
@@ -193,7 +186,6 @@ impl Builder {
             parent,
             kind,
         });
-        self.index.insert((parent, name.into()), id);
         if let NodeKind::Dir(children) = &mut self.nodes[parent as usize].kind {
             children.push(id);
         }
@@ -201,26 +193,40 @@ impl Builder {
     }
 
     fn dir(&mut self, parent: NodeId, name: &str) -> Result<NodeId, TreeError> {
-        match self.index.get(&(parent, name.into())) {
-            Some(&id) => match self.nodes[id as usize].kind {
-                NodeKind::Dir(_) => Ok(id),
-                NodeKind::File(_) => Err(TreeError::Conflict {
-                    path: self.path(id),
-                    detail:
-                        "is a file in the dataset but another item's name uses it as a directory",
-                }),
-            },
-            None => self.add(parent, name, NodeKind::Dir(Vec::new())),
+        if let Some(&id) = self.dirs.get(&parent).and_then(|d| d.get(name)) {
+            return Ok(id);
         }
+        let id = self.add(parent, name, NodeKind::Dir(Vec::new()))?;
+        self.dirs.entry(parent).or_default().insert(name.into(), id);
+        Ok(id)
     }
 
-    fn file(&mut self, parent: NodeId, name: &str, item: u32) -> Result<NodeId, TreeError> {
-        if let Some(&id) = self.index.get(&(parent, name.into())) {
-            return Err(TreeError::Conflict {
-                path: self.path(id),
-                detail: "two items of the dataset have this path",
-            });
+    /// Sorts every directory's children by name and refuses a name used
+    /// twice in one directory (a file and a directory).
+    fn finish(mut self) -> Result<Vec<Node>, TreeError> {
+        for i in 0..self.nodes.len() {
+            let NodeKind::Dir(children) = &mut self.nodes[i].kind else {
+                continue;
+            };
+            let mut children = std::mem::take(children);
+            let nodes = &self.nodes;
+            children.sort_unstable_by(|a, b| nodes[*a as usize].name.cmp(&nodes[*b as usize].name));
+            if let Some(pair) = children
+                .windows(2)
+                .find(|w| nodes[w[0] as usize].name == nodes[w[1] as usize].name)
+            {
+                let dir = pair
+                    .iter()
+                    .find(|c| matches!(nodes[**c as usize].kind, NodeKind::Dir(_)))
+                    .unwrap_or(&pair[0]);
+                return Err(TreeError::Conflict {
+                    path: Self::path(nodes, *dir),
+                    detail:
+                        "is a file in the dataset but another item's name uses it as a directory",
+                });
+            }
+            self.nodes[i].kind = NodeKind::Dir(children);
         }
-        self.add(parent, name, NodeKind::File(item))
+        Ok(self.nodes)
     }
 }

@@ -76,17 +76,8 @@ impl SnapshotTrack {
                 .or_insert_with(|| Arc::new(data_path(id)))
                 .clone()
         };
-        let pack_lens: HashMap<ObjectId, u64> = track
-            .items()
-            .iter()
-            .filter_map(|it| {
-                track
-                    .pack_len(&it.entry.address)
-                    .map(|len| (it.entry.address, len))
-            })
-            .collect();
-        let items = track
-            .into_items()
+        let (items, pack_lens) = track.into_parts();
+        let items = items
             .into_iter()
             .map(|it| {
                 let e = it.entry;

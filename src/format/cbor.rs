@@ -2,17 +2,41 @@
 //! fields rather than a thicket of matches.
 
 use ciborium::value::{Integer, Value};
+use serde::de::DeserializeOwned;
 
 use super::{FormatError, ObjectId};
 
-/// Decodes exactly one CBOR data item; trailing bytes are an error because a
-/// content-addressed object must have one meaning.
+/// Decodes exactly one CBOR data item into a value tree; trailing bytes are
+/// an error because a content-addressed object must have one meaning.
 pub(crate) fn decode(bytes: &[u8], what: &str) -> Result<Value, FormatError> {
-    let mut cursor = std::io::Cursor::new(bytes);
-    let value: Value = ciborium::from_reader(&mut cursor).map_err(|e| FormatError::Cbor {
+    decode_with(bytes, what, |e| FormatError::Cbor {
         what: what.to_string(),
         detail: describe(&e, bytes.len()),
-    })?;
+    })
+}
+
+/// Like [`decode`], straight into a type whose `Deserialize` checks the
+/// structure as it streams: errors it reports are [`FormatError::Shape`].
+pub(crate) fn decode_typed<T: DeserializeOwned>(
+    bytes: &[u8],
+    what: &str,
+) -> Result<T, FormatError> {
+    decode_with(bytes, what, |e| match e {
+        ciborium::de::Error::Semantic(_, detail) => FormatError::shape(what, detail),
+        e => FormatError::Cbor {
+            what: what.to_string(),
+            detail: describe(&e, bytes.len()),
+        },
+    })
+}
+
+fn decode_with<T: DeserializeOwned>(
+    bytes: &[u8],
+    what: &str,
+    error: impl FnOnce(ciborium::de::Error<std::io::Error>) -> FormatError,
+) -> Result<T, FormatError> {
+    let mut cursor = std::io::Cursor::new(bytes);
+    let value: T = ciborium::from_reader(&mut cursor).map_err(error)?;
     let used = cursor.position() as usize;
     if used != bytes.len() {
         return Err(FormatError::Cbor {
@@ -28,8 +52,7 @@ fn describe(e: &ciborium::de::Error<std::io::Error>, len: usize) -> String {
     match e {
         Error::Io(_) => format!("truncated: the {len} bytes end inside a CBOR item"),
         Error::Syntax(at) => format!("invalid CBOR at byte {at}"),
-        Error::Semantic(Some(at), msg) => format!("{msg} (at byte {at})"),
-        Error::Semantic(None, msg) => msg.clone(),
+        Error::Semantic(_, msg) => msg.clone(),
         Error::RecursionLimitExceeded => "nested too deeply".to_string(),
     }
 }

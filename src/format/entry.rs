@@ -50,24 +50,30 @@ impl FragmentEntry {
         Value::Array(items)
     }
 
-    /// Decodes one entry; `what` locates it for error messages.
+    /// Decodes one entry; `what` locates it for error messages. Messages are
+    /// only formatted on error: a Track decodes a million of these.
     pub fn from_cbor(value: &Value, what: &str) -> Result<Self, FormatError> {
         let items = cbor::as_array(value, what)?;
-        let field = |i: usize, name: &str| format!("{what} element {i} ({name})");
+        let at = |e: FormatError, i: usize, name: &str| match e {
+            FormatError::Shape { detail, .. } => {
+                FormatError::shape(format!("{what} element {i} ({name})"), detail)
+            }
+            e => e,
+        };
         let placement = match items.len() {
             4 => Placement::Whole,
             // Seed §5: is_manifest=false without a pack_offset is a
             // single-item fragment, like the 4-element shape.
-            5 if as_bool(&items[4], &field(4, "is_manifest"))? => Placement::Chunked,
+            5 if as_bool(&items[4], "").map_err(|e| at(e, 4, "is_manifest"))? => Placement::Chunked,
             5 => Placement::Whole,
             6 => {
-                if as_bool(&items[4], &field(4, "is_manifest"))? {
+                if as_bool(&items[4], "").map_err(|e| at(e, 4, "is_manifest"))? {
                     return Err(FormatError::shape(
                         what,
                         "is_manifest=true with 6 elements: chunked and packed are mutually exclusive",
                     ));
                 }
-                let offset = as_u64(&items[5], &field(5, "pack_offset"))?;
+                let offset = as_u64(&items[5], "").map_err(|e| at(e, 5, "pack_offset"))?;
                 if offset > u64::from(u32::MAX) {
                     return Err(FormatError::shape(
                         what,
@@ -84,10 +90,10 @@ impl FragmentEntry {
             }
         };
         let entry = FragmentEntry {
-            t_start: as_i64(&items[0], &field(0, "t_start"))?,
-            t_end: as_i64(&items[1], &field(1, "t_end"))?,
-            byte_size: as_u64(&items[2], &field(2, "byte_size"))?,
-            address: as_object_id(&items[3], &field(3, "fragment_address"))?,
+            t_start: as_i64(&items[0], "").map_err(|e| at(e, 0, "t_start"))?,
+            t_end: as_i64(&items[1], "").map_err(|e| at(e, 1, "t_end"))?,
+            byte_size: as_u64(&items[2], "").map_err(|e| at(e, 2, "byte_size"))?,
+            address: as_object_id(&items[3], "").map_err(|e| at(e, 3, "fragment_address"))?,
             placement,
         };
         if let Placement::Packed { offset } = placement {

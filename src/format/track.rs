@@ -14,12 +14,19 @@
 //! still hold and the pack's real length can still be checked; it is not
 //! part of the namespace.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+
+use foldhash::{HashMapExt, HashSetExt};
 use std::sync::Arc;
 
-use ciborium::value::Value;
+use std::fmt;
+use std::marker::PhantomData;
 
-use super::cbor::{self, as_array, as_text, as_u64, MapReader};
+use ciborium::value::Value;
+use serde::de::{Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use super::cbor;
 use super::{validate_item_name, FormatError, FragmentEntry, ObjectId, Placement};
 
 /// The only Track kind packfs serves.
@@ -36,6 +43,9 @@ pub struct TrackItem {
     pub entry: FragmentEntry,
 }
 
+/// The length each pack of a Track must have: the sum of its entries' sizes.
+pub type PackLengths = foldhash::HashMap<ObjectId, u64>;
+
 /// A validated Fragment Track.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Track {
@@ -43,7 +53,7 @@ pub struct Track {
     /// Entries of removed items whose packs still hold live items.
     retired: Vec<FragmentEntry>,
     /// Length every pack must have: the sum of its entries' sizes (seed §3.4).
-    pack_lengths: HashMap<ObjectId, u64>,
+    pack_lengths: PackLengths,
 }
 
 impl Track {
@@ -56,10 +66,20 @@ impl Track {
         mut retired: Vec<FragmentEntry>,
         what: &str,
     ) -> Result<Self, FormatError> {
-        let mut seen = HashSet::with_capacity(items.len());
-        let mut packs: HashMap<ObjectId, Vec<(u64, u64)>> = HashMap::new();
+        // foldhash: fast on a million names, and seeded per process so
+        // hostile names cannot force collisions.
+        let mut seen = foldhash::HashSet::with_capacity(items.len());
+        let mut packs: foldhash::HashMap<ObjectId, Vec<(u64, u64)>> = foldhash::HashMap::new();
         for (i, item) in items.iter().enumerate() {
-            validate_item_name(&item.name, &format!("{what} names[{i}]"))?;
+            // The location is formatted only for an error: this runs per item.
+            validate_item_name(&item.name, "").map_err(|e| match e {
+                FormatError::Name { name, reason, .. } => FormatError::Name {
+                    what: format!("{what} names[{i}]"),
+                    name,
+                    reason,
+                },
+                e => e,
+            })?;
             if !seen.insert(item.name.as_str()) {
                 return Err(FormatError::Name {
                     what: what.to_string(),
@@ -91,7 +111,7 @@ impl Track {
                     .push((offset, e.byte_size));
             }
         }
-        let mut pack_lengths = HashMap::with_capacity(packs.len());
+        let mut pack_lengths = foldhash::HashMap::with_capacity(packs.len());
         for (pack, mut ranges) in packs {
             // Entries with the same range name the same bytes: two items with
             // identical content imported under different names share them.
@@ -145,8 +165,9 @@ impl Track {
         &self.items
     }
 
-    pub fn into_items(self) -> Vec<TrackItem> {
-        self.items
+    /// The items, and the length each pack must have.
+    pub fn into_parts(self) -> (Vec<TrackItem>, PackLengths) {
+        (self.items, self.pack_lengths)
     }
 
     /// Entries of removed items kept for their packs' sake.
@@ -189,43 +210,25 @@ impl Track {
 
     /// Decodes and validates a Track; `what` names the object for errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<Self, FormatError> {
-        let value = cbor::decode(bytes, what)?;
-        let map = MapReader::new(&value, what)?;
-        if let Some(kind) = map.get("kind") {
-            let kind = as_text(kind, &format!("{what} kind"))?;
-            if kind != TRACK_KIND_FRAGMENT {
-                return Err(FormatError::shape(
-                    what,
-                    format!("track kind {kind:?} is not supported (only \"fragment\")"),
-                ));
-            }
+        let raw: RawTrack = cbor::decode_typed(bytes, what)?;
+        if let Some(kind) = raw.kind.filter(|k| k != TRACK_KIND_FRAGMENT) {
+            return Err(FormatError::shape(
+                what,
+                format!("track kind {kind:?} is not supported (only \"fragment\")"),
+            ));
         }
-        let index = as_array(
-            map.required("object_index")?,
-            &format!("{what} object_index"),
-        )?;
-        let names = match map.get("names") {
-            Some(v) => {
-                let names = as_array(v, &format!("{what} names"))?;
-                parallel(names.len(), index.len(), what, "names")?;
+        let len = raw.index.len();
+        let names = match raw.names {
+            Some(names) => {
+                parallel(names.len(), len, what, "names")?;
                 names
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| match n {
-                        Value::Null => Ok(None),
-                        n => as_text(n, &format!("{what} names[{i}]")).map(|n| Some(n.to_string())),
-                    })
-                    .collect::<Result<Vec<_>, _>>()?
             }
-            None => (0..index.len())
-                .map(|i| Some(format!("item-{i:08}")))
-                .collect(),
+            None => (0..len).map(|i| Some(format!("item-{i:08}"))).collect(),
         };
-        let media = decode_media_types(&map, index.len(), what)?;
-        let mut items = Vec::with_capacity(index.len());
+        let media = media_types(raw.media_table, raw.media_types, len, what)?;
+        let mut items = Vec::with_capacity(len);
         let mut retired = Vec::new();
-        for (i, ((entry, name), media_type)) in index.iter().zip(names).zip(media).enumerate() {
-            let entry = FragmentEntry::from_cbor(entry, &format!("{what} object_index[{i}]"))?;
+        for ((entry, name), media_type) in raw.index.into_iter().zip(names).zip(media) {
             match name {
                 Some(name) => items.push(TrackItem {
                     name,
@@ -236,6 +239,124 @@ impl Track {
             }
         }
         Track::new(items, retired, what)
+    }
+}
+
+/// A Track as read off the wire, before validation. It is built by
+/// streaming through the CBOR, so a Track of a million entries never exists
+/// as a tree of CBOR values.
+#[derive(Default)]
+struct RawTrack {
+    kind: Option<String>,
+    index: Vec<FragmentEntry>,
+    names: Option<Vec<Option<String>>>,
+    media_table: Option<Vec<String>>,
+    media_types: Option<Vec<u64>>,
+}
+
+impl<'de> Deserialize<'de> for RawTrack {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TrackMap;
+        impl<'de> Visitor<'de> for TrackMap {
+            type Value = RawTrack;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a Track map")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawTrack, A::Error> {
+                let mut raw = RawTrack::default();
+                let mut has_index = false;
+                while let Some(key) = map.next_key::<Value>()? {
+                    match key.as_text() {
+                        Some("kind") => raw.kind = Some(map.next_value()?),
+                        Some("object_index") => {
+                            raw.index = map.next_value::<Elements<Entry>>()?.0;
+                            has_index = true;
+                        }
+                        Some("names") => raw.names = Some(map.next_value::<Elements<Name>>()?.0),
+                        Some("media_type_table") => raw.media_table = Some(map.next_value()?),
+                        Some("media_types") => raw.media_types = Some(map.next_value()?),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                if !has_index {
+                    return Err(A::Error::custom("missing field \"object_index\""));
+                }
+                Ok(raw)
+            }
+        }
+        d.deserialize_map(TrackMap)
+    }
+}
+
+/// How one element of a Track's arrays is decoded from its CBOR value.
+trait Element {
+    type Out;
+    fn decode(value: Value, i: usize) -> Result<Self::Out, FormatError>;
+}
+
+/// `object_index` elements.
+struct Entry;
+
+impl Element for Entry {
+    type Out = FragmentEntry;
+    fn decode(value: Value, i: usize) -> Result<FragmentEntry, FormatError> {
+        // `what` is only formatted when there is an error to report.
+        FragmentEntry::from_cbor(&value, "").map_err(|e| match e {
+            FormatError::Shape { what, detail } => {
+                FormatError::shape(format!("object_index[{i}]{what}"), detail)
+            }
+            e => e,
+        })
+    }
+}
+
+/// `names` elements: text, or null for a retired entry.
+struct Name;
+
+impl Element for Name {
+    type Out = Option<String>;
+    fn decode(value: Value, i: usize) -> Result<Option<String>, FormatError> {
+        match value {
+            Value::Text(name) => Ok(Some(name)),
+            Value::Null => Ok(None),
+            other => Err(FormatError::shape(
+                format!("names[{i}]"),
+                format!(
+                    "expected a text string or null, found {}",
+                    cbor::kind(&other)
+                ),
+            )),
+        }
+    }
+}
+
+/// A CBOR array decoded element by element.
+struct Elements<E: Element>(Vec<E::Out>);
+
+impl<'de, E: Element> Deserialize<'de> for Elements<E> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Seq<E>(PhantomData<E>);
+        impl<'de, E: Element> Visitor<'de> for Seq<E> {
+            type Value = Elements<E>;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array")
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Elements<E>, A::Error> {
+                // A hostile length prefix must not reserve memory up front.
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+                while let Some(value) = seq.next_element::<Value>()? {
+                    out.push(E::decode(value, out.len()).map_err(A::Error::custom)?);
+                }
+                Ok(Elements(out))
+            }
+        }
+        d.deserialize_seq(Seq(PhantomData))
     }
 }
 
@@ -263,30 +384,29 @@ fn parallel(len: usize, expected: usize, what: &str, field: &str) -> Result<(), 
     Ok(())
 }
 
-fn decode_media_types(
-    map: &MapReader,
+/// Per-item media types from the table and the parallel index array; the
+/// default for every item when either is absent.
+fn media_types(
+    table: Option<Vec<String>>,
+    indices: Option<Vec<u64>>,
     len: usize,
     what: &str,
 ) -> Result<Vec<Arc<str>>, FormatError> {
-    let (Some(table), Some(indices)) = (map.get("media_type_table"), map.get("media_types")) else {
+    let (Some(table), Some(indices)) = (table, indices) else {
         let default: Arc<str> = DEFAULT_MEDIA_TYPE.into();
         return Ok(vec![default; len]);
     };
-    let table = as_array(table, &format!("{what} media_type_table"))?
-        .iter()
-        .enumerate()
-        .map(|(i, t)| as_text(t, &format!("{what} media_type_table[{i}]")).map(Arc::<str>::from))
-        .collect::<Result<Vec<_>, _>>()?;
-    let indices = as_array(indices, &format!("{what} media_types"))?;
     parallel(indices.len(), len, what, "media_types")?;
+    let table: Vec<Arc<str>> = table.into_iter().map(Arc::from).collect();
     indices
         .iter()
         .enumerate()
-        .map(|(i, v)| {
-            let at = format!("{what} media_types[{i}]");
-            let k = as_u64(v, &at)?;
+        .map(|(i, &k)| {
             table.get(k as usize).cloned().ok_or_else(|| {
-                FormatError::shape(&at, format!("index {k} is outside media_type_table"))
+                FormatError::shape(
+                    format!("{what} media_types[{i}]"),
+                    format!("index {k} is outside media_type_table"),
+                )
             })
         })
         .collect()
@@ -433,6 +553,36 @@ mod tests {
         let (kept, retired) = back.remove_items(|_| true);
         let t = Track::new(kept, retired, "t").unwrap();
         assert!(t.items().is_empty() && t.retired().is_empty());
+    }
+
+    #[test]
+    fn a_bad_entry_is_named_by_its_position() {
+        let good = item("a", b"p", 0, 1).entry.to_cbor();
+        let bad = Value::Array(vec![
+            cbor::int(0),
+            cbor::int(1),
+            cbor::text("5"),
+            cbor::id(&ObjectId::of(b"x")),
+        ]);
+        let bytes = cbor::encode(&Value::Map(vec![(
+            cbor::text("object_index"),
+            Value::Array(vec![good, bad]),
+        )]));
+        let e = Track::decode(&bytes, "track T").unwrap_err().to_string();
+        assert!(
+            e.starts_with(
+                "track T: object_index[1] element 2 (byte_size): expected an unsigned integer"
+            ),
+            "{e}"
+        );
+        let e = Track::decode(&cbor::encode(&Value::Map(vec![])), "track T")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field \"object_index\""), "{e}");
+        let e = Track::decode(&cbor::encode(&cbor::text("x")), "track T")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected map"), "{e}");
     }
 
     #[test]
