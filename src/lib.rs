@@ -6,9 +6,12 @@
 //!   kernel requests into tree lookups and item reads (errno mapping lives
 //!   in `fuse` alone).
 //! - [`tree`]: the `/<timeline>/<modality>/<name…>` namespace of a snapshot.
-//! - [`reader`]: the read seam, item byte ranges → ranged GETs.
+//! - [`reader`]: item byte ranges → a byte-range map over the item's objects,
+//!   executed by the engine against the cache.
 //! - [`engine`]: byte-range maps (destination ranges → source ranges or
 //!   explicit PAD), checked, compiled into coalesced reads and executed.
+//! - [`cache`]: the shared block cache with in-flight dedupe, per-object
+//!   sequential read-ahead, and the read path's counters.
 //! - [`import`] and [`verify`]: writing a dataset from a directory tree, and
 //!   checking one.
 //! - [`dataset`]: refs → Manifests → Tracks → items; commits.

@@ -433,6 +433,24 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn interleaved_scans_of_one_object_each_keep_their_run() {
+        let len = 8 << 20;
+        let (cache, object, _) = cache_with(len, small_blocks()).await;
+        let half = len as u64 / 2;
+        for offset in (0..half).step_by(16 << 10) {
+            cache.read(&object, offset, 16 << 10).await.unwrap();
+            cache.read(&object, half + offset, 16 << 10).await.unwrap();
+        }
+        let stats = cache.stats();
+        let blocks = (len as u64) / (64 << 10);
+        assert!(
+            stats.prefetch_hits.load(Relaxed) > blocks / 2,
+            "{}",
+            stats.render()
+        );
+    }
+
+    #[tokio::test]
     async fn memory_stays_within_the_cache_bound() {
         let options = CacheOptions {
             cache_bytes: 1 << 20,

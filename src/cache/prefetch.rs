@@ -2,13 +2,18 @@
 //!
 //! Runs are tracked per *object*, not per open file: reading item k and
 //! then item k+1 of one pack is a run over that pack, exactly like reading
-//! a big file front to back. On a run the read-ahead window doubles with
-//! every newly reached block, from one block up to `max_window`; an object
-//! no larger than `max_window` is read ahead to its end (the seed's hint: a
-//! sequential scan may fetch the whole pack once). Read-ahead is topped up
-//! when less than half a window is left, so GETs stay large. A read
-//! anywhere else resets the run. Prefetch GETs in flight hold permits of one global
-//! semaphore, so their memory is bounded by `prefetch_memory`.
+//! a big file front to back. Each object keeps several runs, so loader
+//! workers scanning different parts of one pack do not reset each other;
+//! a read that continues no run starts a new one, replacing the object's
+//! oldest run.
+//!
+//! On a run the read-ahead window doubles with every newly reached block,
+//! from one block up to `max_window`; an object no larger than
+//! `max_window` is read ahead to its end (the seed's hint: a sequential
+//! scan may fetch the whole pack once). Read-ahead is topped up when less
+//! than half a window is left, so GETs stay large. Prefetch GETs in flight
+//! hold permits of one global semaphore, so their memory is bounded by
+//! `prefetch_memory`.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -21,6 +26,9 @@ use super::{BlockCache, CacheOptions, ObjectRef, Stats};
 
 /// Objects whose run state is remembered.
 const TRACKED_OBJECTS: usize = 4096;
+/// Concurrent runs tracked per object: several loader workers scanning
+/// different parts of one pack each keep their own run.
+const RUNS_PER_OBJECT: usize = 8;
 
 /// The run state of one object, in blocks.
 struct Run {
@@ -33,7 +41,8 @@ struct Run {
 }
 
 pub(super) struct Prefetcher {
-    runs: Mutex<lru::LruCache<Arc<Path>, Run>>,
+    /// Per object, its runs, most recently continued last.
+    runs: Mutex<lru::LruCache<Arc<Path>, Vec<Run>>>,
     /// Permits are KiB of prefetch GETs in flight.
     memory: Arc<Semaphore>,
 }
@@ -60,24 +69,27 @@ impl Prefetcher {
         let max_window = (options.max_window / bs).max(1);
         let ahead = {
             let mut runs = self.runs.lock();
-            let run = runs.get_or_insert_mut(object.path.clone(), || Run {
-                next: u64::MAX,
-                ahead: 0,
-                window: 0,
+            let object_runs = runs.get_or_insert_mut(object.path.clone(), Vec::new);
+            // A read continues a run if it is in the run's last block read,
+            // or anywhere up to what was already read ahead for it
+            // (concurrent kernel requests arrive out of order).
+            let continued = object_runs.iter().position(|run| {
+                blocks.start + 1 >= run.next && blocks.start <= run.next.max(run.ahead)
             });
-            // Continuing in the last block read, or anywhere up to what was
-            // already read ahead (concurrent readers arrive out of order).
-            let sequential = run.next != u64::MAX
-                && blocks.start + 1 >= run.next
-                && blocks.start <= run.next.max(run.ahead);
-            if !sequential {
-                *run = Run {
+            let Some(i) = continued else {
+                if object_runs.len() == RUNS_PER_OBJECT {
+                    object_runs.remove(0);
+                }
+                object_runs.push(Run {
                     next: blocks.end,
                     ahead: blocks.end,
                     window: 0,
-                };
+                });
                 return;
-            }
+            };
+            let run = object_runs.remove(i);
+            object_runs.push(run);
+            let run = object_runs.last_mut().expect("just pushed");
             if blocks.end > run.next {
                 run.window = (run.window * 2).clamp(1, max_window);
                 run.next = blocks.end;
@@ -110,12 +122,8 @@ impl Prefetcher {
                     cache.claim(object, start..end, Some(Arc::new(permit)));
                 }
                 Err(_) => {
-                    // Over the memory bound: leave the rest for demand reads
-                    // and a later read-ahead.
+                    // Over the memory bound: demand reads fetch the rest.
                     Stats::add(&cache.inner.stats.prefetch_skipped, 1);
-                    if let Some(run) = self.runs.lock().get_mut(&object.path) {
-                        run.ahead = run.ahead.min(start);
-                    }
                     return;
                 }
             }
