@@ -13,7 +13,7 @@ use std::task::{Context, Waker};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
@@ -143,16 +143,27 @@ impl PackFs {
                 }
             },
             Node::Control => (FileType::Directory, 0o555, 0, 2),
-            // Its content changes; read with direct I/O, so size 0 is fine.
-            Node::Stats => (FileType::RegularFile, 0o444, 0, 1),
+            // Fixed-width text; a new mtime on every getattr makes the kernel
+            // drop its cached pages (FUSE_AUTO_INVAL_DATA).
+            Node::Stats => (
+                FileType::RegularFile,
+                0o444,
+                self.reader.stats().render().len() as u64,
+                1,
+            ),
+        };
+        let mtime = if node == Node::Stats {
+            SystemTime::now()
+        } else {
+            self.mtime
         };
         Ok(FileAttr {
             ino: node.ino(),
             size,
             blocks: size.div_ceil(512),
-            atime: self.mtime,
-            mtime: self.mtime,
-            ctime: self.mtime,
+            atime: mtime,
+            mtime,
+            ctime: mtime,
             crtime: self.mtime,
             kind,
             perm,
@@ -264,6 +275,7 @@ impl Filesystem for PackFs {
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_AUTO_INVAL_DATA,
         ] {
             if config.add_capabilities(flag).is_err() {
                 debug!("kernel does not offer {flag:?}");
@@ -291,19 +303,18 @@ impl Filesystem for PackFs {
         }
     }
 
+    /// Answered with ENOSYS: the kernel then stops sending OPEN and RELEASE
+    /// for every file (its no-open mode) and keeps each file's page cache
+    /// across opens, as `FOPEN_KEEP_CACHE` would — two round trips fewer
+    /// per small file. Writes never get here: the mount is read-only.
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let node = Node::from_ino(ino).and_then(|node| match self.is_dir(node)? {
-            true => Err(FsError::IsADirectory),
-            false if flags.acc_mode() != OpenAccMode::O_RDONLY => Err(FsError::ReadOnly),
-            false => Ok(node),
-        });
-        match node {
-            // Counters change on every read: bypass the page cache.
-            Ok(Node::Stats) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
-            // Items never change while mounted: keep the page cache across opens.
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
-            Err(e) => reply.error(errno(&e)),
-        }
+        let refusal = match Node::from_ino(ino).and_then(|node| self.is_dir(node)) {
+            Err(e) => e,
+            Ok(true) => FsError::IsADirectory,
+            Ok(false) if flags.acc_mode() != OpenAccMode::O_RDONLY => FsError::ReadOnly,
+            Ok(false) => FsError::Unsupported,
+        };
+        reply.error(errno(&refusal));
     }
 
     fn read(
@@ -353,7 +364,8 @@ impl Filesystem for PackFs {
         }
     }
 
-    /// Nothing is buffered for writing, so close has nothing to flush.
+    /// Nothing is buffered for writing, so close has nothing to flush;
+    /// ENOSYS makes the kernel stop sending FLUSH on every close.
     fn flush(
         &self,
         _req: &Request,
@@ -362,14 +374,16 @@ impl Filesystem for PackFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        reply.error(errno(&FsError::Unsupported));
     }
 
+    /// ENOSYS, as for `open`: the kernel's no-opendir mode caches listings.
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.dir(ino) {
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_CACHE_DIR),
-            Err(e) => reply.error(errno(&e)),
-        }
+        let refusal = match self.dir(ino) {
+            Err(e) => e,
+            Ok(_) => FsError::Unsupported,
+        };
+        reply.error(errno(&refusal));
     }
 
     fn readdir(

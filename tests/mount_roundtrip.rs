@@ -359,7 +359,7 @@ fn stats_file_counts_reads_and_stays_out_of_listings() {
             .lines()
             .find(|l| l.starts_with(&format!("{name} ")))
             .unwrap();
-        line.split(' ').nth(1).unwrap().parse().unwrap()
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
     };
     assert!(counter("gets") >= 1, "{stats}");
     assert!(counter("bytes_fetched") >= 600_000, "{stats}");

@@ -21,7 +21,8 @@ impl Stats {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// `name value` lines, one counter each.
+    /// `name value` lines, one counter each, in fixed-width columns so the
+    /// text's length never changes (the stats file's size is stable).
     pub fn render(&self) -> String {
         let mut out = String::new();
         for (name, c) in [
@@ -34,7 +35,7 @@ impl Stats {
             ("prefetch_skipped", &self.prefetch_skipped),
             ("errors", &self.errors),
         ] {
-            let _ = writeln!(out, "{name} {}", c.load(Ordering::Relaxed));
+            let _ = writeln!(out, "{name:<16} {:>20}", c.load(Ordering::Relaxed));
         }
         out
     }
