@@ -44,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Read one file back through the library, without FUSE.
         let tree = Tree::build(dataset.snapshot("main").await?)?;
         let item = tree.resolve_file("train/caption/sample-00007.txt")?;
-        let bytes = ItemReader::new(dataset.store().clone(), Default::default())
+        let bytes = ItemReader::new(dataset.store().clone(), Default::default(), None)
             .read(item, 0, item.size)
             .await?;
         println!(

@@ -140,6 +140,13 @@ pub struct MountArgs {
     /// Do not read ahead on sequential reads (every read waits for its own GET).
     #[arg(long)]
     pub no_prefetch: bool,
+    /// Also keep fetched blocks in this directory (created 0700), verified
+    /// on read and kept across mounts. One mount per directory.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Most bytes kept in --cache-dir.
+    #[arg(long, default_value = "10GiB", value_parser = parse_size)]
+    pub cache_dir_bytes: u64,
 }
 
 impl MountArgs {
@@ -155,6 +162,8 @@ impl MountArgs {
                 prefetch: !self.no_prefetch,
                 ..CacheOptions::default()
             },
+            cache_dir: self.cache_dir.clone(),
+            cache_dir_bytes: self.cache_dir_bytes,
         }
     }
 }
@@ -250,7 +259,7 @@ pub async fn run_cat(at: DatasetAt, path: String) -> CliResult {
     const STEP: u64 = 8 << 20;
     let (dataset, tree) = load_tree(&at).await?;
     let item = tree.resolve_file(&path)?;
-    let reader = ItemReader::new(dataset.store().clone(), CacheOptions::default());
+    let reader = ItemReader::new(dataset.store().clone(), CacheOptions::default(), None);
     let mut out = std::io::stdout().lock();
     let mut offset = 0;
     while offset < item.size {

@@ -7,7 +7,7 @@ use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{debug, info, warn};
 
-use crate::cache::CacheOptions;
+use crate::cache::{CacheOptions, DiskCache, DiskCacheError};
 use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
 use crate::fuse::PackFs;
@@ -28,6 +28,10 @@ pub struct MountOptions {
     pub log_file: Option<PathBuf>,
     /// Block cache and read-ahead.
     pub cache: CacheOptions,
+    /// Persistent block cache directory, kept across mounts.
+    pub cache_dir: Option<PathBuf>,
+    /// Most bytes kept in `cache_dir`.
+    pub cache_dir_bytes: u64,
 }
 
 impl Default for MountOptions {
@@ -39,6 +43,8 @@ impl Default for MountOptions {
             allow_other: false,
             log_file: None,
             cache: CacheOptions::default(),
+            cache_dir: None,
+            cache_dir_bytes: 10 << 30,
         }
     }
 }
@@ -52,6 +58,8 @@ pub enum MountError {
     Dataset(#[from] DatasetError),
     #[error("dataset tree: {0}")]
     Tree(#[from] TreeError),
+    #[error(transparent)]
+    DiskCache(#[from] DiskCacheError),
     #[error("{op}: {source}")]
     Io {
         op: &'static str,
@@ -69,6 +77,19 @@ pub enum MountError {
 pub fn mount(location: &str, mountpoint: &Path, options: &MountOptions) -> Result<(), MountError> {
     let mountpoint = check_mountpoint(mountpoint)?;
     let location = absolute_location(location);
+    // The daemon leaves the working directory: make paths absolute first.
+    let options = &MountOptions {
+        cache_dir: options
+            .cache_dir
+            .as_deref()
+            .map(std::path::absolute)
+            .transpose()
+            .map_err(|source| MountError::Io {
+                op: "resolve --cache-dir",
+                source,
+            })?,
+        ..options.clone()
+    };
     let mut readiness = if options.foreground {
         None
     } else {
@@ -223,7 +244,11 @@ fn open_session(
     );
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let reader = ItemReader::new(dataset.store().clone(), options.cache.clone());
+    let disk = match &options.cache_dir {
+        Some(dir) => Some(DiskCache::open(dir, options.cache_dir_bytes)?),
+        None => None,
+    };
+    let reader = ItemReader::new(dataset.store().clone(), options.cache.clone(), disk);
     let fs = PackFs::new(tree, reader, runtime.handle().clone(), uid, gid);
     let mut config = Config::default();
     let fsname =

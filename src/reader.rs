@@ -7,7 +7,7 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use thiserror::Error;
 
-use crate::cache::{BlockCache, CacheOptions, ObjectRef, Stats};
+use crate::cache::{BlockCache, CacheOptions, DiskCache, ObjectRef, Stats};
 use crate::dataset::{Item, ItemSource};
 use crate::engine::{
     ByteRangeMap, ByteRangeProgram, CoalesceLimits, ExecuteError, MapError, SeekableSource,
@@ -35,9 +35,10 @@ pub struct ItemReader {
 }
 
 impl ItemReader {
-    pub fn new(store: Store, options: CacheOptions) -> Self {
+    /// A reader over `store`; with `disk`, cached blocks also persist there.
+    pub fn new(store: Store, options: CacheOptions, disk: Option<DiskCache>) -> Self {
         ItemReader {
-            cache: BlockCache::new(store, options),
+            cache: BlockCache::new(store, options, disk),
             limits: CoalesceLimits::default(),
         }
     }

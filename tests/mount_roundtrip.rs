@@ -369,3 +369,43 @@ fn stats_file_counts_reads_and_stays_out_of_listings() {
     );
     assert_eq!(counter("errors"), 0, "{stats}");
 }
+
+#[test]
+fn cache_dir_serves_a_remount_without_the_store() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
+    let mut rng = Rng::new(5);
+    for i in 0..10 {
+        write_file(&src.join(format!("t/m/{i}")), &rng.bytes(50_000));
+    }
+    import(&src, &dataset, &[]);
+    let cache = tmp.path().join("cache");
+    let args = ["--cache-dir", cache.to_str().unwrap()];
+    let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &args);
+    for i in 0..10 {
+        std::fs::read(mnt.path.join(format!("t/m/{i}"))).unwrap();
+    }
+    mnt.unmount();
+    // Block files are written behind the reads; the pack is 500,000 bytes.
+    let cached = || {
+        let (_, files) = walk(&cache);
+        files
+            .iter()
+            .map(|f| std::fs::metadata(cache.join(f)).unwrap().len())
+            .sum::<u64>()
+    };
+    wait_until("blocks on disk", Duration::from_secs(10), || {
+        cached() >= 500_000
+    });
+    // With the data objects gone, only the cache directory can serve reads.
+    std::fs::remove_dir_all(dataset.join("t")).unwrap();
+    let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &args);
+    for i in 0..10 {
+        let rel = format!("t/m/{i}");
+        assert_eq!(
+            std::fs::read(mnt.path.join(&rel)).unwrap(),
+            std::fs::read(src.join(&rel)).unwrap()
+        );
+    }
+}

@@ -6,6 +6,7 @@
 //! are keyed by (object path, block index); an object's expected length
 //! comes from the dataset's metadata and every GET checks the real one.
 
+mod disk;
 mod prefetch;
 mod stats;
 
@@ -21,6 +22,7 @@ use thiserror::Error;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::store::{Store, StoreError};
+pub use disk::{DiskCache, DiskCacheError};
 use prefetch::Prefetcher;
 pub use stats::Stats;
 
@@ -107,6 +109,7 @@ struct Inner {
     in_flight: Mutex<InFlight>,
     prefetcher: Prefetcher,
     stats: Arc<Stats>,
+    disk: Option<Arc<DiskCache>>,
 }
 
 /// Where the bytes of one block come from during a read.
@@ -116,7 +119,8 @@ enum Pending {
 }
 
 impl BlockCache {
-    pub fn new(store: Store, options: CacheOptions) -> Self {
+    /// A cache over `store`; with `disk`, blocks also persist there.
+    pub fn new(store: Store, options: CacheOptions, disk: Option<DiskCache>) -> Self {
         let prefetcher = Prefetcher::new(&options);
         BlockCache {
             inner: Arc::new(Inner {
@@ -128,6 +132,7 @@ impl BlockCache {
                 in_flight: Mutex::new(HashMap::new()),
                 prefetcher,
                 stats: Arc::new(Stats::default()),
+                disk: disk.map(Arc::new),
                 options,
             }),
         }
@@ -269,23 +274,7 @@ impl BlockCache {
     ) -> Result<Arc<[Bytes]>, FetchError> {
         let inner = &*self.inner;
         let stats = &inner.stats;
-        let bs = inner.options.block_size;
-        let range = blocks.start * bs..(blocks.end * bs).min(object.len);
-        let result = get_exact(&inner.store, object, range).await;
-        Stats::add(&stats.gets, 1);
-        if prefetch {
-            Stats::add(&stats.prefetch_gets, 1);
-        }
-        let parts: Result<Arc<[Bytes]>, FetchError> = result.map(|bytes| {
-            Stats::add(&stats.bytes_fetched, bytes.len() as u64);
-            blocks
-                .clone()
-                .map(|b| {
-                    let lo = ((b - blocks.start) * bs) as usize;
-                    bytes.slice(lo..(lo + bs as usize).min(bytes.len()))
-                })
-                .collect()
-        });
+        let parts = self.load(object, blocks.clone(), prefetch).await;
         // Move the blocks from in flight to cached in one step, so no reader
         // finds a block in neither place and fetches it again.
         let mut lru = inner.lru.lock();
@@ -316,6 +305,60 @@ impl BlockCache {
                 Some((_, old)) => lru.bytes -= old.bytes.len() as u64,
                 None => break,
             }
+        }
+        Ok(parts)
+    }
+}
+
+impl BlockCache {
+    /// The bytes of `blocks`: from the disk tier if it has them all,
+    /// otherwise by one GET (whose blocks then go to the disk tier).
+    async fn load(
+        &self,
+        object: &ObjectRef,
+        blocks: Range<u64>,
+        prefetch: bool,
+    ) -> Result<Arc<[Bytes]>, FetchError> {
+        let inner = &*self.inner;
+        let stats = &inner.stats;
+        let bs = inner.options.block_size;
+        if let Some(disk) = &inner.disk {
+            let (disk, path, wanted) = (disk.clone(), object.path.clone(), blocks.clone());
+            let found = tokio::task::spawn_blocking(move || {
+                wanted
+                    .map(|b| disk.get(&path, bs, b))
+                    .collect::<Option<Arc<[Bytes]>>>()
+            })
+            .await
+            .expect("disk cache read panicked");
+            if let Some(parts) = found {
+                Stats::add(&stats.disk_hits, parts.len() as u64);
+                return Ok(parts);
+            }
+        }
+        let range = blocks.start * bs..(blocks.end * bs).min(object.len);
+        let bytes = get_exact(&inner.store, object, range).await;
+        Stats::add(&stats.gets, 1);
+        if prefetch {
+            Stats::add(&stats.prefetch_gets, 1);
+        }
+        let bytes = bytes?;
+        Stats::add(&stats.bytes_fetched, bytes.len() as u64);
+        let parts: Arc<[Bytes]> = blocks
+            .clone()
+            .map(|b| {
+                let lo = ((b - blocks.start) * bs) as usize;
+                bytes.slice(lo..(lo + bs as usize).min(bytes.len()))
+            })
+            .collect();
+        if let Some(disk) = &inner.disk {
+            // Written behind the reader: a slow disk never delays a read.
+            let (disk, path, written) = (disk.clone(), object.path.clone(), parts.clone());
+            tokio::task::spawn_blocking(move || {
+                for (b, part) in blocks.zip(written.iter()) {
+                    disk.put(&path, bs, b, part);
+                }
+            });
         }
         Ok(parts)
     }
@@ -367,7 +410,7 @@ mod tests {
             path,
             len: len as u64,
         };
-        (BlockCache::new(store, options), object, bytes)
+        (BlockCache::new(store, options, None), object, bytes)
     }
 
     fn small_blocks() -> CacheOptions {
@@ -447,6 +490,84 @@ mod tests {
             stats.prefetch_hits.load(Relaxed) > blocks / 2,
             "{}",
             stats.render()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_disk_tier_survives_a_new_cache_and_rejects_damaged_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = CacheOptions {
+            prefetch: false,
+            ..small_blocks()
+        };
+        let (cache, object, bytes) = cache_with(300_000, options.clone()).await;
+        let store = cache.inner.store.clone();
+        let first = BlockCache::new(
+            store.clone(),
+            options.clone(),
+            Some(DiskCache::open(dir.path(), 1 << 30).unwrap()),
+        );
+        assert!(first.read(&object, 0, 300_000).await.unwrap() == bytes);
+        assert!(
+            DiskCache::open(dir.path(), 1 << 30).is_err(),
+            "one mount per directory"
+        );
+        drop(first);
+        // Writes are behind the reader; wait for the five block files.
+        let files = || {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.path().is_dir())
+                .flat_map(|d| {
+                    std::fs::read_dir(d.path())
+                        .unwrap()
+                        .filter_map(|e| e.ok())
+                        .map(|e| e.path())
+                })
+                .filter(|p| !p.to_string_lossy().ends_with(".tmp"))
+                .collect::<Vec<_>>()
+        };
+        for _ in 0..200 {
+            if files().len() == 5 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let blocks = files();
+        assert_eq!(blocks.len(), 5);
+
+        let second = BlockCache::new(
+            store.clone(),
+            options.clone(),
+            Some(DiskCache::open(dir.path(), 1 << 30).unwrap()),
+        );
+        assert!(second.read(&object, 0, 300_000).await.unwrap() == bytes);
+        assert_eq!(
+            second.stats().gets.load(Relaxed),
+            0,
+            "{}",
+            second.stats().render()
+        );
+        assert_eq!(second.stats().disk_hits.load(Relaxed), 5);
+        drop(second);
+
+        let mut damaged = std::fs::read(&blocks[0]).unwrap();
+        let last = damaged.len() - 1;
+        damaged[last] ^= 1;
+        std::fs::write(&blocks[0], damaged).unwrap();
+        let third = BlockCache::new(
+            store,
+            options,
+            Some(DiskCache::open(dir.path(), 1 << 30).unwrap()),
+        );
+        assert!(
+            third.read(&object, 0, 300_000).await.unwrap() == bytes,
+            "never the damaged bytes"
+        );
+        assert!(
+            third.stats().gets.load(Relaxed) >= 1,
+            "the damaged block was fetched again"
         );
     }
 

@@ -13,6 +13,7 @@ pub struct Stats {
     pub prefetch_gets: AtomicU64,
     pub prefetch_hits: AtomicU64,
     pub prefetch_skipped: AtomicU64,
+    pub disk_hits: AtomicU64,
     pub errors: AtomicU64,
 }
 
@@ -33,6 +34,7 @@ impl Stats {
             ("prefetch_gets", &self.prefetch_gets),
             ("prefetch_hits", &self.prefetch_hits),
             ("prefetch_skipped", &self.prefetch_skipped),
+            ("disk_hits", &self.disk_hits),
             ("errors", &self.errors),
         ] {
             let _ = writeln!(out, "{name:<16} {:>20}", c.load(Ordering::Relaxed));

@@ -1,0 +1,192 @@
+//! The optional persistent tier under the memory cache (`--cache-dir`):
+//! blocks survive remounts, bounded in bytes.
+//!
+//! One file per block, named by the BLAKE3 hash of (object path, block
+//! size, block index) and holding the BLAKE3 hash of its content followed
+//! by the content. Every read checks that hash, so a torn or damaged file
+//! is a miss (and is deleted), never wrong bytes. The directory belongs to
+//! one mount at a time: an exclusive `flock` on `lock` guards it.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path as FsPath, PathBuf};
+
+use bytes::Bytes;
+use object_store::path::Path;
+use parking_lot::Mutex;
+use thiserror::Error;
+
+/// How long opening waits for another mount to release the directory.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why a cache directory could not be used.
+#[derive(Debug, Error)]
+pub enum DiskCacheError {
+    #[error("cache directory {dir}: {source}")]
+    Io {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cache directory {dir} is in use by another packfs mount")]
+    InUse { dir: PathBuf },
+}
+
+/// A bounded directory of verified blocks. All methods do blocking I/O.
+pub struct DiskCache {
+    dir: PathBuf,
+    max_bytes: u64,
+    state: Mutex<State>,
+    /// Held for the cache's lifetime: the flock is released on close.
+    _lock: File,
+}
+
+struct State {
+    /// File name → size on disk, least recently used first.
+    files: lru::LruCache<String, u64>,
+    bytes: u64,
+}
+
+impl DiskCache {
+    /// Opens (creating it private, 0700) `dir`, bounded to `max_bytes`,
+    /// and indexes the blocks a previous mount left, oldest first.
+    pub fn open(dir: &FsPath, max_bytes: u64) -> Result<Self, DiskCacheError> {
+        let io = |source| DiskCacheError::Io {
+            dir: dir.to_path_buf(),
+            source,
+        };
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io)?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(dir.join("lock"))
+            .map_err(io)?;
+        // A mount that was just unmounted may still be exiting: wait a little.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        // SAFETY: flock on a descriptor we own; no memory is passed.
+        while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            if std::time::Instant::now() >= deadline {
+                return Err(DiskCacheError::InUse {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let mut found = Vec::new();
+        for shard in fs::read_dir(dir).map_err(io)? {
+            let shard = shard.map_err(io)?;
+            if !shard.file_type().map_err(io)?.is_dir() {
+                continue;
+            }
+            for file in fs::read_dir(shard.path()).map_err(io)? {
+                let file = file.map_err(io)?;
+                if file.file_name().to_string_lossy().ends_with(".tmp") {
+                    let _ = fs::remove_file(file.path()); // left by a crash mid-write
+                    continue;
+                }
+                let meta = file.metadata().map_err(io)?;
+                let name = format!(
+                    "{}/{}",
+                    shard.file_name().to_string_lossy(),
+                    file.file_name().to_string_lossy()
+                );
+                found.push((meta.modified().ok(), name, meta.len()));
+            }
+        }
+        found.sort();
+        let mut state = State {
+            files: lru::LruCache::unbounded(),
+            bytes: 0,
+        };
+        for (_, name, size) in found {
+            state.bytes += size;
+            state.files.put(name, size);
+        }
+        let cache = DiskCache {
+            dir: dir.to_path_buf(),
+            max_bytes,
+            state: Mutex::new(state),
+            _lock: lock,
+        };
+        cache.evict(&mut cache.state.lock());
+        Ok(cache)
+    }
+
+    fn name(object: &Path, block_size: u64, block: u64) -> String {
+        let mut h = blake3::Hasher::new();
+        h.update(object.as_ref().as_bytes());
+        h.update(&block_size.to_le_bytes());
+        h.update(&block.to_le_bytes());
+        let hex = h.finalize().to_hex();
+        format!("{}/{}", &hex[..2], &hex[2..])
+    }
+
+    /// The block, if it is on disk and intact.
+    pub fn get(&self, object: &Path, block_size: u64, block: u64) -> Option<Bytes> {
+        let name = Self::name(object, block_size, block);
+        self.state.lock().files.get(&name)?;
+        let data = fs::read(self.dir.join(&name)).ok();
+        let content = data.as_deref().and_then(|d| {
+            let (hash, content) = d.split_at_checked(32)?;
+            (blake3::hash(content).as_bytes() == hash).then_some(content)
+        });
+        match content {
+            Some(content) => Some(Bytes::copy_from_slice(content)),
+            None => {
+                // Damaged or vanished: forget it; the caller fetches again.
+                let _ = fs::remove_file(self.dir.join(&name));
+                let mut state = self.state.lock();
+                if let Some(size) = state.files.pop(&name) {
+                    state.bytes -= size;
+                }
+                None
+            }
+        }
+    }
+
+    /// Stores a block (best effort: a full or failing disk only costs hits).
+    pub fn put(&self, object: &Path, block_size: u64, block: u64, content: &[u8]) {
+        let name = Self::name(object, block_size, block);
+        let path = self.dir.join(&name);
+        let tmp = self.dir.join(format!("{name}.tmp"));
+        let written = fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(path.parent().expect("shard directory"))
+            .and_then(|()| {
+                let mut f = File::create(&tmp)?;
+                f.write_all(blake3::hash(content).as_bytes())?;
+                f.write_all(content)
+            })
+            .and_then(|()| fs::rename(&tmp, &path));
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+            return;
+        }
+        let size = 32 + content.len() as u64;
+        let mut state = self.state.lock();
+        state.bytes += size;
+        if let Some(old) = state.files.put(name, size) {
+            state.bytes -= old;
+        }
+        self.evict(&mut state);
+    }
+
+    fn evict(&self, state: &mut State) {
+        while state.bytes > self.max_bytes {
+            let Some((name, size)) = state.files.pop_lru() else {
+                break;
+            };
+            let _ = fs::remove_file(self.dir.join(name));
+            state.bytes -= size;
+        }
+    }
+}
