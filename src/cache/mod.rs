@@ -308,9 +308,7 @@ impl BlockCache {
         }
         Ok(parts)
     }
-}
 
-impl BlockCache {
     /// The bytes of `blocks`: from the disk tier if it has them all,
     /// otherwise by one GET (whose blocks then go to the disk tier).
     async fn load(
