@@ -40,12 +40,6 @@ pub enum DatasetError {
         id: ObjectId,
         path: String,
     },
-    #[error("{what} {path} is corrupt: its content hashes to {actual}, not to its name")]
-    HashMismatch {
-        what: &'static str,
-        path: String,
-        actual: ObjectId,
-    },
     #[error("{path}: ItemManifest chunks add up to {actual} bytes but the entry says {expected}")]
     ChunkedSize {
         path: String,
