@@ -62,6 +62,7 @@ impl ItemReader {
                 objects.push(ObjectRef {
                     path: object.clone(),
                     len: item.size,
+                    drop_behind: true,
                 });
                 map.push_data(0, end - offset, SourceIndex(0), offset);
             }
@@ -73,6 +74,7 @@ impl ItemReader {
                 objects.push(ObjectRef {
                     path: pack.clone(),
                     len: *pack_len,
+                    drop_behind: false,
                 });
                 map.push_data(0, end - offset, SourceIndex(0), base + offset);
             }
@@ -91,6 +93,7 @@ impl ItemReader {
                         objects.push(ObjectRef {
                             path: chunk.object.clone(),
                             len: chunk.size,
+                            drop_behind: true,
                         });
                     }
                     chunk_start = chunk_end;

@@ -190,3 +190,76 @@ impl DiskCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes of block files under `dir` (the `lock` file excluded).
+    fn bytes_on_disk(dir: &FsPath) -> u64 {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_dir())
+            .flat_map(|shard| fs::read_dir(shard.path()).unwrap())
+            .map(|f| f.unwrap().metadata().unwrap().len())
+            .sum()
+    }
+
+    fn block(i: u64) -> Vec<u8> {
+        (0..1000u64).map(|j| (i * 31 + j) as u8).collect()
+    }
+
+    #[test]
+    fn stays_within_its_byte_bound_dropping_least_recent_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let object = Path::from("t/m/0/pack");
+        let per_block = 32 + 1000;
+        let cache = DiskCache::open(tmp.path(), 3 * per_block).unwrap();
+        for i in 0..10 {
+            cache.put(&object, 1000, i, &block(i));
+            // Using block 0 keeps it the most recent of the old ones.
+            assert!(cache.get(&object, 1000, 0).is_some(), "after put {i}");
+            assert!(bytes_on_disk(tmp.path()) <= 3 * per_block);
+        }
+        assert_eq!(bytes_on_disk(tmp.path()), 3 * per_block);
+        for i in [0, 8, 9] {
+            assert_eq!(cache.get(&object, 1000, i).as_deref(), Some(&block(i)[..]));
+        }
+        for i in 1..8 {
+            assert!(cache.get(&object, 1000, i).is_none(), "block {i} kept");
+        }
+        // A smaller bound on the next open evicts down to it at once.
+        drop(cache);
+        let cache = DiskCache::open(tmp.path(), per_block).unwrap();
+        assert_eq!(bytes_on_disk(tmp.path()), per_block);
+        let kept = [0, 8, 9]
+            .into_iter()
+            .filter(|&i| cache.get(&object, 1000, i).is_some())
+            .count();
+        assert_eq!(kept, 1);
+    }
+
+    #[test]
+    fn a_damaged_block_is_a_miss_and_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let object = Path::from("t/m/0/pack");
+        let cache = DiskCache::open(tmp.path(), 1 << 20).unwrap();
+        cache.put(&object, 1000, 7, &block(7));
+        let file = tmp.path().join(DiskCache::name(&object, 1000, 7));
+        let mut data = fs::read(&file).unwrap();
+        data[100] ^= 1;
+        fs::write(&file, data).unwrap();
+        assert!(cache.get(&object, 1000, 7).is_none());
+        assert!(!file.exists());
+        assert_eq!(bytes_on_disk(tmp.path()), 0);
+    }
+
+    #[test]
+    fn a_second_open_of_a_directory_in_use_fails() {
+        let tmp = tempfile::tempdir().unwrap();
+        let _first = DiskCache::open(tmp.path(), 1 << 20).unwrap();
+        let err = DiskCache::open(tmp.path(), 1 << 20).err().unwrap();
+        assert!(matches!(err, DiskCacheError::InUse { .. }), "{err}");
+    }
+}
