@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 use packfs::cache::CacheOptions;
-use packfs::dataset::Dataset;
+use packfs::dataset::{writer_string, Dataset, MergeOutcome};
 use packfs::import::{import_files, prepare, ImportOptions};
 use packfs::mount::MountOptions;
 use packfs::reader::ItemReader;
@@ -71,6 +71,37 @@ pub enum Command {
     Verify {
         #[command(flatten)]
         at: DatasetAt,
+    },
+    /// Create a branch: a new ref at the Manifest of another.
+    ///
+    /// Import into it (`packfs import --ref NAME`) and bring it back with
+    /// `packfs merge`.
+    Branch {
+        /// Dataset location.
+        dataset: String,
+        /// Name of the new ref.
+        name: String,
+        /// Ref to start from.
+        #[arg(long, default_value = "main")]
+        from: String,
+    },
+    /// Merge branches into a ref: one Manifest with all of them as parents.
+    ///
+    /// Per (timeline, modality), the items each branch added, replaced or
+    /// removed since the common ancestor are applied together (union
+    /// merge). A name changed on two sides keeps the version of --into (or
+    /// the earlier branch); the other is kept as NAME.conflict-<id>.EXT and
+    /// listed. A branch already merged is skipped; a single branch ahead of
+    /// --into is a fast-forward. Branch refs are left in place.
+    Merge {
+        /// Dataset location.
+        dataset: String,
+        /// The ref to merge into.
+        #[arg(long, default_value = "main")]
+        into: String,
+        /// Refs to merge.
+        #[arg(required = true)]
+        branches: Vec<String>,
     },
 }
 
@@ -297,6 +328,42 @@ pub async fn run_log(at: DatasetAt, max_count: usize) -> CliResult {
         }
         writeln!(out)?;
     }
+    Ok(())
+}
+
+pub async fn run_branch(dataset: String, name: String, from: String) -> CliResult {
+    let dataset = Dataset::open(&dataset, false)?;
+    let id = dataset.create_branch(&name, &from).await?;
+    eprintln!("created ref {name} at manifest {id} (from {from})");
+    Ok(())
+}
+
+pub async fn run_merge(dataset: String, into: String, branches: Vec<String>) -> CliResult {
+    let dataset = Dataset::open(&dataset, false)?;
+    let writer = writer_string(&format!("merge {}", branches.join(" ")));
+    let report = dataset.merge_refs(&into, &branches, &writer).await?;
+    for c in &report.conflicts {
+        let dir = format!("{}/{}", c.timeline, c.modality);
+        println!(
+            "conflict {dir}/{}: the merged-in version is kept as {dir}/{}",
+            c.name, c.renamed_to
+        );
+    }
+    let what = match report.outcome {
+        MergeOutcome::UpToDate => "already up to date".to_string(),
+        MergeOutcome::FastForward => "fast-forwarded".to_string(),
+        MergeOutcome::Merged { parents } => format!("merged ({parents} parents)"),
+    };
+    let n = report.conflicts.len();
+    eprintln!(
+        "ref {into} {what}: manifest {}{}",
+        report.manifest,
+        match n {
+            0 => String::new(),
+            1 => ", 1 conflict".into(),
+            n => format!(", {n} conflicts"),
+        }
+    );
     Ok(())
 }
 

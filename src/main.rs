@@ -48,6 +48,16 @@ fn run_async(command: Command) -> Result<bool, Box<dyn std::error::Error>> {
             Command::Cat { at, path } => cli::run_cat(at, path).await.map(|_| true),
             Command::Log { at, max_count } => cli::run_log(at, max_count).await.map(|_| true),
             Command::Verify { at } => cli::run_verify(at).await,
+            Command::Branch {
+                dataset,
+                name,
+                from,
+            } => cli::run_branch(dataset, name, from).await.map(|_| true),
+            Command::Merge {
+                dataset,
+                into,
+                branches,
+            } => cli::run_merge(dataset, into, branches).await.map(|_| true),
             Command::Mount(_) => unreachable!("mount runs outside the runtime"),
         }
     })

@@ -6,6 +6,7 @@
 //! first, then Track objects, then the Manifest, and only then does the ref
 //! move. A crash at any point leaves the ref at a complete Manifest.
 
+mod merge;
 mod snapshot;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -19,7 +20,11 @@ use crate::format::{
     FormatError, ItemManifest, Manifest, ObjectId, Track, TrackEntry, TRACK_KIND_FRAGMENT,
 };
 use crate::store::{Store, StoreError};
+pub use merge::{Conflict, MergeOutcome, MergePlan, MergeReport, MergedTracks};
 pub use snapshot::{ChunkRef, Item, ItemSource, Snapshot, SnapshotTrack};
+
+/// Commits retried after losing a ref race to another writer.
+pub const MAX_COMMIT_ATTEMPTS: usize = 10;
 
 /// How many metadata objects are fetched at once when loading a snapshot.
 const METADATA_CONCURRENCY: usize = 32;
@@ -46,6 +51,9 @@ pub enum DatasetError {
         expected: u64,
         actual: u64,
     },
+    /// A merge or branch operation that cannot be done as asked.
+    #[error("{0}")]
+    Merge(String),
     #[error(
         "manifest {id} is not a fragment dataset: track {timeline}/{modality} has kind {kind:?}"
     )]
@@ -241,6 +249,21 @@ impl Dataset {
         tracks: Vec<TrackUpdate>,
         writer: &str,
     ) -> Result<ObjectId, DatasetError> {
+        let parents = parent.into_iter().collect();
+        self.commit_with_parents(ref_name, parent, parents, tracks, writer)
+            .await
+    }
+
+    /// Like [`Dataset::commit`] for a Manifest with any `parents` (a
+    /// merge); the ref must still point at `expected`.
+    pub async fn commit_with_parents(
+        &self,
+        ref_name: &str,
+        expected: Option<ObjectId>,
+        parents: Vec<ObjectId>,
+        tracks: Vec<TrackUpdate>,
+        writer: &str,
+    ) -> Result<ObjectId, DatasetError> {
         let mut entries = Vec::with_capacity(tracks.len());
         for update in tracks {
             let track = match update.content {
@@ -258,7 +281,7 @@ impl Dataset {
         let mut timelines: Vec<String> = entries.iter().map(|e| e.timeline.clone()).collect();
         timelines.dedup();
         let manifest = Manifest {
-            parents: parent.into_iter().collect(),
+            parents,
             timelines,
             tracks: entries,
             ts_unix_ns: now_unix_ns(),
@@ -269,7 +292,7 @@ impl Dataset {
         self.store
             .put_immutable(&self.store.layout().manifest(&id), bytes)
             .await?;
-        self.store.update_ref(ref_name, parent, id).await?;
+        self.store.update_ref(ref_name, expected, id).await?;
         Ok(id)
     }
 }

@@ -13,13 +13,12 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 use tracing::info;
 
-use crate::dataset::{writer_string, Dataset, DatasetError, TrackContent, TrackUpdate};
+use crate::dataset::{
+    writer_string, Dataset, DatasetError, TrackContent, TrackUpdate, MAX_COMMIT_ATTEMPTS,
+};
 use crate::format::{FormatError, ObjectId, Track, TrackItem};
 use crate::store::StoreError;
 pub use scan::SourceFile;
-
-/// Commits retried after losing a ref race to another writer.
-const MAX_COMMIT_ATTEMPTS: usize = 10;
 
 /// Settings of an import. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]

@@ -1,0 +1,164 @@
+//! `packfs branch` and `packfs merge`: sharded ingest into branches, union
+//! merge back, conflicts, fast-forward, and refusals.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+fn cat(dataset: &Path, rel: &str, reference: &str) -> Vec<u8> {
+    packfs_ok(&["cat", dataset.to_str().unwrap(), rel, "--ref", reference]).stdout
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn branches_with_disjoint_slices_merge_into_one_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = tmp.path().join("ds");
+    let ds = dataset.to_str().unwrap();
+    let mut rng = Rng::new(11);
+    let base = tmp.path().join("base");
+    write_file(&base.join("t/m/base.bin"), &rng.bytes(3000));
+    import(&base, &dataset, &[]);
+
+    // Three workers each import their own slice into their own branch,
+    // while main moves on too.
+    let mut expected = vec![(
+        "t/m/base.bin".to_string(),
+        std::fs::read(base.join("t/m/base.bin")).unwrap(),
+    )];
+    for w in 0..3 {
+        let name = format!("w{w}");
+        packfs_ok(&["branch", ds, &name]);
+        let src = tmp.path().join(format!("slice{w}"));
+        for i in 0..20 {
+            let rel = format!("t/m/w{w}/{i:03}.bin");
+            let len = 100 + rng.below(5000) as usize;
+            let bytes = rng.bytes(len);
+            write_file(&src.join(&rel), &bytes);
+            expected.push((rel, bytes));
+        }
+        import(&src, &dataset, &["--ref", &name]);
+    }
+    let main_src = tmp.path().join("main-src");
+    let extra = rng.bytes(777);
+    write_file(&main_src.join("t/other/late.bin"), &extra);
+    import(&main_src, &dataset, &[]);
+    expected.push(("t/other/late.bin".into(), extra));
+
+    let out = packfs_ok(&["merge", ds, "--into", "main", "w0", "w1", "w2"]);
+    assert!(
+        stderr(&out).contains("merged (4 parents)"),
+        "{}",
+        stderr(&out)
+    );
+    for (rel, bytes) in &expected {
+        assert_eq!(&cat(&dataset, rel, "main"), bytes, "{rel}");
+    }
+    let listing = String::from_utf8(packfs_ok(&["ls", ds, "t/m/w1"]).stdout).unwrap();
+    assert_eq!(listing.lines().count(), 20);
+    packfs_ok(&["verify", ds]);
+    let log = String::from_utf8(packfs_ok(&["log", ds, "-n", "1"]).stdout).unwrap();
+    let merge_line = log.lines().find(|l| l.starts_with("Merge:")).unwrap();
+    assert_eq!(merge_line.split_whitespace().count(), 5, "{log}");
+
+    // Merging the same branches again changes nothing.
+    let out = packfs_ok(&["merge", ds, "w0", "w1", "w2"]);
+    assert!(
+        stderr(&out).contains("already up to date"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_name_written_on_both_sides_is_kept_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = tmp.path().join("ds");
+    let ds = dataset.to_str().unwrap();
+    let src = |name: &str, bytes: &[u8]| {
+        let dir = tmp.path().join(name);
+        write_file(&dir.join("t/img/cat.jpg"), bytes);
+        dir
+    };
+    import(&src("v1", b"first version"), &dataset, &[]);
+    packfs_ok(&["branch", ds, "side"]);
+    import(&src("ours", b"main's version"), &dataset, &[]);
+    import(
+        &src("theirs", b"the side branch's version"),
+        &dataset,
+        &["--ref", "side"],
+    );
+    let side_id = String::from_utf8(packfs_ok(&["log", ds, "--ref", "side", "-n", "1"]).stdout)
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()[..12]
+        .to_string();
+
+    let out = packfs_ok(&["merge", ds, "side"]);
+    let renamed = format!("cat.conflict-{side_id}.jpg");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = format!("t/img/cat.jpg: the merged-in version is kept as t/img/{renamed}");
+    assert!(stdout.contains(&line), "{stdout}");
+    assert!(stderr(&out).contains("1 conflict"), "{}", stderr(&out));
+    assert_eq!(cat(&dataset, "t/img/cat.jpg", "main"), b"main's version");
+    assert_eq!(
+        cat(&dataset, &format!("t/img/{renamed}"), "main"),
+        b"the side branch's version"
+    );
+    packfs_ok(&["verify", ds]);
+}
+
+/// A dataset under `dir` holding `t/m/a`, with a branch `dev` of main.
+fn with_dev_branch(dir: &Path) -> std::path::PathBuf {
+    let dataset = dir.join("ds");
+    let src = dir.join("a");
+    write_file(&src.join("t/m/a"), b"a");
+    import(&src, &dataset, &[]);
+    packfs_ok(&["branch", dataset.to_str().unwrap(), "dev"]);
+    dataset
+}
+
+/// Runs packfs with `args`, which must fail saying `text`.
+fn fails_with(args: &[&str], text: &str) {
+    let out = packfs(args);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert!(stderr(&out).contains(text), "{args:?}: {}", stderr(&out));
+}
+
+#[test]
+fn a_branch_ahead_of_main_fast_forwards() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = with_dev_branch(tmp.path());
+    let ds = dataset.to_str().unwrap();
+    let src = tmp.path().join("b");
+    write_file(&src.join("t/m/b"), b"b");
+    import(&src, &dataset, &["--ref", "dev"]);
+
+    let out = packfs_ok(&["merge", ds, "dev"]);
+    assert!(stderr(&out).contains("fast-forwarded"), "{}", stderr(&out));
+    let main = packfs_ok(&["log", ds, "-n", "1"]).stdout;
+    let dev = packfs_ok(&["log", ds, "--ref", "dev", "-n", "1"]).stdout;
+    assert_eq!(main, dev, "main now points at dev's manifest");
+    assert_eq!(cat(&dataset, "t/m/b", "main"), b"b");
+}
+
+#[test]
+fn branch_and_merge_refuse_bad_refs_clearly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = with_dev_branch(tmp.path());
+    let ds = dataset.to_str().unwrap();
+
+    fails_with(&["branch", ds, "dev"], "ref \"dev\" already exists");
+    fails_with(
+        &["branch", ds, "x", "--from", "nope"],
+        "ref \"nope\" does not exist",
+    );
+    fails_with(&["merge", ds, "missing"], "ref \"missing\" does not exist");
+    fails_with(&["branch", ds, "../escape"], "escape");
+}
