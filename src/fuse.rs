@@ -1,4 +1,4 @@
-//! The FUSE adapter: translates kernel requests into tree lookups and item
+//! The FUSE adapter: translates kernel requests into namespace lookups and item
 //! reads, and errors into errno — in [`errno`], the one place that does.
 //!
 //! Besides the dataset tree the mount has one control directory,
@@ -10,7 +10,7 @@ use std::ffi::OsStr;
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Waker};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo, InitFlags,
@@ -20,8 +20,8 @@ use fuser::{
 use tracing::{debug, warn};
 
 use crate::format::CONTROL_DIR;
+use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, ROOT_INO};
 use crate::reader::{ItemReader, ReadError};
-use crate::tree::{NodeId, NodeKind, Tree};
 
 /// Everything is immutable for the life of a mount, so the kernel may cache
 /// names and attributes for as long as it likes.
@@ -33,7 +33,7 @@ const MAX_BACKGROUND: u16 = 64;
 /// Largest read-ahead the kernel may do on its own (it caps this further).
 const MAX_READAHEAD: u32 = 1 << 20;
 /// Inode numbers of the control directory and its stats file: above every
-/// tree inode (tree nodes are `u32` indices + 1).
+/// inode of the namespace.
 const CONTROL_INO: u64 = 1 << 40;
 const STATS_INO: u64 = CONTROL_INO + 1;
 const STATS_FILE: &str = "stats";
@@ -45,7 +45,14 @@ enum FsError {
     IsADirectory,
     ReadOnly,
     Unsupported,
+    Namespace(NsError),
     Read(ReadError),
+}
+
+impl From<NsError> for FsError {
+    fn from(e: NsError) -> Self {
+        FsError::Namespace(e)
+    }
 }
 
 /// The one mapping from errors to errno.
@@ -57,6 +64,17 @@ fn errno(e: &FsError) -> Errno {
         FsError::ReadOnly => Errno::EROFS,
         // ENOSYS makes the kernel stop asking (xattrs: `ls -l` asks per file).
         FsError::Unsupported => Errno::ENOSYS,
+        FsError::Namespace(e) => match e {
+            NsError::NotFound => Errno::ENOENT,
+            NsError::NotADirectory => Errno::ENOTDIR,
+            NsError::IsADirectory => Errno::EISDIR,
+            NsError::Exists => Errno::EEXIST,
+            NsError::NotEmpty => Errno::ENOTEMPTY,
+            NsError::NameTooLong => Errno::ENAMETOOLONG,
+            NsError::InvalidName(_) => Errno::EINVAL,
+            NsError::NotPermitted(_) => Errno::EPERM,
+            NsError::ReadOnly => Errno::EROFS,
+        },
         // Data that cannot be produced exactly is an I/O error, never zeros.
         FsError::Read(ReadError::Map(_) | ReadError::Execute(_)) => Errno::EIO,
     }
@@ -65,7 +83,7 @@ fn errno(e: &FsError) -> Errno {
 /// What an inode number names.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Node {
-    Tree(NodeId),
+    Ns(Ino),
     Control,
     Stats,
 }
@@ -75,105 +93,92 @@ impl Node {
         match ino.0 {
             CONTROL_INO => Ok(Node::Control),
             STATS_INO => Ok(Node::Stats),
-            // FUSE's root inode is 1: tree inodes are node indices + 1.
-            n => NodeId::try_from(n.wrapping_sub(1))
-                .map(Node::Tree)
-                .map_err(|_| FsError::NotFound),
+            n => Ok(Node::Ns(n)),
         }
-    }
-
-    fn ino(self) -> INodeNo {
-        INodeNo(match self {
-            Node::Tree(id) => u64::from(id) + 1,
-            Node::Control => CONTROL_INO,
-            Node::Stats => STATS_INO,
-        })
     }
 }
 
 /// A mounted snapshot.
 pub struct PackFs {
-    tree: Arc<Tree>,
+    ns: Arc<Namespace>,
     reader: ItemReader,
     runtime: tokio::runtime::Handle,
     uid: u32,
     gid: u32,
-    mtime: SystemTime,
 }
 
 impl PackFs {
-    /// Serves `tree`, reading item bytes through `reader` on `runtime`.
+    /// Serves `ns`, reading item bytes through `reader` on `runtime`.
     /// Files and directories are owned by `uid`/`gid`.
     pub fn new(
-        tree: Tree,
+        ns: Namespace,
         reader: ItemReader,
         runtime: tokio::runtime::Handle,
         uid: u32,
         gid: u32,
     ) -> Self {
-        let mtime = UNIX_EPOCH + Duration::from_nanos(tree.ts_unix_ns());
         PackFs {
-            tree: Arc::new(tree),
+            ns: Arc::new(ns),
             reader,
             runtime,
             uid,
             gid,
-            mtime,
         }
-    }
-
-    fn tree_kind(&self, id: NodeId) -> Result<&NodeKind, FsError> {
-        self.tree.node(id).map(|n| &n.kind).ok_or(FsError::NotFound)
     }
 
     fn is_dir(&self, node: Node) -> Result<bool, FsError> {
         Ok(match node {
-            Node::Tree(id) => matches!(self.tree_kind(id)?, NodeKind::Dir(_)),
+            Node::Ns(ino) => self.ns.attr(ino)?.kind == Kind::Dir,
             Node::Control => true,
             Node::Stats => false,
         })
     }
 
     fn attr(&self, node: Node) -> Result<FileAttr, FsError> {
-        let (kind, perm, size, nlink) = match node {
-            Node::Tree(id) => match self.tree_kind(id)? {
-                NodeKind::Dir(_) => (FileType::Directory, 0o555, 0, 2),
-                NodeKind::File(item) => {
-                    (FileType::RegularFile, 0o444, self.tree.item(*item).size, 1)
-                }
+        let attr = match node {
+            Node::Ns(ino) => self.ns.attr(ino)?,
+            Node::Control => Attr {
+                ino: CONTROL_INO,
+                kind: Kind::Dir,
+                size: 0,
+                mtime: self.ns.attr(ROOT_INO)?.mtime,
+                perm: 0o555,
             },
-            Node::Control => (FileType::Directory, 0o555, 0, 2),
             // Fixed-width text; a new mtime on every getattr makes the kernel
             // drop its cached pages (FUSE_AUTO_INVAL_DATA).
-            Node::Stats => (
-                FileType::RegularFile,
-                0o444,
-                self.reader.stats().render().len() as u64,
-                1,
-            ),
+            Node::Stats => Attr {
+                ino: STATS_INO,
+                kind: Kind::File,
+                size: self.reader.stats().render().len() as u64,
+                mtime: SystemTime::now(),
+                perm: 0o444,
+            },
         };
-        let mtime = if node == Node::Stats {
-            SystemTime::now()
-        } else {
-            self.mtime
+        Ok(self.file_attr(&attr))
+    }
+
+    fn file_attr(&self, attr: &Attr) -> FileAttr {
+        let (kind, nlink) = match attr.kind {
+            Kind::Dir => (FileType::Directory, 2),
+            Kind::File => (FileType::RegularFile, 1),
         };
-        Ok(FileAttr {
-            ino: node.ino(),
-            size,
-            blocks: size.div_ceil(512),
-            atime: mtime,
-            mtime,
-            ctime: mtime,
-            crtime: self.mtime,
+        FileAttr {
+            ino: INodeNo(attr.ino),
+            size: attr.size,
+            blocks: attr.size.div_ceil(512),
+            atime: attr.mtime,
+            mtime: attr.mtime,
+            ctime: attr.mtime,
+            crtime: attr.mtime,
             kind,
-            perm,
+            perm: attr.perm,
             nlink,
             uid: self.uid,
             gid: self.gid,
             rdev: 0,
             blksize: BLKSIZE,
             flags: 0,
-        })
+        }
     }
 
     fn ttl(node: Node) -> Duration {
@@ -187,48 +192,11 @@ impl PackFs {
     fn lookup_node(&self, parent: Node, name: &OsStr) -> Result<Node, FsError> {
         let name = name.as_encoded_bytes();
         match parent {
-            Node::Tree(Tree::ROOT) if name == CONTROL_DIR.as_bytes() => Ok(Node::Control),
-            Node::Tree(id) => match self.tree_kind(id)? {
-                NodeKind::Dir(_) => self
-                    .tree
-                    .lookup(id, name)
-                    .map(Node::Tree)
-                    .ok_or(FsError::NotFound),
-                NodeKind::File(_) => Err(FsError::NotADirectory),
-            },
+            Node::Ns(ROOT_INO) if name == CONTROL_DIR.as_bytes() => Ok(Node::Control),
+            Node::Ns(ino) => Ok(Node::Ns(self.ns.lookup(ino, name)?)),
             Node::Control if name == STATS_FILE.as_bytes() => Ok(Node::Stats),
             Node::Control => Err(FsError::NotFound),
             Node::Stats => Err(FsError::NotADirectory),
-        }
-    }
-
-    /// Entry `i` of directory `dir`: `.`, `..`, then the children. Entry `i`
-    /// carries cookie `i + 1`, so resuming a listing is O(1) at any size.
-    fn entry(&self, dir: Node, i: usize) -> Option<(Node, &str)> {
-        match dir {
-            Node::Tree(id) => {
-                let node = self.tree.node(id)?;
-                let NodeKind::Dir(children) = &node.kind else {
-                    return None;
-                };
-                match i {
-                    0 => Some((dir, ".")),
-                    1 => Some((Node::Tree(node.parent), "..")),
-                    i if i - 2 < children.len() => {
-                        let child = children[i - 2];
-                        Some((Node::Tree(child), &*self.tree.node(child)?.name))
-                    }
-                    _ => None,
-                }
-            }
-            Node::Control => [
-                (dir, "."),
-                (Node::Tree(Tree::ROOT), ".."),
-                (Node::Stats, STATS_FILE),
-            ]
-            .get(i)
-            .copied(),
-            Node::Stats => None,
         }
     }
 
@@ -238,17 +206,28 @@ impl PackFs {
         &self,
         ino: INodeNo,
         offset: u64,
-        mut add: impl FnMut(Node, u64, &str) -> bool,
+        mut add: impl FnMut(&FileAttr, u64, &str) -> bool,
     ) -> Result<(), FsError> {
-        let dir = self.dir(ino)?;
-        let mut i = usize::try_from(offset).unwrap_or(usize::MAX);
-        while let Some((node, name)) = self.entry(dir, i) {
-            i += 1;
-            if add(node, i as u64, name) {
-                break;
+        match Node::from_ino(ino)? {
+            Node::Ns(ino) => Ok(self.ns.list(ino, offset, |name, attr, cookie| {
+                add(&self.file_attr(&attr), cookie, name)
+            })?),
+            Node::Control => {
+                let entries = [
+                    (Node::Control, "."),
+                    (Node::Ns(ROOT_INO), ".."),
+                    (Node::Stats, STATS_FILE),
+                ];
+                let start = usize::try_from(offset).unwrap_or(usize::MAX);
+                for (i, (node, name)) in entries.into_iter().enumerate().skip(start) {
+                    if add(&self.attr(node)?, i as u64 + 1, name) {
+                        break;
+                    }
+                }
+                Ok(())
             }
+            Node::Stats => Err(FsError::NotADirectory),
         }
-        Ok(())
     }
 
     /// Checks that `ino` is a directory and returns it.
@@ -258,13 +237,6 @@ impl PackFs {
             Ok(node)
         } else {
             Err(FsError::NotADirectory)
-        }
-    }
-
-    fn file_type(&self, node: Node) -> FileType {
-        match self.is_dir(node) {
-            Ok(false) => FileType::RegularFile,
-            _ => FileType::Directory,
         }
     }
 }
@@ -328,11 +300,10 @@ impl Filesystem for PackFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let item = match Node::from_ino(ino) {
-            Ok(Node::Tree(id)) => match self.tree_kind(id) {
-                Ok(NodeKind::File(item)) => *item,
-                Ok(NodeKind::Dir(_)) => return reply.error(errno(&FsError::IsADirectory)),
-                Err(e) => return reply.error(errno(&e)),
+        let content = match Node::from_ino(ino) {
+            Ok(Node::Ns(ino)) => match self.ns.content(ino) {
+                Ok(content) => content,
+                Err(e) => return reply.error(errno(&e.into())),
             },
             Ok(Node::Stats) => {
                 let text = self.reader.stats().render();
@@ -343,9 +314,13 @@ impl Filesystem for PackFs {
             Ok(Node::Control) => return reply.error(errno(&FsError::IsADirectory)),
             Err(e) => return reply.error(errno(&e)),
         };
-        let (tree, reader) = (self.tree.clone(), self.reader.clone());
+        let (ns, reader) = (self.ns.clone(), self.reader.clone());
         let mut task = Box::pin(async move {
-            let item = tree.item(item);
+            let item = match &content {
+                Content::Base(index) => ns.tree().item(*index),
+                Content::Committed(item) => item,
+                Content::Spool(_) => return reply.error(errno(&FsError::Unsupported)),
+            };
             match reader.read(item, offset, u64::from(size)).await {
                 Ok(bytes) => reply.data(&bytes),
                 Err(e) => {
@@ -394,8 +369,8 @@ impl Filesystem for PackFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let listed = self.list(ino, offset, |node, cookie, name| {
-            reply.add(node.ino(), cookie, self.file_type(node), name)
+        let listed = self.list(ino, offset, |attr, cookie, name| {
+            reply.add(attr.ino, cookie, attr.kind, name)
         });
         match listed {
             Ok(()) => reply.ok(),
@@ -413,16 +388,13 @@ impl Filesystem for PackFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let listed = self.list(ino, offset, |node, cookie, name| match self.attr(node) {
-            Ok(attr) => reply.add(
-                node.ino(),
-                cookie,
-                name,
-                &Self::ttl(node),
-                &attr,
-                Generation(0),
-            ),
-            Err(_) => false,
+        let listed = self.list(ino, offset, |attr, cookie, name| {
+            let ttl = if attr.ino == INodeNo(STATS_INO) {
+                Duration::ZERO
+            } else {
+                TTL
+            };
+            reply.add(attr.ino, cookie, name, &ttl, attr, Generation(0))
         });
         match listed {
             Ok(()) => reply.ok(),
@@ -433,10 +405,10 @@ impl Filesystem for PackFs {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let block = 4096u64;
         reply.statfs(
-            self.tree.total_bytes().div_ceil(block),
+            self.ns.tree().total_bytes().div_ceil(block),
             0,
             0,
-            self.tree.node_count() as u64,
+            self.ns.tree().node_count() as u64,
             0,
             block as u32,
             255,

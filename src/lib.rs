@@ -3,9 +3,11 @@
 //! Layers, top to bottom (each uses only those below it):
 //!
 //! - [`mount`] and [`fuse`]: the FUSE session and the thin adapter that turns
-//!   kernel requests into tree lookups and item reads (errno mapping lives
-//!   in `fuse` alone).
-//! - [`tree`]: the `/<timeline>/<modality>/<name…>` namespace of a snapshot.
+//!   kernel requests into namespace lookups and item reads (errno mapping
+//!   lives in `fuse` alone).
+//! - [`namespace`]: inodes, names and attributes of the mount: the snapshot's
+//!   tree plus, on a read-write mount, an overlay of the changes.
+//! - [`tree`]: the `/<timeline>/<modality>/<name…>` tree of a snapshot.
 //! - [`reader`]: item byte ranges → a byte-range map over the item's objects,
 //!   executed by the engine against the cache.
 //! - [`engine`]: byte-range maps (destination ranges → source ranges or
@@ -26,6 +28,7 @@ pub mod format;
 pub mod fuse;
 pub mod import;
 pub mod mount;
+pub mod namespace;
 pub mod reader;
 pub mod store;
 pub mod tree;

@@ -11,6 +11,7 @@ use crate::cache::{CacheOptions, DiskCache, DiskCacheError};
 use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
 use crate::fuse::PackFs;
+use crate::namespace::Namespace;
 use crate::reader::ItemReader;
 use crate::tree::{Tree, TreeError};
 
@@ -249,7 +250,13 @@ fn open_session(
         None => None,
     };
     let reader = ItemReader::new(dataset.store().clone(), options.cache.clone(), disk);
-    let fs = PackFs::new(tree, reader, runtime.handle().clone(), uid, gid);
+    let fs = PackFs::new(
+        Namespace::new(tree, false),
+        reader,
+        runtime.handle().clone(),
+        uid,
+        gid,
+    );
     let mut config = Config::default();
     let fsname =
         format!("packfs:{}", dataset.store().location()).replace([',', ' ', '\t', '\n'], "_");

@@ -1,0 +1,938 @@
+//! The mounted namespace: the snapshot's [`Tree`] and, on a read-write
+//! mount, an overlay of the changes made through the mount.
+//!
+//! Inodes: a tree node `n` is inode `n + 1` (FUSE's root is 1), for the
+//! whole life of the mount, whatever happens to its name; nodes created
+//! through the mount get inodes from [`FIRST_NEW_INO`] up. The overlay is
+//! copy-on-write by directory: the first change inside a tree directory
+//! copies its child list into the overlay, which from then on answers for
+//! that directory; untouched directories are served by the tree, so a
+//! read-only mount (no overlay at all) pays nothing for this module.
+//!
+//! This module is pure bookkeeping: no FUSE types and no I/O. File bytes
+//! are described by [`Content`]; the write spool owns the files behind it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::RwLock;
+use thiserror::Error;
+
+use crate::dataset::Item;
+use crate::format::{validate_item_name, validate_segment};
+use crate::tree::{NodeId, NodeKind, Tree};
+
+/// An inode number.
+pub type Ino = u64;
+/// The root directory's inode.
+pub const ROOT_INO: Ino = 1;
+/// The first inode handed to a node created through the mount.
+pub const FIRST_NEW_INO: Ino = 1 << 32;
+/// Longest name of one directory entry (`NAME_MAX`).
+const NAME_MAX: usize = 255;
+/// Directory depth of a modality (`/<timeline>/<modality>`): items live
+/// below it.
+const MODALITY_DEPTH: usize = 2;
+
+/// Why a namespace operation failed. The FUSE layer maps these to errno.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum NsError {
+    #[error("no such file or directory")]
+    NotFound,
+    #[error("not a directory")]
+    NotADirectory,
+    #[error("is a directory")]
+    IsADirectory,
+    #[error("file exists")]
+    Exists,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("name longer than 255 bytes")]
+    NameTooLong,
+    #[error("invalid name: {0}")]
+    InvalidName(String),
+    /// The dataset cannot represent this: a file outside a modality
+    /// directory, a directory moved into itself, a reserved name.
+    #[error("not permitted: {0}")]
+    NotPermitted(&'static str),
+    #[error("read-only mount")]
+    ReadOnly,
+}
+
+/// File or directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+}
+
+/// What `stat` shows of a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: Ino,
+    pub kind: Kind,
+    pub size: u64,
+    pub mtime: SystemTime,
+    /// Permission bits (`0o644`, …).
+    pub perm: u16,
+}
+
+/// A spool file holding a written file's bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpoolFile {
+    pub path: PathBuf,
+}
+
+/// Where a file's bytes are.
+#[derive(Clone, Debug)]
+pub enum Content {
+    /// An item of the mounted snapshot: index into the tree's items.
+    Base(u32),
+    /// An item committed by this mount, with the entry that commit wrote.
+    Committed(Arc<Item>),
+    /// Written through the mount, not committed yet.
+    Spool(SpoolFile),
+}
+
+/// A file the overlay knows: created, written or re-attributed through the
+/// mount.
+#[derive(Clone, Debug)]
+pub struct FileNode {
+    pub content: Content,
+    pub size: u64,
+    pub mtime: SystemTime,
+    pub perm: u16,
+    /// Bumped on every change of the bytes, so a flush can tell whether
+    /// what it uploaded is still current.
+    pub generation: u64,
+}
+
+#[derive(Clone, Debug)]
+struct DirNode {
+    parent: Ino,
+    name: Box<str>,
+    children: BTreeMap<Box<str>, Ino>,
+    mtime: SystemTime,
+    perm: u16,
+}
+
+/// Changes made through a read-write mount.
+#[derive(Debug)]
+struct Overlay {
+    dirs: foldhash::HashMap<Ino, DirNode>,
+    files: foldhash::HashMap<Ino, FileNode>,
+    next_ino: Ino,
+}
+
+/// The tree plus, when writable, the overlay.
+pub struct Namespace {
+    tree: Arc<Tree>,
+    overlay: Option<RwLock<Overlay>>,
+    /// Time of the mounted Manifest: the mtime of untouched nodes.
+    base_mtime: SystemTime,
+}
+
+fn tree_ino(id: NodeId) -> Ino {
+    Ino::from(id) + 1
+}
+
+impl Namespace {
+    /// A namespace over `tree`; with `writable`, changes are accepted.
+    pub fn new(tree: Tree, writable: bool) -> Self {
+        let base_mtime = UNIX_EPOCH + Duration::from_nanos(tree.ts_unix_ns());
+        Namespace {
+            tree: Arc::new(tree),
+            overlay: writable.then(|| {
+                RwLock::new(Overlay {
+                    dirs: Default::default(),
+                    files: Default::default(),
+                    next_ino: FIRST_NEW_INO,
+                })
+            }),
+            base_mtime,
+        }
+    }
+
+    pub fn tree(&self) -> &Arc<Tree> {
+        &self.tree
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.overlay.is_some()
+    }
+
+    /// The tree node behind `ino`, if it is one.
+    fn tree_node(&self, ino: Ino) -> Option<(NodeId, &crate::tree::Node)> {
+        if ino >= FIRST_NEW_INO || ino == 0 {
+            return None;
+        }
+        let id = NodeId::try_from(ino - 1).ok()?;
+        self.tree.node(id).map(|n| (id, n))
+    }
+
+    /// The child `name` of directory `parent`.
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Ino, NsError> {
+        let overlay = self.overlay.as_ref().map(|o| o.read());
+        if let Some(o) = &overlay {
+            if let Some(dir) = o.dirs.get(&parent) {
+                let name = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;
+                return dir.children.get(name).copied().ok_or(NsError::NotFound);
+            }
+            if o.files.contains_key(&parent) {
+                return Err(NsError::NotADirectory);
+            }
+        }
+        match self.tree_node(parent) {
+            Some((id, node)) => match node.kind {
+                NodeKind::Dir(_) => self
+                    .tree
+                    .lookup(id, name)
+                    .map(tree_ino)
+                    .ok_or(NsError::NotFound),
+                NodeKind::File(_) => Err(NsError::NotADirectory),
+            },
+            None => Err(NsError::NotFound),
+        }
+    }
+
+    /// The attributes of `ino`.
+    pub fn attr(&self, ino: Ino) -> Result<Attr, NsError> {
+        match &self.overlay {
+            Some(o) => self.attr_in(&o.read(), ino),
+            None => self.tree_attr(ino),
+        }
+    }
+
+    fn attr_in(&self, o: &Overlay, ino: Ino) -> Result<Attr, NsError> {
+        if let Some(f) = o.files.get(&ino) {
+            return Ok(Attr {
+                ino,
+                kind: Kind::File,
+                size: f.size,
+                mtime: f.mtime,
+                perm: f.perm,
+            });
+        }
+        if let Some(d) = o.dirs.get(&ino) {
+            return Ok(Attr {
+                ino,
+                kind: Kind::Dir,
+                size: 0,
+                mtime: d.mtime,
+                perm: d.perm,
+            });
+        }
+        self.tree_attr(ino)
+    }
+
+    fn tree_attr(&self, ino: Ino) -> Result<Attr, NsError> {
+        let (_, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
+        let writable = self.is_writable();
+        Ok(match node.kind {
+            NodeKind::Dir(_) => Attr {
+                ino,
+                kind: Kind::Dir,
+                size: 0,
+                mtime: self.base_mtime,
+                perm: if writable { 0o755 } else { 0o555 },
+            },
+            NodeKind::File(item) => Attr {
+                ino,
+                kind: Kind::File,
+                size: self.tree.item(item).size,
+                mtime: self.base_mtime,
+                perm: if writable { 0o644 } else { 0o444 },
+            },
+        })
+    }
+
+    /// Feeds the entries of directory `dir` from cookie `offset` to `add`
+    /// (`.`, `..`, then the children by name), each with the cookie of the
+    /// entry after it, until `add` reports a full buffer.
+    pub fn list(
+        &self,
+        dir: Ino,
+        offset: u64,
+        mut add: impl FnMut(&str, Attr, u64) -> bool,
+    ) -> Result<(), NsError> {
+        let overlay = self.overlay.as_ref().map(|o| o.read());
+        let attr = |ino| match &overlay {
+            Some(o) => self.attr_in(o, ino),
+            None => self.tree_attr(ino),
+        };
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        if let Some(d) = overlay.as_ref().and_then(|o| o.dirs.get(&dir)) {
+            let dots = [(".", dir), ("..", d.parent)];
+            let children = d.children.iter().map(|(n, i)| (&**n, *i));
+            for (i, (name, ino)) in dots.into_iter().chain(children).enumerate().skip(start) {
+                if add(name, attr(ino)?, i as u64 + 1) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        if overlay.as_ref().is_some_and(|o| o.files.contains_key(&dir)) {
+            return Err(NsError::NotADirectory);
+        }
+        let (_, node) = self.tree_node(dir).ok_or(NsError::NotFound)?;
+        let NodeKind::Dir(children) = &node.kind else {
+            return Err(NsError::NotADirectory);
+        };
+        // Entry i carries cookie i + 1, so resuming is O(1) at any size.
+        let mut i = start;
+        loop {
+            let (name, ino) = match i {
+                0 => (".", dir),
+                1 => ("..", tree_ino(node.parent)),
+                i => match children.get(i - 2) {
+                    Some(&c) => (&*self.tree.node(c).expect("child exists").name, tree_ino(c)),
+                    None => return Ok(()),
+                },
+            };
+            i += 1;
+            if add(name, attr(ino)?, i as u64) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Where the bytes of file `ino` are.
+    pub fn content(&self, ino: Ino) -> Result<Content, NsError> {
+        if let Some(o) = &self.overlay {
+            let o = o.read();
+            if let Some(f) = o.files.get(&ino) {
+                return Ok(f.content.clone());
+            }
+            if o.dirs.contains_key(&ino) {
+                return Err(NsError::IsADirectory);
+            }
+        }
+        match self.tree_node(ino) {
+            Some((_, node)) => match node.kind {
+                NodeKind::File(item) => Ok(Content::Base(item)),
+                NodeKind::Dir(_) => Err(NsError::IsADirectory),
+            },
+            None => Err(NsError::NotFound),
+        }
+    }
+
+    /// Calls `f` with the overlay for a change, or fails on a read-only mount.
+    fn change<T>(
+        &self,
+        f: impl FnOnce(&mut Change<'_>) -> Result<T, NsError>,
+    ) -> Result<T, NsError> {
+        let overlay = self.overlay.as_ref().ok_or(NsError::ReadOnly)?;
+        let mut o = overlay.write();
+        f(&mut Change {
+            ns: self,
+            o: &mut o,
+        })
+    }
+
+    /// Creates an empty file `name` in `parent` whose bytes will be in `spool`.
+    pub fn create(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        spool: SpoolFile,
+        perm: u16,
+    ) -> Result<Attr, NsError> {
+        self.change(|c| {
+            let name = c.new_name(parent, name)?;
+            if c.depth(parent)? < MODALITY_DEPTH {
+                return Err(NsError::NotPermitted(
+                    "files live in /<timeline>/<modality>/ and below",
+                ));
+            }
+            let ino = c.alloc();
+            let now = SystemTime::now();
+            c.o.files.insert(
+                ino,
+                FileNode {
+                    content: Content::Spool(spool),
+                    size: 0,
+                    mtime: now,
+                    perm,
+                    generation: 0,
+                },
+            );
+            c.insert(parent, name, ino, now)?;
+            c.ns.attr_in(c.o, ino)
+        })
+    }
+
+    /// Creates directory `name` in `parent`.
+    pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr, NsError> {
+        self.change(|c| {
+            let name = c.new_name(parent, name)?;
+            let ino = c.alloc();
+            let now = SystemTime::now();
+            c.o.dirs.insert(
+                ino,
+                DirNode {
+                    parent,
+                    name: name.clone(),
+                    children: BTreeMap::new(),
+                    mtime: now,
+                    perm,
+                },
+            );
+            c.insert(parent, name, ino, now)?;
+            c.ns.attr_in(c.o, ino)
+        })
+    }
+
+    /// Removes file `name` from `parent` (`unlink`); returns its inode.
+    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<Ino, NsError> {
+        self.change(|c| {
+            let ino = c.child(parent, name)?;
+            if c.kind(ino)? == Kind::Dir {
+                return Err(NsError::IsADirectory);
+            }
+            c.remove(parent, name)?;
+            Ok(ino)
+        })
+    }
+
+    /// Removes the empty directory `name` from `parent` (`rmdir`).
+    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), NsError> {
+        self.change(|c| {
+            let ino = c.child(parent, name)?;
+            if c.kind(ino)? != Kind::Dir {
+                return Err(NsError::NotADirectory);
+            }
+            if c.has_children(ino)? {
+                return Err(NsError::NotEmpty);
+            }
+            c.remove(parent, name)?;
+            c.o.dirs.remove(&ino);
+            Ok(())
+        })
+    }
+
+    /// Moves `name` of `parent` to `new_name` of `new_parent`, replacing a
+    /// file there, or an empty directory by a directory (`rename`).
+    /// Returns the inode it replaced, if any.
+    pub fn rename(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        new_parent: Ino,
+        new_name: &[u8],
+    ) -> Result<Option<Ino>, NsError> {
+        self.change(|c| {
+            let ino = c.child(parent, name)?;
+            let kind = c.kind(ino)?;
+            let target_name = c.checked_name(new_parent, new_name)?;
+            c.materialize(new_parent)?;
+            let new_depth = c.depth(new_parent)? + 1;
+            if kind == Kind::File && new_depth <= MODALITY_DEPTH {
+                return Err(NsError::NotPermitted(
+                    "files live in /<timeline>/<modality>/ and below",
+                ));
+            }
+            if kind == Kind::Dir {
+                // Into itself or below it: the tree would lose a cycle.
+                let mut at = new_parent;
+                while at != ROOT_INO {
+                    if at == ino {
+                        return Err(NsError::InvalidName(
+                            "a directory cannot move into itself".into(),
+                        ));
+                    }
+                    at = c.parent(at)?;
+                }
+                if new_depth < MODALITY_DEPTH && c.min_file_depth(ino, new_depth)? <= MODALITY_DEPTH
+                {
+                    return Err(NsError::NotPermitted(
+                        "the move would put files above /<timeline>/<modality>/",
+                    ));
+                }
+            }
+            let replaced = c.o.dirs[&new_parent].children.get(&target_name).copied();
+            if let Some(old) = replaced {
+                if old == ino {
+                    return Ok(None); // same entry: nothing to do
+                }
+                match (kind, c.kind(old)?) {
+                    (Kind::File, Kind::Dir) => return Err(NsError::IsADirectory),
+                    (Kind::Dir, Kind::File) => return Err(NsError::NotADirectory),
+                    (Kind::Dir, Kind::Dir) if c.has_children(old)? => {
+                        return Err(NsError::NotEmpty)
+                    }
+                    _ => {}
+                }
+            }
+            let now = SystemTime::now();
+            c.remove(parent, name)?;
+            if replaced.is_some() {
+                c.o.dirs
+                    .get_mut(&new_parent)
+                    .expect("materialized")
+                    .children
+                    .remove(&target_name);
+            }
+            if kind == Kind::Dir {
+                c.materialize(ino)?;
+                let dir = c.o.dirs.get_mut(&ino).expect("materialized");
+                dir.parent = new_parent;
+                dir.name = target_name.clone();
+            }
+            c.insert(new_parent, target_name, ino, now)?;
+            if let Some(old) = replaced {
+                c.o.dirs.remove(&old);
+            }
+            Ok(replaced)
+        })
+    }
+
+    /// Updates file `ino` through `f` (size, content, times, mode), adding
+    /// it to the overlay first if it is a tree file.
+    pub fn update_file<T>(
+        &self,
+        ino: Ino,
+        f: impl FnOnce(&mut FileNode) -> T,
+    ) -> Result<T, NsError> {
+        self.change(|c| {
+            if !c.o.files.contains_key(&ino) {
+                let (_, node) = c.ns.tree_node(ino).ok_or(NsError::NotFound)?;
+                let NodeKind::File(item) = node.kind else {
+                    return Err(NsError::IsADirectory);
+                };
+                c.o.files.insert(
+                    ino,
+                    FileNode {
+                        content: Content::Base(item),
+                        size: c.ns.tree.item(item).size,
+                        mtime: c.ns.base_mtime,
+                        perm: 0o644,
+                        generation: 0,
+                    },
+                );
+            }
+            Ok(f(c.o.files.get_mut(&ino).expect("just ensured")))
+        })
+    }
+
+    /// Sets the mode and/or mtime of directory `ino`.
+    pub fn update_dir(
+        &self,
+        ino: Ino,
+        perm: Option<u16>,
+        mtime: Option<SystemTime>,
+    ) -> Result<(), NsError> {
+        self.change(|c| {
+            c.materialize(ino)?;
+            let dir = c.o.dirs.get_mut(&ino).expect("materialized");
+            if let Some(p) = perm {
+                dir.perm = p;
+            }
+            if let Some(t) = mtime {
+                dir.mtime = t;
+            }
+            Ok(())
+        })
+    }
+
+    /// The path of directory `ino` from the root, as names.
+    pub fn dir_path(&self, ino: Ino) -> Result<Vec<String>, NsError> {
+        let overlay = self.overlay.as_ref().map(|o| o.read());
+        let mut parts = Vec::new();
+        let mut at = ino;
+        while at != ROOT_INO {
+            if let Some(d) = overlay.as_ref().and_then(|o| o.dirs.get(&at)) {
+                parts.push(d.name.to_string());
+                at = d.parent;
+                continue;
+            }
+            let (_, node) = self.tree_node(at).ok_or(NsError::NotFound)?;
+            parts.push(node.name.to_string());
+            at = tree_ino(node.parent);
+        }
+        parts.reverse();
+        Ok(parts)
+    }
+}
+
+/// One change to the overlay, under its write lock.
+struct Change<'a> {
+    ns: &'a Namespace,
+    o: &'a mut Overlay,
+}
+
+impl Change<'_> {
+    fn alloc(&mut self) -> Ino {
+        let ino = self.o.next_ino;
+        self.o.next_ino += 1;
+        ino
+    }
+
+    /// `name` if it may be an entry of directory `parent`: timelines and
+    /// modalities follow the segment rules (no reserved names), names below
+    /// a modality the item-name rules.
+    fn checked_name(&self, parent: Ino, name: &[u8]) -> Result<Box<str>, NsError> {
+        if name.len() > NAME_MAX {
+            return Err(NsError::NameTooLong);
+        }
+        let name = std::str::from_utf8(name)
+            .map_err(|_| NsError::InvalidName("names must be UTF-8".into()))?;
+        let checked = if self.depth(parent)? < MODALITY_DEPTH {
+            validate_segment(name, "name")
+        } else if name.contains('/') {
+            return Err(NsError::InvalidName("names cannot contain '/'".into()));
+        } else {
+            validate_item_name(name, "name")
+        };
+        checked.map_err(|e| NsError::InvalidName(e.to_string()))?;
+        Ok(name.into())
+    }
+
+    /// A valid name not yet used in `parent`.
+    fn new_name(&mut self, parent: Ino, name: &[u8]) -> Result<Box<str>, NsError> {
+        let name = self.checked_name(parent, name)?;
+        self.materialize(parent)?;
+        if self.o.dirs[&parent].children.contains_key(&name) {
+            return Err(NsError::Exists);
+        }
+        Ok(name)
+    }
+
+    fn kind(&self, ino: Ino) -> Result<Kind, NsError> {
+        Ok(self.ns.attr_in(self.o, ino)?.kind)
+    }
+
+    fn child(&mut self, parent: Ino, name: &[u8]) -> Result<Ino, NsError> {
+        self.materialize(parent)?;
+        let name = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;
+        self.o.dirs[&parent]
+            .children
+            .get(name)
+            .copied()
+            .ok_or(NsError::NotFound)
+    }
+
+    fn parent(&self, ino: Ino) -> Result<Ino, NsError> {
+        if let Some(d) = self.o.dirs.get(&ino) {
+            return Ok(d.parent);
+        }
+        let (_, node) = self.ns.tree_node(ino).ok_or(NsError::NotFound)?;
+        Ok(tree_ino(node.parent))
+    }
+
+    /// 0 for the root, 1 for a timeline, 2 for a modality, …
+    fn depth(&self, dir: Ino) -> Result<usize, NsError> {
+        let mut depth = 0;
+        let mut at = dir;
+        while at != ROOT_INO {
+            at = self.parent(at)?;
+            depth += 1;
+        }
+        Ok(depth)
+    }
+
+    /// The smallest depth of a file below directory `dir` if `dir` were at
+    /// `depth` (`usize::MAX` without files).
+    fn min_file_depth(&self, dir: Ino, depth: usize) -> Result<usize, NsError> {
+        let mut min = usize::MAX;
+        let mut pending = vec![(dir, depth)];
+        while let Some((d, depth)) = pending.pop() {
+            for (ino, kind) in self.children(d)? {
+                match kind {
+                    Kind::File => min = min.min(depth + 1),
+                    Kind::Dir => pending.push((ino, depth + 1)),
+                }
+            }
+        }
+        Ok(min)
+    }
+
+    fn children(&self, dir: Ino) -> Result<Vec<(Ino, Kind)>, NsError> {
+        if let Some(d) = self.o.dirs.get(&dir) {
+            return d
+                .children
+                .values()
+                .map(|&i| Ok((i, self.kind(i)?)))
+                .collect();
+        }
+        let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
+        match &node.kind {
+            NodeKind::Dir(children) => children
+                .iter()
+                .map(|&c| Ok((tree_ino(c), self.kind(tree_ino(c))?)))
+                .collect(),
+            NodeKind::File(_) => Err(NsError::NotADirectory),
+        }
+    }
+
+    fn has_children(&self, dir: Ino) -> Result<bool, NsError> {
+        if let Some(d) = self.o.dirs.get(&dir) {
+            return Ok(!d.children.is_empty());
+        }
+        let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
+        match &node.kind {
+            NodeKind::Dir(children) => Ok(!children.is_empty()),
+            NodeKind::File(_) => Err(NsError::NotADirectory),
+        }
+    }
+
+    /// Copies tree directory `dir`'s children into the overlay (once).
+    fn materialize(&mut self, dir: Ino) -> Result<(), NsError> {
+        if self.o.dirs.contains_key(&dir) {
+            return Ok(());
+        }
+        if self.o.files.contains_key(&dir) {
+            return Err(NsError::NotADirectory);
+        }
+        let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
+        let NodeKind::Dir(children) = &node.kind else {
+            return Err(NsError::NotADirectory);
+        };
+        let tree = &self.ns.tree;
+        let children = children
+            .iter()
+            .map(|&c| {
+                (
+                    tree.node(c).expect("child exists").name.clone(),
+                    tree_ino(c),
+                )
+            })
+            .collect();
+        let writable_perm = 0o755;
+        self.o.dirs.insert(
+            dir,
+            DirNode {
+                parent: tree_ino(node.parent),
+                name: node.name.clone(),
+                children,
+                mtime: self.ns.base_mtime,
+                perm: writable_perm,
+            },
+        );
+        Ok(())
+    }
+
+    fn insert(
+        &mut self,
+        parent: Ino,
+        name: Box<str>,
+        ino: Ino,
+        now: SystemTime,
+    ) -> Result<(), NsError> {
+        self.materialize(parent)?;
+        let dir = self.o.dirs.get_mut(&parent).expect("materialized");
+        dir.children.insert(name, ino);
+        dir.mtime = now;
+        Ok(())
+    }
+
+    fn remove(&mut self, parent: Ino, name: &[u8]) -> Result<(), NsError> {
+        self.materialize(parent)?;
+        let name = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;
+        let dir = self.o.dirs.get_mut(&parent).expect("materialized");
+        dir.children.remove(name).ok_or(NsError::NotFound)?;
+        dir.mtime = SystemTime::now();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::{ItemSource, Snapshot, SnapshotTrack};
+    use crate::format::{Manifest, ObjectId};
+
+    /// `/t/m/{a, b, sub/c}` and `/t/n/d`.
+    fn tree() -> Tree {
+        let item = |name: &str, size| Item {
+            name: name.into(),
+            size,
+            media_type: "application/octet-stream".into(),
+            source: ItemSource::Whole {
+                object: Arc::new(object_store::path::Path::from("x")),
+            },
+        };
+        let track = |modality: &str, items| SnapshotTrack {
+            timeline: "t".into(),
+            modality: modality.into(),
+            track_id: ObjectId::of(modality.as_bytes()),
+            items,
+        };
+        Tree::build(Snapshot {
+            manifest_id: ObjectId::of(b"m"),
+            manifest: Manifest {
+                parents: vec![],
+                timelines: vec!["t".into()],
+                tracks: vec![],
+                ts_unix_ns: 1_000_000_000,
+                writer: "test".into(),
+            },
+            tracks: vec![
+                track("m", vec![item("a", 1), item("b", 2), item("sub/c", 3)]),
+                track("n", vec![item("d", 4)]),
+            ],
+        })
+        .unwrap()
+    }
+
+    fn path(ns: &Namespace, p: &str) -> Result<Ino, NsError> {
+        p.split('/')
+            .filter(|s| !s.is_empty())
+            .try_fold(ROOT_INO, |dir, name| ns.lookup(dir, name.as_bytes()))
+    }
+
+    fn names(ns: &Namespace, p: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        ns.list(path(ns, p).unwrap(), 2, |name, _, _| {
+            out.push(name.to_string());
+            false
+        })
+        .unwrap();
+        out
+    }
+
+    fn spool(n: u32) -> SpoolFile {
+        SpoolFile {
+            path: format!("/spool/{n}").into(),
+        }
+    }
+
+    #[test]
+    fn a_read_only_namespace_serves_the_tree_and_refuses_changes() {
+        let ns = Namespace::new(tree(), false);
+        assert_eq!(names(&ns, "t/m"), ["a", "b", "sub"]);
+        let b = path(&ns, "t/m/b").unwrap();
+        assert_eq!(ns.attr(b).unwrap().size, 2);
+        assert_eq!(ns.attr(b).unwrap().perm, 0o444);
+        assert!(matches!(ns.content(b), Ok(Content::Base(_))));
+        let m = path(&ns, "t/m").unwrap();
+        assert_eq!(ns.create(m, b"x", spool(1), 0o644), Err(NsError::ReadOnly));
+        assert_eq!(ns.unlink(m, b"a"), Err(NsError::ReadOnly));
+        assert_eq!(ns.lookup(b, b"x"), Err(NsError::NotADirectory));
+        assert_eq!(
+            ns.dir_path(path(&ns, "t/m/sub").unwrap()).unwrap(),
+            ["t", "m", "sub"]
+        );
+    }
+
+    #[test]
+    fn files_are_created_only_below_a_modality_and_names_are_checked() {
+        let ns = Namespace::new(tree(), true);
+        let (t, m) = (path(&ns, "t").unwrap(), path(&ns, "t/m").unwrap());
+        let x = ns.create(m, b"x", spool(1), 0o644).unwrap();
+        assert_eq!(x.ino, FIRST_NEW_INO);
+        assert_eq!((x.kind, x.size), (Kind::File, 0));
+        assert_eq!(path(&ns, "t/m/x").unwrap(), x.ino);
+        assert_eq!(names(&ns, "t/m"), ["a", "b", "sub", "x"]);
+        assert_eq!(ns.attr(path(&ns, "t/m").unwrap()).unwrap().perm, 0o755);
+        assert!(matches!(
+            ns.create(t, b"y", spool(2), 0o644),
+            Err(NsError::NotPermitted(_))
+        ));
+        assert!(matches!(
+            ns.create(ROOT_INO, b"y", spool(2), 0o644),
+            Err(NsError::NotPermitted(_))
+        ));
+        assert_eq!(ns.create(m, b"a", spool(2), 0o644), Err(NsError::Exists));
+        assert_eq!(
+            ns.create(m, &[b'n'; 256], spool(2), 0o644),
+            Err(NsError::NameTooLong)
+        );
+        assert!(matches!(
+            ns.create(m, b"..", spool(2), 0o644),
+            Err(NsError::InvalidName(_))
+        ));
+        assert!(matches!(
+            ns.mkdir(ROOT_INO, b".packfs", 0o755),
+            Err(NsError::InvalidName(_))
+        ));
+        assert!(matches!(
+            ns.mkdir(ROOT_INO, b"_packfs", 0o755),
+            Err(NsError::InvalidName(_))
+        ));
+        ns.create(m, b".packfs", spool(4), 0o644).unwrap();
+        // New timeline and modality, then a file in it.
+        let t2 = ns.mkdir(ROOT_INO, b"t2", 0o755).unwrap().ino;
+        let m2 = ns.mkdir(t2, b"m2", 0o755).unwrap().ino;
+        ns.create(m2, b"f", spool(3), 0o600).unwrap();
+        assert_eq!(names(&ns, "/"), ["t", "t2"]);
+        assert_eq!(ns.dir_path(m2).unwrap(), ["t2", "m2"]);
+    }
+
+    #[test]
+    fn unlink_and_rmdir_follow_posix() {
+        let ns = Namespace::new(tree(), true);
+        let m = path(&ns, "t/m").unwrap();
+        let a = path(&ns, "t/m/a").unwrap();
+        assert_eq!(ns.unlink(m, b"a"), Ok(a));
+        assert_eq!(path(&ns, "t/m/a"), Err(NsError::NotFound));
+        assert_eq!(ns.unlink(m, b"a"), Err(NsError::NotFound));
+        assert_eq!(ns.unlink(m, b"sub"), Err(NsError::IsADirectory));
+        assert_eq!(ns.rmdir(m, b"b"), Err(NsError::NotADirectory));
+        assert_eq!(ns.rmdir(m, b"sub"), Err(NsError::NotEmpty));
+        ns.unlink(path(&ns, "t/m/sub").unwrap(), b"c").unwrap();
+        ns.rmdir(m, b"sub").unwrap();
+        assert_eq!(names(&ns, "t/m"), ["b"]);
+        // The unlinked file's inode still answers (open handles use it).
+        assert_eq!(ns.attr(a).unwrap().size, 1);
+    }
+
+    #[test]
+    fn rename_moves_files_and_directories_and_refuses_the_impossible() {
+        let ns = Namespace::new(tree(), true);
+        let (m, n) = (path(&ns, "t/m").unwrap(), path(&ns, "t/n").unwrap());
+        let a = path(&ns, "t/m/a").unwrap();
+        let d = path(&ns, "t/n/d").unwrap();
+        // Over an existing file: the target is replaced.
+        assert_eq!(ns.rename(m, b"a", n, b"d"), Ok(Some(d)));
+        assert_eq!(path(&ns, "t/n/d"), Ok(a));
+        assert_eq!(ns.rename(n, b"d", m, b"sub"), Err(NsError::IsADirectory));
+        // A tree directory moves with its children.
+        let sub = path(&ns, "t/m/sub").unwrap();
+        let c = path(&ns, "t/m/sub/c").unwrap();
+        ns.rename(m, b"sub", n, b"moved").unwrap();
+        assert_eq!(path(&ns, "t/n/moved/c"), Ok(c));
+        assert_eq!(path(&ns, "t/m/sub"), Err(NsError::NotFound));
+        assert_eq!(ns.dir_path(sub).unwrap(), ["t", "n", "moved"]);
+        assert_eq!(
+            ns.rename(ROOT_INO, b"t", sub, b"loop"),
+            Err(NsError::InvalidName(
+                "a directory cannot move into itself".into()
+            ))
+        );
+        // A modality holding files cannot become a timeline.
+        assert!(matches!(
+            ns.rename(path(&ns, "t").unwrap(), b"n", ROOT_INO, b"n"),
+            Err(NsError::NotPermitted(_))
+        ));
+        // Onto a non-empty directory, and onto an empty one.
+        let e = ns.mkdir(m, b"empty", 0o755).unwrap().ino;
+        assert_eq!(ns.rename(n, b"moved", m, b"b"), Err(NsError::NotADirectory));
+        assert_eq!(ns.rename(m, b"empty", n, b"moved"), Err(NsError::NotEmpty));
+        assert_eq!(ns.rename(n, b"moved", m, b"empty"), Ok(Some(e)));
+        assert!(path(&ns, "t/m/empty/c").is_ok());
+        assert!(matches!(
+            ns.rename(m, b"b", path(&ns, "t").unwrap(), b"b"),
+            Err(NsError::NotPermitted(_))
+        ));
+    }
+
+    #[test]
+    fn changing_a_tree_file_keeps_its_inode_and_content() {
+        let ns = Namespace::new(tree(), true);
+        let b = path(&ns, "t/m/b").unwrap();
+        ns.update_file(b, |f| {
+            assert!(matches!(f.content, Content::Base(_)));
+            f.perm = 0o600;
+        })
+        .unwrap();
+        let attr = ns.attr(b).unwrap();
+        assert_eq!((attr.perm, attr.size), (0o600, 2));
+        assert!(matches!(ns.content(b), Ok(Content::Base(_))));
+        assert_eq!(
+            ns.update_file(path(&ns, "t/m/sub").unwrap(), |_| ()),
+            Err(NsError::IsADirectory)
+        );
+    }
+}
