@@ -619,8 +619,11 @@ impl Daemon {
     fn mount(bin: &Path, dataset: &Path, mnt: &Path) -> Result<Daemon> {
         let mut log = tempfile::tempfile()?;
         let start = Instant::now();
+        // Read-only: the mode a training loader should use (no open or
+        // release round trip per file).
         let mut command = Command::new(bin)
             .arg("mount")
+            .arg("--read-only")
             .arg(dataset)
             .arg(mnt)
             .stdin(Stdio::null())
@@ -1047,6 +1050,7 @@ fn latency_scans(
                 prefetch,
                 ..CacheOptions::default()
             },
+            read_only: true,
             ..MountOptions::default()
         };
         let handle = mount::spawn(Dataset::from_store(store), mnt, &options)?;

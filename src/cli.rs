@@ -12,6 +12,7 @@ use packfs::import::{import_files, prepare, ImportOptions};
 use packfs::mount::MountOptions;
 use packfs::reader::ItemReader;
 use packfs::tree::{NodeKind, Tree};
+use packfs::write::WriteOptions;
 
 /// Mount packed datasets in object storage as ordinary files.
 ///
@@ -37,9 +38,12 @@ pub enum Command {
     /// into packs; large files are split into chunks. Items are added to
     /// their modality; an item with an existing name replaces it.
     Import(ImportArgs),
-    /// Mount a dataset read-only (returns once mounted; see --foreground).
+    /// Mount a dataset (returns once mounted; see --foreground).
     ///
-    /// Unmount with `umount MOUNTPOINT` or `fusermount3 -u MOUNTPOINT`.
+    /// Files written into the mount are spooled locally, packed and
+    /// committed to the ref on fsync, after 2 s without changes, when
+    /// --pack-items/--pack-bytes are reached, and at unmount. Unmount with
+    /// `umount MOUNTPOINT` or `fusermount3 -u MOUNTPOINT`.
     Mount(MountArgs),
     /// List a directory of the dataset (or show one file).
     Ls {
@@ -178,6 +182,21 @@ pub struct MountArgs {
     /// Most bytes kept in --cache-dir.
     #[arg(long, default_value = "10GiB", value_parser = parse_size)]
     pub cache_dir_bytes: u64,
+    /// Refuse every change (EROFS). Reads are faster: the kernel then
+    /// needs no open/close round trip per file. Use it for training loaders.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Where written files wait until they are packed and committed
+    /// (created 0700; default: ~/.local/state/packfs/spool/<id of dataset,
+    /// ref and mountpoint>). One mount per directory.
+    #[arg(long)]
+    pub spool_dir: Option<PathBuf>,
+    /// Pack and commit written files once this many are closed…
+    #[arg(long, default_value_t = WriteOptions::default().pack_items)]
+    pub pack_items: usize,
+    /// …or once they hold this many bytes (also the largest pack).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub pack_bytes: u64,
 }
 
 impl MountArgs {
@@ -195,6 +214,13 @@ impl MountArgs {
             },
             cache_dir: self.cache_dir.clone(),
             cache_dir_bytes: self.cache_dir_bytes,
+            read_only: self.read_only,
+            write: WriteOptions {
+                spool_dir: self.spool_dir.clone(),
+                pack_items: self.pack_items,
+                pack_bytes: self.pack_bytes,
+                ..WriteOptions::default()
+            },
         }
     }
 }

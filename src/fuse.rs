@@ -13,15 +13,17 @@ use std::task::{Context, Waker};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenAccMode, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use tracing::{debug, warn};
 
 use crate::format::CONTROL_DIR;
 use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, ROOT_INO};
 use crate::reader::{ItemReader, ReadError};
+use crate::write::{WriteError, Writer};
 
 /// Everything is immutable for the life of a mount, so the kernel may cache
 /// names and attributes for as long as it likes.
@@ -47,6 +49,18 @@ enum FsError {
     Unsupported,
     Namespace(NsError),
     Read(ReadError),
+    Write(WriteError),
+    /// A spool file could not be read (logged where it happened).
+    SpoolRead,
+}
+
+impl From<WriteError> for FsError {
+    fn from(e: WriteError) -> Self {
+        match e {
+            WriteError::Namespace(e) => FsError::Namespace(e),
+            e => FsError::Write(e),
+        }
+    }
 }
 
 impl From<NsError> for FsError {
@@ -74,7 +88,22 @@ fn errno(e: &FsError) -> Errno {
             NsError::InvalidName(_) => Errno::EINVAL,
             NsError::NotPermitted(_) => Errno::EPERM,
             NsError::ReadOnly => Errno::EROFS,
+            // `mv` answers EXDEV by copying and deleting.
+            NsError::CrossModality => Errno::EXDEV,
         },
+        FsError::Write(e) => match e {
+            WriteError::Namespace(_) => unreachable!("converted to FsError::Namespace"),
+            WriteError::BadHandle => Errno::EBADF,
+            WriteError::SpoolFile { source, .. } | WriteError::Spool { source, .. }
+                if source.kind() == std::io::ErrorKind::StorageFull =>
+            {
+                Errno::ENOSPC
+            }
+            // Every other write failure keeps the data in the spool and
+            // tells the writer it is not stored.
+            _ => Errno::EIO,
+        },
+        FsError::SpoolRead => Errno::EIO,
         // Data that cannot be produced exactly is an I/O error, never zeros.
         FsError::Read(ReadError::Map(_) | ReadError::Execute(_)) => Errno::EIO,
     }
@@ -101,6 +130,8 @@ impl Node {
 /// A mounted snapshot.
 pub struct PackFs {
     ns: Arc<Namespace>,
+    /// The write side, on a read-write mount.
+    writer: Option<Arc<Writer>>,
     reader: ItemReader,
     runtime: tokio::runtime::Handle,
     uid: u32,
@@ -111,14 +142,16 @@ impl PackFs {
     /// Serves `ns`, reading item bytes through `reader` on `runtime`.
     /// Files and directories are owned by `uid`/`gid`.
     pub fn new(
-        ns: Namespace,
+        ns: Arc<Namespace>,
+        writer: Option<Arc<Writer>>,
         reader: ItemReader,
         runtime: tokio::runtime::Handle,
         uid: u32,
         gid: u32,
     ) -> Self {
         PackFs {
-            ns: Arc::new(ns),
+            ns,
+            writer,
             reader,
             runtime,
             uid,
@@ -143,6 +176,7 @@ impl PackFs {
                 size: 0,
                 mtime: self.ns.attr(ROOT_INO)?.mtime,
                 perm: 0o555,
+                nlink: 2,
             },
             // Fixed-width text; a new mtime on every getattr makes the kernel
             // drop its cached pages (FUSE_AUTO_INVAL_DATA).
@@ -152,15 +186,59 @@ impl PackFs {
                 size: self.reader.stats().render().len() as u64,
                 mtime: SystemTime::now(),
                 perm: 0o444,
+                nlink: 1,
             },
         };
         Ok(self.file_attr(&attr))
     }
 
     fn file_attr(&self, attr: &Attr) -> FileAttr {
-        let (kind, nlink) = match attr.kind {
-            Kind::Dir => (FileType::Directory, 2),
-            Kind::File => (FileType::RegularFile, 1),
+        file_attr(attr, self.uid, self.gid)
+    }
+
+    /// Frees what a file that lost its name held, once nothing uses it.
+    fn forget_if_unused(&self, ino: Option<Ino>) {
+        if let (Some(writer), Some(ino)) = (&self.writer, ino) {
+            writer.forget_if_unused(ino);
+        }
+    }
+
+    /// Answers `reply` once everything written so far (and file `ino` as
+    /// it is now) is committed.
+    fn sync(&self, ino: Option<Ino>, reply: ReplyEmpty) {
+        let Some(writer) = self.writer.clone() else {
+            return reply.ok(); // nothing is ever pending
+        };
+        self.runtime.spawn(async move {
+            let synced = match ino {
+                Some(ino) => writer.sync_file(ino).await,
+                None => writer.sync().await,
+            };
+            match synced {
+                Ok(()) => reply.ok(),
+                Err(e) => {
+                    warn!("fsync: {e}");
+                    reply.error(errno(&e.into()))
+                }
+            }
+        });
+    }
+}
+
+/// Answers an operation that returns nothing but success or an error.
+fn reply_empty(reply: ReplyEmpty, result: Result<(), NsError>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(&e.into())),
+    }
+}
+
+/// The kernel's view of `attr`, owned by `uid`/`gid`.
+fn file_attr(attr: &Attr, uid: u32, gid: u32) -> FileAttr {
+    {
+        let kind = match attr.kind {
+            Kind::Dir => FileType::Directory,
+            Kind::File => FileType::RegularFile,
         };
         FileAttr {
             ino: INodeNo(attr.ino),
@@ -172,15 +250,17 @@ impl PackFs {
             crtime: attr.mtime,
             kind,
             perm: attr.perm,
-            nlink,
-            uid: self.uid,
-            gid: self.gid,
+            nlink: attr.nlink,
+            uid,
+            gid,
             rdev: 0,
             blksize: BLKSIZE,
             flags: 0,
         }
     }
+}
 
+impl PackFs {
     fn ttl(node: Node) -> Duration {
         if node == Node::Stats {
             Duration::ZERO
@@ -253,9 +333,28 @@ impl Filesystem for PackFs {
                 debug!("kernel does not offer {flag:?}");
             }
         }
+        // With O_TRUNC in OPEN itself, an overwrite needs no copy of the old bytes.
+        if self.writer.is_some()
+            && config
+                .add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC)
+                .is_err()
+        {
+            debug!("kernel does not offer FUSE_ATOMIC_O_TRUNC");
+        }
         let _ = config.set_max_background(MAX_BACKGROUND);
         let _ = config.set_max_readahead(MAX_READAHEAD);
         Ok(())
+    }
+
+    /// At unmount: commit what is still spooled, so nothing written is left
+    /// behind uncommitted by a clean unmount.
+    fn destroy(&mut self) {
+        if let Some(writer) = &self.writer {
+            let writer = writer.clone();
+            if let Err(e) = self.runtime.block_on(async move { writer.flush().await }) {
+                warn!("final flush at unmount failed, written files stay in the spool: {e}");
+            }
+        }
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -275,18 +374,242 @@ impl Filesystem for PackFs {
         }
     }
 
-    /// Answered with ENOSYS: the kernel then stops sending OPEN and RELEASE
-    /// for every file (its no-open mode) and keeps each file's page cache
-    /// across opens, as `FOPEN_KEEP_CACHE` would — two round trips fewer
-    /// per small file. Writes never get here: the mount is read-only.
+    /// Read-only mounts answer ENOSYS: the kernel then stops sending OPEN
+    /// and RELEASE for every file (its no-open mode) and keeps each file's
+    /// page cache across opens, as `FOPEN_KEEP_CACHE` would — two round
+    /// trips fewer per small file. Read-write mounts open handles (a write
+    /// handle gets a spool version of the file) with `FOPEN_KEEP_CACHE`:
+    /// every change goes through this mount, so the kernel's pages stay true.
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let refusal = match Node::from_ino(ino).and_then(|node| self.is_dir(node)) {
-            Err(e) => e,
-            Ok(true) => FsError::IsADirectory,
-            Ok(false) if flags.acc_mode() != OpenAccMode::O_RDONLY => FsError::ReadOnly,
-            Ok(false) => FsError::Unsupported,
+        let file = match Node::from_ino(ino).and_then(|node| Ok((node, self.is_dir(node)?))) {
+            Err(e) => return reply.error(errno(&e)),
+            Ok((_, true)) => return reply.error(errno(&FsError::IsADirectory)),
+            Ok((node, false)) => node,
         };
-        reply.error(errno(&refusal));
+        let write = flags.acc_mode() != OpenAccMode::O_RDONLY;
+        let (Some(writer), Node::Ns(ino)) = (&self.writer, file) else {
+            let refusal = if write {
+                FsError::ReadOnly
+            } else {
+                FsError::Unsupported
+            };
+            return reply.error(errno(&refusal));
+        };
+        let truncate = flags.0 & libc::O_TRUNC != 0;
+        let writer = writer.clone();
+        self.runtime.spawn(async move {
+            match writer.open(ino, write, truncate).await {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_KEEP_CACHE),
+                Err(e) => reply.error(errno(&e.into())),
+            }
+        });
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let Some(writer) = &self.writer else {
+            return reply.error(errno(&FsError::ReadOnly));
+        };
+        let perm = (mode & !umask & 0o7777) as u16;
+        match writer.create(parent.0, name.as_encoded_bytes(), perm) {
+            Ok((attr, fh)) => reply.created(
+                &TTL,
+                &self.file_attr(&attr),
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::FOPEN_KEEP_CACHE,
+            ),
+            Err(e) => reply.error(errno(&e.into())),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let Some(writer) = &self.writer else {
+            return reply.error(errno(&FsError::ReadOnly));
+        };
+        match writer.write(fh.0, offset, data) {
+            Ok(_) => reply.written(data.len() as u32),
+            Err(e) => reply.error(errno(&e.into())),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if let Some(writer) = &self.writer {
+            writer.release(fh.0);
+        }
+        reply.ok();
+    }
+
+    /// Returns once the file as it is now, and everything else written so
+    /// far, is committed.
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.sync(Some(ino.0), reply);
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.sync(None, reply);
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let node = match Node::from_ino(ino) {
+            Ok(Node::Ns(ino)) => ino,
+            Ok(_) => return reply.error(errno(&FsError::ReadOnly)),
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let Some(writer) = self.writer.clone() else {
+            return reply.error(errno(&FsError::ReadOnly));
+        };
+        let ns = self.ns.clone();
+        let perm = mode.map(|m| (m & 0o7777) as u16);
+        let mtime = mtime.map(|t| match t {
+            TimeOrNow::SpecificTime(t) => t,
+            TimeOrNow::Now => SystemTime::now(),
+        });
+        let (uid, gid) = (self.uid, self.gid);
+        self.runtime.spawn(async move {
+            let result = async {
+                if let Some(size) = size {
+                    writer.set_size(node, fh.map(|f| f.0), size).await?;
+                }
+                match ns.attr(node)?.kind {
+                    Kind::Dir => ns.update_dir(node, perm, mtime)?,
+                    Kind::File if perm.is_some() || mtime.is_some() => {
+                        ns.update_file(node, false, |f| {
+                            f.perm = perm.unwrap_or(f.perm);
+                            f.mtime = mtime.unwrap_or(f.mtime);
+                        })?;
+                    }
+                    Kind::File => {}
+                }
+                Ok::<_, WriteError>(ns.attr(node)?)
+            }
+            .await;
+            match result {
+                Ok(attr) => reply.attr(&TTL, &file_attr(&attr, uid, gid)),
+                Err(e) => reply.error(errno(&e.into())),
+            }
+        });
+    }
+
+    /// Only regular files and directories exist in a dataset.
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(errno(&FsError::Namespace(NsError::NotPermitted(
+            "only regular files and directories",
+        ))));
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let perm = (mode & !umask & 0o7777) as u16;
+        match self.ns.mkdir(parent.0, name.as_encoded_bytes(), perm) {
+            Ok(attr) => reply.entry(&TTL, &self.file_attr(&attr), Generation(0)),
+            Err(e) => reply.error(errno(&e.into())),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let unlinked = self.ns.unlink(parent.0, name.as_encoded_bytes());
+        reply_empty(reply, unlinked.map(|ino| self.forget_if_unused(Some(ino))));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.ns.rmdir(parent.0, name.as_encoded_bytes()));
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if !flags.is_empty() {
+            return reply.error(Errno::EINVAL); // no RENAME_NOREPLACE/EXCHANGE
+        }
+        let (name, newname) = (name.as_encoded_bytes(), newname.as_encoded_bytes());
+        let renamed = self.ns.rename(parent.0, name, newparent.0, newname);
+        reply_empty(
+            reply,
+            renamed.map(|replaced| self.forget_if_unused(replaced)),
+        );
     }
 
     fn read(
@@ -318,8 +641,16 @@ impl Filesystem for PackFs {
         let mut task = Box::pin(async move {
             let item = match &content {
                 Content::Base(index) => ns.tree().item(*index),
-                Content::Committed(item) => item,
-                Content::Spool(_) => return reply.error(errno(&FsError::Unsupported)),
+                Content::Committed(c) => &c.item,
+                Content::Spool(spool) => {
+                    return match Writer::read_spool(spool, offset, size) {
+                        Ok(bytes) => reply.data(&bytes),
+                        Err(e) => {
+                            warn!("reading spool file {}: {e}", spool.path.display());
+                            reply.error(errno(&FsError::SpoolRead))
+                        }
+                    };
+                }
             };
             match reader.read(item, offset, u64::from(size)).await {
                 Ok(bytes) => reply.data(&bytes),
@@ -339,8 +670,9 @@ impl Filesystem for PackFs {
         }
     }
 
-    /// Nothing is buffered for writing, so close has nothing to flush;
-    /// ENOSYS makes the kernel stop sending FLUSH on every close.
+    /// Nothing is buffered in the daemon (writes reach the spool as they
+    /// come), so close has nothing to flush: read-only mounts answer ENOSYS
+    /// so the kernel stops sending FLUSH; read-write mounts say OK.
     fn flush(
         &self,
         _req: &Request,
@@ -349,7 +681,10 @@ impl Filesystem for PackFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.error(errno(&FsError::Unsupported));
+        match self.writer {
+            Some(_) => reply.ok(),
+            None => reply.error(errno(&FsError::Unsupported)),
+        }
     }
 
     /// ENOSYS, as for `open`: the kernel's no-opendir mode caches listings.

@@ -14,6 +14,8 @@
 //!   explicit PAD), checked, compiled into coalesced reads and executed.
 //! - [`cache`]: the shared block cache with in-flight dedupe, per-object
 //!   sequential read-ahead, and the read path's counters.
+//! - [`write`]: read-write mounts: the spool of written files and the
+//!   flusher that packs and commits them.
 //! - [`import`] and [`verify`]: writing a dataset from a directory tree, and
 //!   checking one.
 //! - [`dataset`]: refs → Manifests → Tracks → items; commits.
@@ -29,7 +31,9 @@ pub mod fuse;
 pub mod import;
 pub mod mount;
 pub mod namespace;
+pub mod private_dir;
 pub mod reader;
 pub mod store;
 pub mod tree;
 pub mod verify;
+pub mod write;

@@ -1,6 +1,7 @@
 //! `packfs mount`: load a snapshot, mount it, serve until unmounted.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use fuser::{Config, MountOption, SessionACL, SessionUnmounter};
 use thiserror::Error;
@@ -14,6 +15,7 @@ use crate::fuse::PackFs;
 use crate::namespace::Namespace;
 use crate::reader::ItemReader;
 use crate::tree::{Tree, TreeError};
+use crate::write::{default_dir as default_spool_dir, WriteError, WriteOptions, Writer};
 
 /// Settings of a mount.
 #[derive(Clone, Debug)]
@@ -33,6 +35,11 @@ pub struct MountOptions {
     pub cache_dir: Option<PathBuf>,
     /// Most bytes kept in `cache_dir`.
     pub cache_dir_bytes: u64,
+    /// Refuse every change (EROFS) and serve reads in the kernel's
+    /// no-open mode (fewer round trips per file).
+    pub read_only: bool,
+    /// Spool and flush settings of a read-write mount.
+    pub write: WriteOptions,
 }
 
 impl Default for MountOptions {
@@ -46,6 +53,8 @@ impl Default for MountOptions {
             cache: CacheOptions::default(),
             cache_dir: None,
             cache_dir_bytes: 10 << 30,
+            read_only: false,
+            write: WriteOptions::default(),
         }
     }
 }
@@ -61,6 +70,8 @@ pub enum MountError {
     Tree(#[from] TreeError),
     #[error(transparent)]
     DiskCache(#[from] DiskCacheError),
+    #[error(transparent)]
+    Write(#[from] WriteError),
     #[error("{op}: {source}")]
     Io {
         op: &'static str,
@@ -89,6 +100,19 @@ pub fn mount(location: &str, mountpoint: &Path, options: &MountOptions) -> Resul
                 op: "resolve --cache-dir",
                 source,
             })?,
+        write: WriteOptions {
+            spool_dir: options
+                .write
+                .spool_dir
+                .as_deref()
+                .map(std::path::absolute)
+                .transpose()
+                .map_err(|source| MountError::Io {
+                    op: "resolve --spool-dir",
+                    source,
+                })?,
+            ..options.write.clone()
+        },
         ..options.clone()
     };
     let mut readiness = if options.foreground {
@@ -250,23 +274,38 @@ fn open_session(
         None => None,
     };
     let reader = ItemReader::new(dataset.store().clone(), options.cache.clone(), disk);
-    let fs = PackFs::new(
-        Namespace::new(tree, false),
-        reader,
-        runtime.handle().clone(),
-        uid,
-        gid,
-    );
+    let ns = Arc::new(Namespace::new(tree, !options.read_only));
+    let writer = match options.read_only {
+        true => None,
+        false => {
+            let spool = options.write.spool_dir.clone().unwrap_or_else(|| {
+                default_spool_dir(dataset.store().location(), &options.ref_name, mountpoint)
+            });
+            let writer = Writer::new(
+                ns.clone(),
+                dataset.clone(),
+                &options.ref_name,
+                reader.clone(),
+                &spool,
+                options.write.clone(),
+            )?;
+            runtime.spawn(writer.clone().run_flusher());
+            Some(writer)
+        }
+    };
+    let fs = PackFs::new(ns, writer, reader, runtime.handle().clone(), uid, gid);
     let mut config = Config::default();
     let fsname =
         format!("packfs:{}", dataset.store().location()).replace([',', ' ', '\t', '\n'], "_");
     config.mount_options = vec![
         MountOption::FSName(fsname),
         MountOption::Subtype("packfs".into()),
-        MountOption::RO,
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
+    if options.read_only {
+        config.mount_options.push(MountOption::RO);
+    }
     if options.allow_other {
         config.mount_options.push(MountOption::DefaultPermissions);
         config.acl = SessionACL::All;

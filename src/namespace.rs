@@ -21,6 +21,7 @@ use parking_lot::RwLock;
 use thiserror::Error;
 
 use crate::dataset::Item;
+use crate::format::FragmentEntry;
 use crate::format::{validate_item_name, validate_segment};
 use crate::tree::{NodeId, NodeKind, Tree};
 
@@ -59,6 +60,10 @@ pub enum NsError {
     NotPermitted(&'static str),
     #[error("read-only mount")]
     ReadOnly,
+    /// Items cannot change modality in place (their objects live under it):
+    /// `mv` answers this by copying.
+    #[error("cannot move between modalities in place")]
+    CrossModality,
 }
 
 /// File or directory.
@@ -77,6 +82,8 @@ pub struct Attr {
     pub mtime: SystemTime,
     /// Permission bits (`0o644`, …).
     pub perm: u16,
+    /// Links: 2 for a directory, 1 for a file, 0 for an unlinked open file.
+    pub nlink: u32,
 }
 
 /// A spool file holding a written file's bytes.
@@ -85,13 +92,20 @@ pub struct SpoolFile {
     pub path: PathBuf,
 }
 
+/// An item this mount committed: how to read it, and its Track entry.
+#[derive(Debug)]
+pub struct CommittedItem {
+    pub item: Item,
+    pub entry: FragmentEntry,
+}
+
 /// Where a file's bytes are.
 #[derive(Clone, Debug)]
 pub enum Content {
     /// An item of the mounted snapshot: index into the tree's items.
     Base(u32),
-    /// An item committed by this mount, with the entry that commit wrote.
-    Committed(Arc<Item>),
+    /// An item committed by this mount.
+    Committed(Arc<CommittedItem>),
     /// Written through the mount, not committed yet.
     Spool(SpoolFile),
 }
@@ -107,6 +121,18 @@ pub struct FileNode {
     /// Bumped on every change of the bytes, so a flush can tell whether
     /// what it uploaded is still current.
     pub generation: u64,
+    /// Handles open for writing. While there are any, `content` is a spool
+    /// file being written and `origin` is the last complete version.
+    pub writers: u32,
+    /// Handles open at all.
+    pub opens: u32,
+    /// The complete version a write session started from (`None` for a
+    /// file created by it): what a flush commits while the file is open.
+    pub origin: Option<Content>,
+    /// The modality directory the file belongs to (files never leave it).
+    pub modality: Ino,
+    /// Still has a name (not unlinked or replaced).
+    pub linked: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -124,6 +150,40 @@ struct Overlay {
     dirs: foldhash::HashMap<Ino, DirNode>,
     files: foldhash::HashMap<Ino, FileNode>,
     next_ino: Ino,
+    /// Modality directories whose items changed since the last export.
+    dirty: foldhash::HashSet<Ino>,
+    /// Counts every change, so a flush knows whether anything happened.
+    changes: u64,
+}
+
+/// A file of a modality, as a flush sees it.
+#[derive(Clone, Debug)]
+pub struct ExportedFile {
+    pub ino: Ino,
+    /// Path below the modality directory.
+    pub name: String,
+    pub content: Content,
+    pub size: u64,
+    pub generation: u64,
+}
+
+/// A modality directory at flush time; `files` only if it changed.
+#[derive(Clone, Debug)]
+pub struct ExportedModality {
+    pub ino: Ino,
+    pub timeline: String,
+    pub modality: String,
+    pub files: Option<Vec<ExportedFile>>,
+}
+
+/// What a flush commits.
+#[derive(Debug)]
+pub struct Export {
+    pub modalities: Vec<ExportedModality>,
+    /// The modalities marked changed, to mark again if the flush fails.
+    pub dirty: Vec<Ino>,
+    /// The change counter this export covers.
+    pub changes: u64,
 }
 
 /// The tree plus, when writable, the overlay.
@@ -149,6 +209,8 @@ impl Namespace {
                     dirs: Default::default(),
                     files: Default::default(),
                     next_ino: FIRST_NEW_INO,
+                    dirty: Default::default(),
+                    changes: 0,
                 })
             }),
             base_mtime,
@@ -174,6 +236,9 @@ impl Namespace {
 
     /// The child `name` of directory `parent`.
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Ino, NsError> {
+        if name.len() > NAME_MAX {
+            return Err(NsError::NameTooLong);
+        }
         let overlay = self.overlay.as_ref().map(|o| o.read());
         if let Some(o) = &overlay {
             if let Some(dir) = o.dirs.get(&parent) {
@@ -213,6 +278,7 @@ impl Namespace {
                 size: f.size,
                 mtime: f.mtime,
                 perm: f.perm,
+                nlink: u32::from(f.linked),
             });
         }
         if let Some(d) = o.dirs.get(&ino) {
@@ -222,6 +288,7 @@ impl Namespace {
                 size: 0,
                 mtime: d.mtime,
                 perm: d.perm,
+                nlink: 2,
             });
         }
         self.tree_attr(ino)
@@ -237,6 +304,7 @@ impl Namespace {
                 size: 0,
                 mtime: self.base_mtime,
                 perm: if writable { 0o755 } else { 0o555 },
+                nlink: 2,
             },
             NodeKind::File(item) => Attr {
                 ino,
@@ -244,6 +312,7 @@ impl Namespace {
                 size: self.tree.item(item).size,
                 mtime: self.base_mtime,
                 perm: if writable { 0o644 } else { 0o444 },
+                nlink: 1,
             },
         })
     }
@@ -331,7 +400,8 @@ impl Namespace {
         })
     }
 
-    /// Creates an empty file `name` in `parent` whose bytes will be in `spool`.
+    /// Creates an empty file `name` in `parent` whose bytes will be in
+    /// `spool`, open for writing by one handle.
     pub fn create(
         &self,
         parent: Ino,
@@ -341,11 +411,9 @@ impl Namespace {
     ) -> Result<Attr, NsError> {
         self.change(|c| {
             let name = c.new_name(parent, name)?;
-            if c.depth(parent)? < MODALITY_DEPTH {
-                return Err(NsError::NotPermitted(
-                    "files live in /<timeline>/<modality>/ and below",
-                ));
-            }
+            let modality = c.modality_of(parent)?.ok_or(NsError::NotPermitted(
+                "files live in /<timeline>/<modality>/ and below",
+            ))?;
             let ino = c.alloc();
             let now = SystemTime::now();
             c.o.files.insert(
@@ -356,6 +424,11 @@ impl Namespace {
                     mtime: now,
                     perm,
                     generation: 0,
+                    writers: 1,
+                    opens: 1,
+                    origin: None,
+                    modality,
+                    linked: true,
                 },
             );
             c.insert(parent, name, ino, now)?;
@@ -380,6 +453,9 @@ impl Namespace {
                 },
             );
             c.insert(parent, name, ino, now)?;
+            // A new modality is a new (empty) Track; deeper directories
+            // exist only through the items below them.
+            c.touch(ino)?;
             c.ns.attr_in(c.o, ino)
         })
     }
@@ -392,6 +468,8 @@ impl Namespace {
                 return Err(NsError::IsADirectory);
             }
             c.remove(parent, name)?;
+            c.unlinked(ino);
+            c.touch(parent)?;
             Ok(ino)
         })
     }
@@ -408,6 +486,7 @@ impl Namespace {
             }
             c.remove(parent, name)?;
             c.o.dirs.remove(&ino);
+            c.touch(parent)?;
             Ok(())
         })
     }
@@ -432,6 +511,14 @@ impl Namespace {
                 return Err(NsError::NotPermitted(
                     "files live in /<timeline>/<modality>/ and below",
                 ));
+            }
+            // Items keep their modality: their objects are stored under it.
+            // A timeline or modality directory holding items cannot be
+            // renamed in place either.
+            let (from, to) = (c.modality_of(parent)?, c.modality_of(new_parent)?);
+            let moves_items = kind == Kind::File || c.min_file_depth(ino, 0)? != usize::MAX;
+            if moves_items && (from.is_none() || from != to) {
+                return Err(NsError::CrossModality);
             }
             if kind == Kind::Dir {
                 // Into itself or below it: the tree would lose a cycle.
@@ -483,24 +570,33 @@ impl Namespace {
             c.insert(new_parent, target_name, ino, now)?;
             if let Some(old) = replaced {
                 c.o.dirs.remove(&old);
+                c.unlinked(old);
             }
+            c.touch(parent)?;
+            c.touch(new_parent)?;
             Ok(replaced)
         })
     }
 
-    /// Updates file `ino` through `f` (size, content, times, mode), adding
-    /// it to the overlay first if it is a tree file.
+    /// Updates file `ino` through `f` (size, content, times, mode, open
+    /// counts), adding it to the overlay first if it is a tree file. With
+    /// `changes_content`, its modality is marked for the next flush.
     pub fn update_file<T>(
         &self,
         ino: Ino,
+        changes_content: bool,
         f: impl FnOnce(&mut FileNode) -> T,
     ) -> Result<T, NsError> {
         self.change(|c| {
             if !c.o.files.contains_key(&ino) {
-                let (_, node) = c.ns.tree_node(ino).ok_or(NsError::NotFound)?;
+                let (id, node) = c.ns.tree_node(ino).ok_or(NsError::NotFound)?;
                 let NodeKind::File(item) = node.kind else {
                     return Err(NsError::IsADirectory);
                 };
+                let modality = c
+                    .modality_of(tree_ino(node.parent))?
+                    .expect("tree files are below a modality");
+                let _ = id;
                 c.o.files.insert(
                     ino,
                     FileNode {
@@ -509,11 +605,138 @@ impl Namespace {
                         mtime: c.ns.base_mtime,
                         perm: 0o644,
                         generation: 0,
+                        writers: 0,
+                        opens: 0,
+                        origin: None,
+                        modality,
+                        linked: true,
                     },
                 );
             }
-            Ok(f(c.o.files.get_mut(&ino).expect("just ensured")))
+            let file = c.o.files.get_mut(&ino).expect("just ensured");
+            let out = f(file);
+            if changes_content {
+                let modality = file.modality;
+                c.o.dirty.insert(modality);
+                c.o.changes += 1;
+            }
+            Ok(out)
         })
+    }
+
+    /// Updates file `ino` through `f` if the overlay knows it.
+    pub fn update_existing_file<T>(
+        &self,
+        ino: Ino,
+        f: impl FnOnce(&mut FileNode) -> T,
+    ) -> Option<T> {
+        let mut o = self.overlay.as_ref()?.write();
+        o.files.get_mut(&ino).map(f)
+    }
+
+    /// Forgets file `ino` if it has no name and no open handle; returns
+    /// the spool files that held its bytes, now unused.
+    pub fn release_if_unused(&self, ino: Ino) -> Vec<SpoolFile> {
+        let Some(overlay) = &self.overlay else {
+            return Vec::new();
+        };
+        let mut o = overlay.write();
+        match o.files.get(&ino) {
+            Some(f) if !f.linked && f.opens == 0 => {
+                let f = o.files.remove(&ino).expect("present");
+                spool_files(&f)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// What a flush commits: every modality directory, with the files of
+    /// those changed since the last export. Files open for writing appear
+    /// as their last complete version, or not at all if they have none.
+    pub fn export(&self, known: &std::collections::HashSet<Ino>) -> Result<Export, NsError> {
+        let overlay = self.overlay.as_ref().ok_or(NsError::ReadOnly)?;
+        let mut o = overlay.write();
+        let dirty: Vec<Ino> = o.dirty.drain().collect();
+        let changes = o.changes;
+        let c = Change {
+            ns: self,
+            o: &mut o,
+        };
+        let mut modalities = Vec::new();
+        for (timeline, t_ino, t_kind) in c.named_children(ROOT_INO)? {
+            if t_kind != Kind::Dir {
+                continue;
+            }
+            for (modality, m_ino, m_kind) in c.named_children(t_ino)? {
+                if m_kind != Kind::Dir {
+                    continue;
+                }
+                // Unknown modalities (new, or without a committed Track) are
+                // exported whole as well.
+                let files = match dirty.contains(&m_ino) || !known.contains(&m_ino) {
+                    true => Some(c.files_below(m_ino)?),
+                    false => None,
+                };
+                modalities.push(ExportedModality {
+                    ino: m_ino,
+                    timeline: timeline.clone(),
+                    modality,
+                    files,
+                });
+            }
+        }
+        Ok(Export {
+            modalities,
+            dirty,
+            changes,
+        })
+    }
+
+    /// Marks modalities changed again (their flush failed).
+    pub fn restore_dirty(&self, dirty: &[Ino]) {
+        if let Some(o) = &self.overlay {
+            o.write().dirty.extend(dirty.iter().copied());
+        }
+    }
+
+    /// The change counter: equal across two calls means nothing changed.
+    pub fn changes(&self) -> u64 {
+        self.overlay.as_ref().map_or(0, |o| o.read().changes)
+    }
+
+    /// Counts a change that marks no modality (a new timeline, say).
+    pub fn count_change(&self) {
+        if let Some(o) = &self.overlay {
+            o.write().changes += 1;
+        }
+    }
+
+    /// After a commit: files whose uploaded spool version (`generation`)
+    /// is still theirs now read from the committed item. Returns the spool
+    /// files no longer needed.
+    pub fn mark_committed(
+        &self,
+        done: Vec<(Ino, SpoolFile, u64, Arc<CommittedItem>)>,
+    ) -> Vec<SpoolFile> {
+        let Some(overlay) = &self.overlay else {
+            return Vec::new();
+        };
+        let mut o = overlay.write();
+        let mut unused = Vec::new();
+        for (ino, spool, generation, committed) in done {
+            let Some(f) = o.files.get_mut(&ino) else {
+                continue;
+            };
+            let is_it = |c: &Content| matches!(c, Content::Spool(s) if *s == spool);
+            if f.writers == 0 && f.generation == generation && is_it(&f.content) {
+                f.content = Content::Committed(committed);
+                unused.push(spool);
+            } else if f.origin.as_ref().is_some_and(is_it) {
+                f.origin = Some(Content::Committed(committed));
+                unused.push(spool);
+            }
+        }
+        unused
     }
 
     /// Sets the mode and/or mtime of directory `ino`.
@@ -563,6 +786,104 @@ struct Change<'a> {
 }
 
 impl Change<'_> {
+    /// Marks the modality holding directory `dir` (if any) changed.
+    fn touch(&mut self, dir: Ino) -> Result<(), NsError> {
+        if let Some(m) = self.modality_of(dir)? {
+            self.o.dirty.insert(m);
+        }
+        self.o.changes += 1;
+        Ok(())
+    }
+
+    /// The modality directory that `dir` is or is below (`None` above).
+    fn modality_of(&self, dir: Ino) -> Result<Option<Ino>, NsError> {
+        let mut chain = vec![dir];
+        while *chain.last().expect("non-empty") != ROOT_INO {
+            let up = self.parent(*chain.last().expect("non-empty"))?;
+            chain.push(up);
+        }
+        // chain ends [.., modality, timeline, root]
+        Ok(chain
+            .len()
+            .checked_sub(MODALITY_DEPTH + 1)
+            .map(|i| chain[i]))
+    }
+
+    fn unlinked(&mut self, ino: Ino) {
+        if let Some(f) = self.o.files.get_mut(&ino) {
+            f.linked = false;
+        }
+    }
+
+    /// The children of `dir` with names and kinds.
+    fn named_children(&self, dir: Ino) -> Result<Vec<(String, Ino, Kind)>, NsError> {
+        if let Some(d) = self.o.dirs.get(&dir) {
+            return d
+                .children
+                .iter()
+                .map(|(n, &i)| Ok((n.to_string(), i, self.kind(i)?)))
+                .collect();
+        }
+        let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
+        let NodeKind::Dir(children) = &node.kind else {
+            return Err(NsError::NotADirectory);
+        };
+        children
+            .iter()
+            .map(|&c| {
+                let ino = tree_ino(c);
+                let name = self.ns.tree.node(c).expect("child exists").name.to_string();
+                Ok((name, ino, self.kind(ino)?))
+            })
+            .collect()
+    }
+
+    /// Every file below modality directory `dir`, as a flush commits it.
+    fn files_below(&self, dir: Ino) -> Result<Vec<ExportedFile>, NsError> {
+        let mut out = Vec::new();
+        let mut pending = vec![(dir, String::new())];
+        while let Some((d, prefix)) = pending.pop() {
+            for (name, ino, kind) in self.named_children(d)? {
+                let path = format!("{prefix}{name}");
+                if kind == Kind::Dir {
+                    pending.push((ino, format!("{path}/")));
+                    continue;
+                }
+                let (content, size, generation) = match self.o.files.get(&ino) {
+                    Some(f) if f.writers > 0 => match &f.origin {
+                        Some(origin) => (origin.clone(), self.size_of(origin), 0),
+                        None => continue, // never complete yet
+                    },
+                    Some(f) => (f.content.clone(), f.size, f.generation),
+                    None => match self.ns.tree_node(ino).map(|(_, n)| &n.kind) {
+                        Some(NodeKind::File(item)) => {
+                            (Content::Base(*item), self.ns.tree.item(*item).size, 0)
+                        }
+                        _ => return Err(NsError::NotFound),
+                    },
+                };
+                out.push(ExportedFile {
+                    ino,
+                    name: path,
+                    content,
+                    size,
+                    generation,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The size of a complete version (spool versions record none here:
+    /// the flush stats the file).
+    fn size_of(&self, content: &Content) -> u64 {
+        match content {
+            Content::Base(i) => self.ns.tree.item(*i).size,
+            Content::Committed(c) => c.item.size,
+            Content::Spool(_) => u64::MAX,
+        }
+    }
+
     fn alloc(&mut self) -> Ino {
         let ino = self.o.next_ino;
         self.o.next_ino += 1;
@@ -604,6 +925,9 @@ impl Change<'_> {
     }
 
     fn child(&mut self, parent: Ino, name: &[u8]) -> Result<Ino, NsError> {
+        if name.len() > NAME_MAX {
+            return Err(NsError::NameTooLong);
+        }
         self.materialize(parent)?;
         let name = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;
         self.o.dirs[&parent]
@@ -735,6 +1059,18 @@ impl Change<'_> {
         dir.mtime = SystemTime::now();
         Ok(())
     }
+}
+
+/// The spool files a file node holds.
+fn spool_files(f: &FileNode) -> Vec<SpoolFile> {
+    [Some(&f.content), f.origin.as_ref()]
+        .into_iter()
+        .flatten()
+        .filter_map(|c| match c {
+            Content::Spool(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -882,47 +1218,60 @@ mod tests {
     fn rename_moves_files_and_directories_and_refuses_the_impossible() {
         let ns = Namespace::new(tree(), true);
         let (m, n) = (path(&ns, "t/m").unwrap(), path(&ns, "t/n").unwrap());
-        let a = path(&ns, "t/m/a").unwrap();
-        let d = path(&ns, "t/n/d").unwrap();
+        let (a, b) = (path(&ns, "t/m/a").unwrap(), path(&ns, "t/m/b").unwrap());
         // Over an existing file: the target is replaced.
-        assert_eq!(ns.rename(m, b"a", n, b"d"), Ok(Some(d)));
-        assert_eq!(path(&ns, "t/n/d"), Ok(a));
-        assert_eq!(ns.rename(n, b"d", m, b"sub"), Err(NsError::IsADirectory));
+        assert_eq!(ns.rename(m, b"a", m, b"b"), Ok(Some(b)));
+        assert_eq!(path(&ns, "t/m/b"), Ok(a));
+        assert_eq!(ns.rename(m, b"b", m, b"sub"), Err(NsError::IsADirectory));
+        // Items stay in their modality (their objects live under it).
+        assert_eq!(ns.rename(m, b"b", n, b"b"), Err(NsError::CrossModality));
+        assert_eq!(ns.rename(m, b"sub", n, b"sub"), Err(NsError::CrossModality));
+        assert_eq!(
+            ns.rename(
+                path(&ns, "t").unwrap(),
+                b"m",
+                path(&ns, "t").unwrap(),
+                b"m2"
+            ),
+            Err(NsError::CrossModality)
+        );
         // A tree directory moves with its children.
+        let deeper = ns.mkdir(m, b"deeper", 0o755).unwrap().ino;
         let sub = path(&ns, "t/m/sub").unwrap();
         let c = path(&ns, "t/m/sub/c").unwrap();
-        ns.rename(m, b"sub", n, b"moved").unwrap();
-        assert_eq!(path(&ns, "t/n/moved/c"), Ok(c));
+        ns.rename(m, b"sub", deeper, b"moved").unwrap();
+        assert_eq!(path(&ns, "t/m/deeper/moved/c"), Ok(c));
         assert_eq!(path(&ns, "t/m/sub"), Err(NsError::NotFound));
-        assert_eq!(ns.dir_path(sub).unwrap(), ["t", "n", "moved"]);
+        assert_eq!(ns.dir_path(sub).unwrap(), ["t", "m", "deeper", "moved"]);
         assert_eq!(
-            ns.rename(ROOT_INO, b"t", sub, b"loop"),
+            ns.rename(m, b"deeper", sub, b"loop"),
             Err(NsError::InvalidName(
                 "a directory cannot move into itself".into()
             ))
         );
-        // A modality holding files cannot become a timeline.
-        assert!(matches!(
-            ns.rename(path(&ns, "t").unwrap(), b"n", ROOT_INO, b"n"),
-            Err(NsError::NotPermitted(_))
-        ));
-        // Onto a non-empty directory, and onto an empty one.
+        // Onto a file, a non-empty directory, and an empty one.
         let e = ns.mkdir(m, b"empty", 0o755).unwrap().ino;
-        assert_eq!(ns.rename(n, b"moved", m, b"b"), Err(NsError::NotADirectory));
-        assert_eq!(ns.rename(m, b"empty", n, b"moved"), Err(NsError::NotEmpty));
-        assert_eq!(ns.rename(n, b"moved", m, b"empty"), Ok(Some(e)));
+        assert_eq!(
+            ns.rename(deeper, b"moved", m, b"b"),
+            Err(NsError::NotADirectory)
+        );
+        assert_eq!(ns.rename(m, b"empty", m, b"deeper"), Err(NsError::NotEmpty));
+        assert_eq!(ns.rename(deeper, b"moved", m, b"empty"), Ok(Some(e)));
         assert!(path(&ns, "t/m/empty/c").is_ok());
+        // Files stay below a modality; empty directories move freely.
         assert!(matches!(
             ns.rename(m, b"b", path(&ns, "t").unwrap(), b"b"),
             Err(NsError::NotPermitted(_))
         ));
+        ns.rename(m, b"deeper", ROOT_INO, b"t3").unwrap();
+        assert_eq!(names(&ns, "/"), ["t", "t3"]);
     }
 
     #[test]
     fn changing_a_tree_file_keeps_its_inode_and_content() {
         let ns = Namespace::new(tree(), true);
         let b = path(&ns, "t/m/b").unwrap();
-        ns.update_file(b, |f| {
+        ns.update_file(b, false, |f| {
             assert!(matches!(f.content, Content::Base(_)));
             f.perm = 0o600;
         })
@@ -931,7 +1280,7 @@ mod tests {
         assert_eq!((attr.perm, attr.size), (0o600, 2));
         assert!(matches!(ns.content(b), Ok(Content::Base(_))));
         assert_eq!(
-            ns.update_file(path(&ns, "t/m/sub").unwrap(), |_| ()),
+            ns.update_file(path(&ns, "t/m/sub").unwrap(), false, |_| ()),
             Err(NsError::IsADirectory)
         );
     }

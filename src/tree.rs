@@ -41,11 +41,22 @@ pub enum NodeKind {
     File(u32),
 }
 
+/// The Track a run of [`Tree::items`] came from.
+#[derive(Clone, Debug)]
+pub struct TrackSpan {
+    /// Index of the Track's first item in [`Tree::items`].
+    pub first_item: u32,
+    pub timeline: String,
+    pub modality: String,
+    pub track: ObjectId,
+}
+
 /// The whole namespace of one snapshot.
 #[derive(Debug)]
 pub struct Tree {
     nodes: Vec<Node>,
     items: Vec<Item>,
+    tracks: Vec<TrackSpan>,
     manifest_id: ObjectId,
     ts_unix_ns: u64,
     total_bytes: u64,
@@ -69,9 +80,16 @@ impl Tree {
             b.dir(Self::ROOT, timeline)?;
         }
         let mut items = Vec::new();
+        let mut tracks = Vec::with_capacity(snapshot.tracks.len());
         for track in snapshot.tracks {
             let timeline = b.dir(Self::ROOT, &track.timeline)?;
             let modality = b.dir(timeline, &track.modality)?;
+            tracks.push(TrackSpan {
+                first_item: u32::try_from(items.len()).map_err(|_| TreeError::TooLarge)?,
+                timeline: track.timeline.clone(),
+                modality: track.modality.clone(),
+                track: track.track_id,
+            });
             items.reserve(track.items.len());
             for item in track.items {
                 let index = u32::try_from(items.len()).map_err(|_| TreeError::TooLarge)?;
@@ -89,6 +107,7 @@ impl Tree {
             total_bytes: items.iter().map(|i| i.size).sum(),
             nodes,
             items,
+            tracks,
             manifest_id: snapshot.manifest_id,
             ts_unix_ns: snapshot.manifest.ts_unix_ns,
         })
@@ -140,6 +159,17 @@ impl Tree {
                 path: path.to_string(),
             }),
         }
+    }
+
+    /// The Tracks of the snapshot, in item order.
+    pub fn tracks(&self) -> &[TrackSpan] {
+        &self.tracks
+    }
+
+    /// The Track item `index` belongs to.
+    pub fn track_of(&self, index: u32) -> &TrackSpan {
+        let i = self.tracks.partition_point(|t| t.first_item <= index);
+        &self.tracks[i - 1]
     }
 
     pub fn node_count(&self) -> usize {

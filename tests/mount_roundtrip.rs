@@ -294,6 +294,7 @@ fn foreground_mount_unmounts_on_sigterm_and_sigint() {
             .args([
                 "mount",
                 "--foreground",
+                "--read-only",
                 dataset.to_str().unwrap(),
                 mnt.to_str().unwrap(),
             ])

@@ -7,10 +7,9 @@
 //! is a miss (and is deleted), never wrong bytes. The directory belongs to
 //! one mount at a time: an exclusive `flock` on `lock` guards it.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path as FsPath, PathBuf};
 
 use bytes::Bytes;
@@ -57,29 +56,11 @@ impl DiskCache {
             dir: dir.to_path_buf(),
             source,
         };
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io)?;
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(dir.join("lock"))
-            .map_err(io)?;
-        // A mount that was just unmounted may still be exiting: wait a little.
-        let deadline = std::time::Instant::now() + LOCK_WAIT;
-        // SAFETY: flock on a descriptor we own; no memory is passed.
-        while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            if std::time::Instant::now() >= deadline {
-                return Err(DiskCacheError::InUse {
-                    dir: dir.to_path_buf(),
-                });
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        let lock = crate::private_dir::lock(dir, LOCK_WAIT)
+            .map_err(io)?
+            .ok_or_else(|| DiskCacheError::InUse {
+                dir: dir.to_path_buf(),
+            })?;
         let mut found = Vec::new();
         for shard in fs::read_dir(dir).map_err(io)? {
             let shard = shard.map_err(io)?;

@@ -23,9 +23,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use tracing::{info, warn};
 
 use super::{Dataset, DatasetError, TrackContent, TrackUpdate};
-use crate::format::{
-    FragmentEntry, Manifest, ObjectId, Placement, Track, TrackItem, TRACK_KIND_FRAGMENT,
-};
+use crate::format::{FragmentEntry, Manifest, ObjectId, Track, TrackItem, TRACK_KIND_FRAGMENT};
 use crate::store::StoreError;
 
 /// Manifests visited per tip while looking for the common ancestor (the
@@ -320,8 +318,8 @@ struct TrackMerge {
     base: HashMap<String, FragmentEntry>,
     /// The merged items so far, by name; the first side starts it.
     items: BTreeMap<String, TrackItem>,
-    /// Every entry seen, for the packs' sake: `Track::new` keeps those still
-    /// needed as retired entries.
+    /// Every entry seen, for the packs' sake: `Track::new` keeps one of each
+    /// still needed as a retired entry.
     entries: Vec<FragmentEntry>,
 }
 
@@ -417,21 +415,14 @@ impl TrackMerge {
     fn finish(self, what: &str) -> Result<Track, crate::format::FormatError> {
         let mut items: Vec<TrackItem> = self.items.into_values().collect();
         items.sort_by(|a, b| (a.entry.t_start, &a.name).cmp(&(b.entry.t_start, &b.name)));
-        // Each side repeats the entries it shares with the base: keep one
-        // per pack range (only packed entries can be retired at all).
-        let mut seen = HashSet::new();
-        let mut retired = self.entries;
-        retired.retain(|e| match e.placement {
-            Placement::Packed { offset } => seen.insert((e.address, offset, e.byte_size)),
-            _ => false,
-        });
-        Track::new(items, retired, what)
+        Track::new(items, self.entries, what)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Placement;
 
     fn item(name: &str, content: u8, t: i64) -> TrackItem {
         TrackItem {

@@ -264,6 +264,20 @@ impl Dataset {
         tracks: Vec<TrackUpdate>,
         writer: &str,
     ) -> Result<ObjectId, DatasetError> {
+        let (id, _) = self.write_manifest(parents, tracks, writer).await?;
+        self.store.update_ref(ref_name, expected, id).await?;
+        Ok(id)
+    }
+
+    /// Writes the new Tracks of `tracks`, then a Manifest listing them with
+    /// `parents`, each durable before the next; moves no ref. Returns the
+    /// Manifest's id and the Manifest.
+    pub async fn write_manifest(
+        &self,
+        parents: Vec<ObjectId>,
+        tracks: Vec<TrackUpdate>,
+        writer: &str,
+    ) -> Result<(ObjectId, Manifest), DatasetError> {
         let mut entries = Vec::with_capacity(tracks.len());
         for update in tracks {
             let track = match update.content {
@@ -292,8 +306,7 @@ impl Dataset {
         self.store
             .put_immutable(&self.store.layout().manifest(&id), bytes)
             .await?;
-        self.store.update_ref(ref_name, expected, id).await?;
-        Ok(id)
+        Ok((id, manifest))
     }
 }
 

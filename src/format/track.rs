@@ -59,8 +59,8 @@ pub struct Track {
 impl Track {
     /// Builds a Track, checking names (valid, unique) and the pack invariants:
     /// entries sharing a pack, live and retired, are disjoint and contiguous
-    /// from offset 0. Retired entries of packs with no live item left are
-    /// dropped. `what` names the track in errors.
+    /// from offset 0. Retired entries of packs with no live item left, and
+    /// repeats of one range, are dropped. `what` names the track in errors.
     pub fn new(
         items: Vec<TrackItem>,
         mut retired: Vec<FragmentEntry>,
@@ -97,10 +97,15 @@ impl Track {
         // A retired entry is needed only while its pack has live items, and
         // not when a live entry holds the very same bytes again (an item
         // re-imported unchanged lands in the same pack at the same offset).
+        // Writers pass every entry a pack ever had; keep one per range.
+        let mut kept = foldhash::HashSet::new();
         retired.retain(|e| match e.placement {
-            Placement::Packed { offset } => packs
-                .get(&e.address)
-                .is_some_and(|live| !live.contains(&(offset, e.byte_size))),
+            Placement::Packed { offset } => {
+                packs
+                    .get(&e.address)
+                    .is_some_and(|live| !live.contains(&(offset, e.byte_size)))
+                    && kept.insert((e.address, offset, e.byte_size))
+            }
             _ => false,
         });
         for e in &retired {

@@ -5,6 +5,7 @@
 //! commit writes the Tracks, the Manifest and moves the ref.
 
 mod pack_writer;
+pub(crate) use pack_writer::upload;
 mod scan;
 
 use std::collections::{BTreeMap, HashSet};

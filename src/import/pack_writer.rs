@@ -53,7 +53,7 @@ enum Done {
 
 /// The FragmentEntry of every file (parallel to the input; `t_start` and
 /// `t_end` are left for the caller) and what the upload cost.
-pub(super) struct Uploaded {
+pub(crate) struct Uploaded {
     pub entries: Vec<FragmentEntry>,
     pub written: usize,
     pub reused: usize,
@@ -106,7 +106,9 @@ fn plan(files: &[SourceFile], o: &ImportOptions) -> Vec<Unit> {
     units
 }
 
-pub(super) async fn upload(
+/// Uploads `files` (sorted by timeline, modality, name) as packs and
+/// chunks; the entries are parallel to `files`.
+pub(crate) async fn upload(
     dataset: &Dataset,
     files: &[SourceFile],
     options: &ImportOptions,

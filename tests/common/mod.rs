@@ -106,11 +106,27 @@ pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 /// A mounted dataset; unmounted on drop even if the test panics.
 pub struct Mounted {
     pub path: PathBuf,
+    /// The daemon serving it.
+    pub pid: Option<u32>,
 }
 
 impl Mounted {
-    /// `packfs mount` in its default (daemonizing) mode: returns when ready.
+    /// `packfs mount --read-only` in its default (daemonizing) mode:
+    /// returns when ready.
     pub fn new(dataset: &Path, mountpoint: &Path, extra: &[&str]) -> Mounted {
+        let mut args = vec!["--read-only"];
+        args.extend_from_slice(extra);
+        Self::mount(dataset, mountpoint, &args)
+    }
+
+    /// A read-write mount spooling in `spool`.
+    pub fn writable(dataset: &Path, mountpoint: &Path, spool: &Path, extra: &[&str]) -> Mounted {
+        let mut args = vec!["--spool-dir", spool.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Self::mount(dataset, mountpoint, &args)
+    }
+
+    fn mount(dataset: &Path, mountpoint: &Path, extra: &[&str]) -> Mounted {
         std::fs::create_dir_all(mountpoint).unwrap();
         let mut args = vec![
             "mount",
@@ -124,9 +140,12 @@ impl Mounted {
             is_mounted(&path),
             "packfs mount returned but {path:?} is not mounted"
         );
-        Mounted { path }
+        let pid = daemon_pid(&path);
+        Mounted { path, pid }
     }
 
+    /// Unmounts and waits for the daemon to exit (a read-write daemon
+    /// commits what is still spooled first).
     pub fn unmount(&self) {
         if is_mounted(&self.path) {
             let status = Command::new("fusermount3")
@@ -141,7 +160,36 @@ impl Mounted {
         wait_until("unmount", Duration::from_secs(10), || {
             !is_mounted(&self.path)
         });
+        if let Some(pid) = self.pid {
+            wait_until("the daemon to exit", Duration::from_secs(60), || {
+                !Path::new(&format!("/proc/{pid}")).exists()
+            });
+        }
     }
+}
+
+/// The `packfs mount` daemon serving `mnt`.
+pub fn daemon_pid(mnt: &Path) -> Option<u32> {
+    use std::os::unix::ffi::OsStrExt;
+    let mnt = mnt.as_os_str().as_bytes();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            let is_daemon = args.first()?.ends_with(b"packfs")
+                && args.get(1) == Some(&&b"mount"[..])
+                && args.iter().any(|a| {
+                    Path::new(std::ffi::OsStr::from_bytes(a))
+                        .canonicalize()
+                        .ok()
+                        .as_deref()
+                        == Some(Path::new(std::ffi::OsStr::from_bytes(mnt)))
+                });
+            is_daemon.then_some(pid)
+        })
 }
 
 impl Drop for Mounted {

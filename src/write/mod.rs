@@ -1,0 +1,509 @@
+//! Writes through a read-write mount: the spool, open handles, and the
+//! flusher that packs closed files and commits them.
+//!
+//! A file written through the mount lives in a spool file until a flush:
+//! closed files are packed into new pack objects (the import's packer), the
+//! changed modalities get new Tracks, and a Manifest is committed in the
+//! order of `docs/FORMAT.md`. If another writer moved the ref meanwhile,
+//! the commit is union-merged onto it (`dataset::merge`). A flush runs when
+//! closed files reach `pack_items`/`pack_bytes`, on `fsync`, after
+//! `idle_flush` without changes, and at unmount. The rules users see are in
+//! `docs/SEMANTICS.md`.
+
+mod flush;
+mod spool;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use thiserror::Error;
+use tokio::sync::{watch, Notify};
+use tracing::{info, warn};
+
+use crate::dataset::{Dataset, DatasetError};
+use crate::import::ImportError;
+use crate::namespace::{Attr, Content, Ino, Namespace, NsError, SpoolFile};
+use crate::reader::{ItemReader, ReadError};
+pub use spool::{default_dir, Spool};
+
+/// Settings of a read-write mount. `Default` gives the documented defaults.
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    /// Spool directory of a mount; `None`: [`default_dir`] of the mount.
+    pub spool_dir: Option<PathBuf>,
+    /// A flush starts once this many closed files wait…
+    pub pack_items: usize,
+    /// …or this many bytes of them.
+    pub pack_bytes: u64,
+    /// Written files larger than this are stored in chunks of this size.
+    pub chunk_bytes: u64,
+    /// A flush starts after this long without a change.
+    pub idle_flush: Duration,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            spool_dir: None,
+            pack_items: 1024,
+            pack_bytes: 64 << 20,
+            chunk_bytes: 64 << 20,
+            idle_flush: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why a write-side operation failed.
+#[derive(Debug, Error)]
+pub enum WriteError {
+    #[error(transparent)]
+    Namespace(#[from] NsError),
+    #[error("spool {op} {}: {source}", dir.display())]
+    Spool {
+        op: &'static str,
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("spool {} is in use by another packfs mount", dir.display())]
+    SpoolInUse { dir: PathBuf },
+    #[error("spool file {}: {source}", path.display())]
+    SpoolFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no such open file handle")]
+    BadHandle,
+    #[error("reading the old bytes of a file to change it: {0}")]
+    CopyUp(#[from] ReadError),
+    #[error("uploading written files: {0}")]
+    Upload(#[from] ImportError),
+    #[error("committing written files: {0}")]
+    Commit(#[from] DatasetError),
+    /// A flush this request waited for failed.
+    #[error("the flush failed: {0}; the data stays in the spool for the next attempt")]
+    Flush(String),
+}
+
+impl WriteError {
+    fn file(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
+        move |source| WriteError::SpoolFile {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// An open file handle.
+struct Handle {
+    ino: Ino,
+    /// The spool file, for a handle open for writing.
+    file: Option<Arc<File>>,
+    /// Counted in the file node's `opens` (files the overlay knows).
+    counted: bool,
+}
+
+/// Outcome of the last flush, by request number.
+#[derive(Clone, Debug, Default)]
+struct FlushStatus {
+    /// Every request up to this number is covered.
+    done: u64,
+    error: Option<String>,
+}
+
+/// The write side of a read-write mount.
+pub struct Writer {
+    ns: Arc<Namespace>,
+    reader: ItemReader,
+    spool: Spool,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+    /// Write-opens run one at a time: the first writer of a file copies its
+    /// old bytes into the spool before anyone writes.
+    open_lock: tokio::sync::Mutex<()>,
+    /// Closed files and bytes waiting for a flush.
+    pending: Mutex<(usize, u64)>,
+    flusher: flush::Flusher,
+    wake: Notify,
+    requested: AtomicU64,
+    status: watch::Sender<FlushStatus>,
+    options: WriteOptions,
+}
+
+impl Writer {
+    /// The write side for `ns`, committing to `ref_name` of `dataset`,
+    /// spooling in `spool_dir` (`options.spool_dir` is not consulted).
+    pub fn new(
+        ns: Arc<Namespace>,
+        dataset: Dataset,
+        ref_name: &str,
+        reader: ItemReader,
+        spool_dir: &std::path::Path,
+        options: WriteOptions,
+    ) -> Result<Arc<Writer>, WriteError> {
+        let spool = Spool::open(spool_dir)?;
+        info!("spool {}", spool.dir().display());
+        let flusher = flush::Flusher::new(ns.clone(), dataset, ref_name, &options);
+        Ok(Arc::new(Writer {
+            ns,
+            reader,
+            spool,
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            open_lock: tokio::sync::Mutex::new(()),
+            pending: Mutex::new((0, 0)),
+            flusher,
+            wake: Notify::new(),
+            requested: AtomicU64::new(0),
+            status: watch::Sender::new(FlushStatus::default()),
+            options,
+        }))
+    }
+
+    fn add_handle(&self, handle: Handle) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.handles.lock().insert(fh, handle);
+        fh
+    }
+
+    /// Creates `name` in `parent`, open for writing; returns it and the handle.
+    pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<(Attr, u64), WriteError> {
+        let (spool, file) = self.spool.new_file().map_err(|source| WriteError::Spool {
+            op: "create a file in",
+            dir: self.spool.dir().to_path_buf(),
+            source,
+        })?;
+        let attr = match self.ns.create(parent, name, spool.clone(), perm) {
+            Ok(attr) => attr,
+            Err(e) => {
+                self.spool.remove(&[spool]);
+                return Err(e.into());
+            }
+        };
+        let fh = self.add_handle(Handle {
+            ino: attr.ino,
+            file: Some(Arc::new(file)),
+            counted: true,
+        });
+        Ok((attr, fh))
+    }
+
+    /// Opens `ino`; for writing, the first writer gives the file a spool
+    /// version of its own (a copy of its bytes, or empty with `truncate`).
+    pub async fn open(&self, ino: Ino, write: bool, truncate: bool) -> Result<u64, WriteError> {
+        if !write {
+            // Files the overlay does not know cannot lose their bytes while
+            // open, so only known ones are counted.
+            let counted = self
+                .ns
+                .update_existing_file(ino, |f| f.opens += 1)
+                .is_some();
+            return Ok(self.add_handle(Handle {
+                ino,
+                file: None,
+                counted,
+            }));
+        }
+        let _one_at_a_time = self.open_lock.lock().await;
+        let (first, old) = self.ns.update_file(ino, false, |f| {
+            f.opens += 1;
+            f.writers += 1;
+            (f.writers == 1, f.content.clone())
+        })?;
+        let opened = if first {
+            self.new_version(ino, old, truncate).await
+        } else {
+            self.join_version(ino, truncate)
+        };
+        match opened {
+            Ok(file) => Ok(self.add_handle(Handle {
+                ino,
+                file: Some(Arc::new(file)),
+                counted: true,
+            })),
+            Err(e) => {
+                let _ = self.ns.update_file(ino, false, |f| {
+                    f.opens -= 1;
+                    f.writers -= 1;
+                });
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts a write session on `ino` whose complete version is `old`.
+    async fn new_version(
+        &self,
+        ino: Ino,
+        old: Content,
+        truncate: bool,
+    ) -> Result<File, WriteError> {
+        let (spool, file) = match (&old, truncate) {
+            (Content::Spool(s), false) => self.spool.copy_of(s),
+            _ => self.spool.new_file(),
+        }
+        .map_err(|source| WriteError::Spool {
+            op: "create a file in",
+            dir: self.spool.dir().to_path_buf(),
+            source,
+        })?;
+        if !truncate {
+            if let Err(e) = self.copy_up(&old, &file).await {
+                self.spool.remove(&[spool]);
+                return Err(e);
+            }
+        }
+        self.ns.update_file(ino, truncate, |f| {
+            f.origin = Some(old);
+            f.content = Content::Spool(spool);
+            if truncate {
+                f.size = 0;
+                f.generation += 1;
+                f.mtime = SystemTime::now();
+            }
+        })?;
+        Ok(file)
+    }
+
+    /// Opens the spool version another writer of `ino` already uses.
+    fn join_version(&self, ino: Ino, truncate: bool) -> Result<File, WriteError> {
+        let Content::Spool(spool) = self.ns.content(ino)? else {
+            unreachable!("a file with writers has a spool version")
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&spool.path)
+            .map_err(WriteError::file(&spool.path))?;
+        if truncate {
+            file.set_len(0).map_err(WriteError::file(&spool.path))?;
+            self.ns.update_file(ino, true, |f| {
+                f.size = 0;
+                f.generation += 1;
+                f.mtime = SystemTime::now();
+            })?;
+        }
+        Ok(file)
+    }
+
+    /// Copies a stored item's bytes into `file` (spool versions are
+    /// copied by [`Spool::copy_of`] already).
+    async fn copy_up(&self, old: &Content, file: &File) -> Result<(), WriteError> {
+        const STEP: u64 = 8 << 20;
+        let item = match old {
+            Content::Spool(_) => return Ok(()),
+            Content::Base(i) => self.ns.tree().item(*i).clone(),
+            Content::Committed(c) => c.item.clone(),
+        };
+        let mut offset = 0;
+        while offset < item.size {
+            let bytes = self.reader.read(&item, offset, STEP).await?;
+            file.write_all_at(&bytes, offset)
+                .map_err(|source| WriteError::SpoolFile {
+                    path: PathBuf::from("(copy-up)"),
+                    source,
+                })?;
+            offset += bytes.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn writable(&self, fh: u64) -> Result<(Ino, Arc<File>), WriteError> {
+        let handles = self.handles.lock();
+        let h = handles.get(&fh).ok_or(WriteError::BadHandle)?;
+        Ok((h.ino, h.file.clone().ok_or(WriteError::BadHandle)?))
+    }
+
+    /// Writes `data` at `offset` through handle `fh`.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<Attr, WriteError> {
+        let (ino, file) = self.writable(fh)?;
+        file.write_all_at(data, offset)
+            .map_err(|source| WriteError::SpoolFile {
+                path: PathBuf::from(format!("(inode {ino})")),
+                source,
+            })?;
+        let end = offset + data.len() as u64;
+        self.ns.update_file(ino, true, |f| {
+            f.size = f.size.max(end);
+            f.generation += 1;
+            f.mtime = SystemTime::now();
+        })?;
+        Ok(self.ns.attr(ino)?)
+    }
+
+    /// Sets the size of file `ino` (through `fh` if given).
+    pub async fn set_size(&self, ino: Ino, fh: Option<u64>, size: u64) -> Result<(), WriteError> {
+        let writable = fh.and_then(|fh| self.writable(fh).ok());
+        let (file, session) = match writable {
+            Some((_, file)) => (file, None),
+            None => {
+                let fh = self.open(ino, true, size == 0).await?;
+                (self.writable(fh)?.1, Some(fh))
+            }
+        };
+        let result = file
+            .set_len(size)
+            .map_err(|source| WriteError::SpoolFile {
+                path: PathBuf::from(format!("(inode {ino})")),
+                source,
+            })
+            .and_then(|()| {
+                Ok(self.ns.update_file(ino, true, |f| {
+                    f.size = size;
+                    f.generation += 1;
+                    f.mtime = SystemTime::now();
+                })?)
+            });
+        if let Some(fh) = session {
+            self.release(fh);
+        }
+        result
+    }
+
+    /// Closes handle `fh`. The last writer's close makes its version the
+    /// file's complete one, due at the next flush.
+    pub fn release(&self, fh: u64) {
+        let Some(h) = self.handles.lock().remove(&fh) else {
+            return;
+        };
+        let writer = h.file.is_some();
+        let released = self.ns.update_file(h.ino, writer, |f| {
+            if h.counted {
+                f.opens -= 1;
+            }
+            if !writer {
+                return (None, false);
+            }
+            f.writers -= 1;
+            if f.writers > 0 {
+                return (None, false);
+            }
+            (f.origin.take(), true)
+        });
+        let (superseded, sealed) = match released {
+            Ok(r) => r,
+            Err(e) => {
+                warn!("closing inode {}: {e}", h.ino);
+                return;
+            }
+        };
+        if let Some(Content::Spool(old)) = superseded {
+            self.spool.remove(&[old]);
+        }
+        self.spool.remove(&self.ns.release_if_unused(h.ino));
+        if sealed {
+            let size = self.ns.attr(h.ino).map_or(0, |a| a.size);
+            let mut pending = self.pending.lock();
+            pending.0 += 1;
+            pending.1 += size;
+            if pending.0 >= self.options.pack_items || pending.1 >= self.options.pack_bytes {
+                *pending = (0, 0);
+                self.wake.notify_one();
+            }
+        }
+    }
+
+    /// Frees the spool files of `ino` once it has neither a name nor an
+    /// open handle (after unlink, or a rename that replaced it).
+    pub fn forget_if_unused(&self, ino: Ino) {
+        self.spool.remove(&self.ns.release_if_unused(ino));
+    }
+
+    /// `fsync` of file `ino`: its bytes as they are now, even while it is
+    /// open for writing, are committed with everything else before this
+    /// returns.
+    pub async fn sync_file(&self, ino: Ino) -> Result<(), WriteError> {
+        let current = self
+            .ns
+            .update_existing_file(ino, |f| (f.writers > 0).then(|| f.content.clone()));
+        if let Some(Some(Content::Spool(current))) = current {
+            // The open version keeps changing: commit a copy of it as the
+            // file's complete version.
+            let _one_at_a_time = self.open_lock.lock().await;
+            let (copy, _) = self
+                .spool
+                .copy_of(&current)
+                .map_err(WriteError::file(&current.path))?;
+            let replaced = self
+                .ns
+                .update_file(ino, true, |f| f.origin.replace(Content::Spool(copy)))?;
+            if let Some(Content::Spool(old)) = replaced {
+                self.spool.remove(&[old]);
+            }
+        }
+        self.sync().await
+    }
+
+    /// Flushes everything changed so far and waits until it is committed.
+    pub async fn sync(&self) -> Result<(), WriteError> {
+        let ticket = self.requested.fetch_add(1, Ordering::SeqCst) + 1;
+        self.wake.notify_one();
+        let mut status = self.status.subscribe();
+        let status = status
+            .wait_for(|s| s.done >= ticket)
+            .await
+            .map_err(|_| WriteError::Flush("the mount is shutting down".into()))?;
+        match &status.error {
+            Some(e) => Err(WriteError::Flush(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// The flusher: waits for a reason to flush, flushes, reports. Runs
+    /// until the writer is dropped.
+    pub async fn run_flusher(self: Arc<Self>) {
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            let woken = tokio::time::timeout(self.options.idle_flush, self.wake.notified()).await;
+            let ticket = self.requested.load(Ordering::SeqCst);
+            let idle = woken.is_err();
+            if idle && !self.flusher.has_changes() && ticket == self.status.borrow().done {
+                continue;
+            }
+            let result = self.flush().await;
+            if let Err(e) = &result {
+                warn!("flush failed (retrying in {backoff:?}): {e}");
+            }
+            self.status.send_replace(FlushStatus {
+                done: ticket,
+                error: result.as_ref().err().map(|e| e.to_string()),
+            });
+            if result.is_err() {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+                self.wake.notify_one();
+            } else {
+                backoff = Duration::from_millis(200);
+            }
+        }
+    }
+
+    /// One flush: commits every change so far (see [`flush::Flusher`]).
+    pub async fn flush(&self) -> Result<(), WriteError> {
+        let unused = self.flusher.flush().await?;
+        self.spool.remove(&unused);
+        Ok(())
+    }
+
+    /// The spool file of a version being read, for [`Content::Spool`].
+    pub fn read_spool(spool: &SpoolFile, offset: u64, size: u32) -> std::io::Result<Vec<u8>> {
+        let file = File::open(&spool.path)?;
+        let mut buf = vec![0u8; size as usize];
+        let mut filled = 0;
+        while filled < buf.len() {
+            match file.read_at(&mut buf[filled..], offset + filled as u64)? {
+                0 => break,
+                n => filled += n,
+            }
+        }
+        buf.truncate(filled);
+        Ok(buf)
+    }
+}

@@ -1,0 +1,136 @@
+//! The spool: a private local directory holding the bytes of files written
+//! through the mount until a flush has packed and committed them.
+//!
+//! Layout: `data/<n>` holds one version of one file; `lock` is held
+//! (`flock`) by the one mount using the directory. Files found in `data/`
+//! at open belong to a mount that died before committing them: they are
+//! moved to `lost+found/<unix time>/` and reported, never deleted.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tracing::warn;
+
+/// How long opening waits for another mount to release the spool (a
+/// mount of the same place that was just unmounted may still be committing).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+use super::WriteError;
+use crate::namespace::SpoolFile;
+
+/// A spool directory in use by this mount.
+#[derive(Debug)]
+pub struct Spool {
+    dir: PathBuf,
+    data: PathBuf,
+    next: AtomicU64,
+    /// Held for the spool's lifetime: the flock is released on close.
+    _lock: File,
+}
+
+impl Spool {
+    /// Opens (creating it 0700) the spool at `dir` for this mount alone.
+    pub fn open(dir: &Path) -> Result<Spool, WriteError> {
+        let io = |op: &'static str| {
+            let dir = dir.to_path_buf();
+            move |source| WriteError::Spool { op, dir, source }
+        };
+        let lock = crate::private_dir::lock(dir, LOCK_WAIT)
+            .map_err(io("lock"))?
+            .ok_or_else(|| WriteError::SpoolInUse {
+                dir: dir.to_path_buf(),
+            })?;
+        let data = dir.join("data");
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&data)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(io("create"))?;
+        let leftovers: Vec<PathBuf> = fs::read_dir(&data)
+            .map_err(io("list"))?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(io("list"))?;
+        if !leftovers.is_empty() {
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let lost = dir.join("lost+found").join(stamp.to_string());
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&lost)
+                .map_err(io("create lost+found in"))?;
+            for file in &leftovers {
+                let name = file.file_name().expect("a directory entry has a name");
+                fs::rename(file, lost.join(name)).map_err(io("move leftovers of"))?;
+            }
+            warn!(
+                "spool {}: {} file(s) of an earlier mount were never committed; \
+                 moved to {} for you to inspect",
+                dir.display(),
+                leftovers.len(),
+                lost.display()
+            );
+        }
+        Ok(Spool {
+            dir: dir.to_path_buf(),
+            data,
+            next: AtomicU64::new(0),
+            _lock: lock,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A new empty spool file, open for reading and writing.
+    pub fn new_file(&self) -> std::io::Result<(SpoolFile, File)> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.data.join(n.to_string());
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        Ok((SpoolFile { path }, file))
+    }
+
+    /// A new spool file holding a copy of `from`, open for reading and
+    /// writing (`copy_file_range`: a reflink or in-kernel copy).
+    pub fn copy_of(&self, from: &SpoolFile) -> std::io::Result<(SpoolFile, File)> {
+        let (to, file) = self.new_file()?;
+        fs::copy(&from.path, &to.path)?;
+        Ok((to, file))
+    }
+
+    /// Deletes spool files no version of any file uses any more.
+    pub fn remove(&self, files: &[SpoolFile]) {
+        for f in files {
+            if let Err(e) = fs::remove_file(&f.path) {
+                warn!("removing spool file {}: {e}", f.path.display());
+            }
+        }
+    }
+}
+
+/// The default spool of a mount: under `$XDG_STATE_HOME` (or
+/// `~/.local/state`), one directory per (location, ref, mountpoint), so a
+/// remount at the same place finds what a crashed mount left.
+pub fn default_dir(location: &str, ref_name: &str, mountpoint: &Path) -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir);
+    let key = format!("{location}\0{ref_name}\0{}", mountpoint.display());
+    let key = blake3::hash(key.as_bytes()).to_hex();
+    state.join("packfs/spool").join(&key[..16])
+}

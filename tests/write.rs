@@ -1,0 +1,291 @@
+//! Writes through a read-write mount: files copied or written in are
+//! packed, committed and read back byte for byte after a remount.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+/// A dataset with one item, `t/seed/readme.txt`, and an empty modality
+/// directory's worth of room: callers mkdir what they need.
+fn seeded(dir: &Path) -> std::path::PathBuf {
+    let src = dir.join("seed-src");
+    write_file(&src.join("t/seed/readme.txt"), b"seed\n");
+    let dataset = dir.join("ds");
+    import(&src, &dataset, &[]);
+    dataset
+}
+
+/// Data objects (packs, whole objects, chunks) of modality `t/<modality>`.
+fn objects(dataset: &Path, modality: &str) -> usize {
+    let dir = dataset.join("t").join(modality).join("0");
+    std::fs::read_dir(dir).map_or(0, |d| d.count())
+}
+
+fn diff_r(a: &Path, b: &Path) {
+    let out = Command::new("diff")
+        .arg("-r")
+        .arg(a)
+        .arg(b)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "diff -r {a:?} {b:?}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn cp_r_of_2000_files_is_packed_committed_and_survives_a_remount() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = seeded(tmp.path());
+    let src = tmp.path().join("src");
+    let mut rng = Rng::new(42);
+    let mut files = 0usize;
+    for d in 0..10 {
+        for i in 0..200 {
+            let len = match i % 50 {
+                0 => 0,
+                1 => 1_500_000 + rng.below(1_000_000) as usize,
+                _ => rng.below(64 << 10) as usize,
+            };
+            write_file(&src.join(format!("d{d}/f{i:04}.bin")), &rng.bytes(len));
+            files += 1;
+        }
+    }
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    let m = Mounted::writable(&dataset, &mnt, &spool, &["--pack-items", "256"]);
+    std::fs::create_dir(m.path.join("t/img")).unwrap();
+    run_ok(
+        "cp",
+        &[
+            "-r",
+            &format!("{}/.", src.display()),
+            m.path.join("t/img").to_str().unwrap(),
+        ],
+    );
+    diff_r(&src, &m.path.join("t/img"));
+    m.unmount();
+
+    // Committed: a read-only remount serves exactly the source.
+    let m = Mounted::new(&dataset, &mnt, &[]);
+    diff_r(&src, &m.path.join("t/img"));
+    assert_eq!(
+        std::fs::read(m.path.join("t/seed/readme.txt")).unwrap(),
+        b"seed\n"
+    );
+    m.unmount();
+    packfs_ok(&["verify", dataset.to_str().unwrap()]);
+    let packs = objects(&dataset, "img");
+    let least = files.div_ceil(256);
+    assert!(
+        (least..=2 * least).contains(&packs),
+        "{files} files with --pack-items 256 became {packs} objects"
+    );
+    let log = String::from_utf8(packfs_ok(&["log", dataset.to_str().unwrap()]).stdout).unwrap();
+    assert!(log.contains("packfs/"), "{log}");
+    // The spool holds nothing once everything is committed.
+    assert_eq!(std::fs::read_dir(spool.join("data")).unwrap().count(), 0);
+}
+
+/// What a file should hold, kept alongside the real writes.
+struct Model(BTreeMap<String, Vec<u8>>);
+
+impl Model {
+    fn check(&self, root: &Path) {
+        for (rel, bytes) in &self.0 {
+            let got = std::fs::read(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            assert!(
+                got == *bytes,
+                "{rel}: {} bytes, expected {}",
+                got.len(),
+                bytes.len()
+            );
+        }
+        let (_, listed) = walk(&root.join("t/m"));
+        let mut listed: Vec<String> = listed
+            .iter()
+            .map(|p| format!("t/m/{}", p.display()))
+            .collect();
+        listed.sort();
+        let expected: Vec<&String> = self.0.keys().filter(|k| k.starts_with("t/m/")).collect();
+        assert_eq!(listed.iter().collect::<Vec<_>>(), expected);
+    }
+}
+
+#[test]
+fn writes_truncates_overwrites_renames_and_unlinks_survive_a_remount() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let mut rng = Rng::new(7);
+    let mut model = Model(BTreeMap::new());
+    for name in ["a", "b", "c", "dir/x", "dir/y"] {
+        let len = 10_000 + rng.below(50_000) as usize;
+        let bytes = rng.bytes(len);
+        write_file(&src.join("t/m").join(name), &bytes);
+        model.0.insert(format!("t/m/{name}"), bytes);
+    }
+    let dataset = tmp.path().join("ds");
+    import(&src, &dataset, &[]);
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    let m = Mounted::writable(&dataset, &mnt, &spool, &[]);
+    let p = |rel: &str| m.path.join(rel);
+
+    // Random-offset writes, with a hole, into a new file.
+    let f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(p("t/m/new"))
+        .unwrap();
+    let mut expect = vec![0u8; 0];
+    for _ in 0..40 {
+        let (off, len) = (rng.below(300_000) as usize, 1 + rng.below(20_000) as usize);
+        let data = rng.bytes(len);
+        f.write_all_at(&data, off as u64).unwrap();
+        if expect.len() < off + len {
+            expect.resize(off + len, 0);
+        }
+        expect[off..off + len].copy_from_slice(&data);
+    }
+    // Truncate down, then up (the new tail reads as zeros).
+    f.set_len(100_000).unwrap();
+    expect.truncate(100_000);
+    f.set_len(150_000).unwrap();
+    expect.resize(150_000, 0);
+    drop(f);
+    model.0.insert("t/m/new".into(), expect);
+
+    // Overwrite inside a packed item: its old bytes are copied up first.
+    let f = OpenOptions::new().write(true).open(p("t/m/a")).unwrap();
+    f.write_all_at(b"PATCHED", 5000).unwrap();
+    drop(f);
+    model.0.get_mut("t/m/a").unwrap()[5000..5007].copy_from_slice(b"PATCHED");
+    // Overwrite with truncation, and truncate a packed item by path.
+    std::fs::write(p("t/m/b"), b"short now").unwrap();
+    model.0.insert("t/m/b".into(), b"short now".to_vec());
+    OpenOptions::new()
+        .write(true)
+        .open(p("t/m/c"))
+        .unwrap()
+        .set_len(1234)
+        .unwrap();
+    model.0.get_mut("t/m/c").unwrap().truncate(1234);
+
+    // Renames: a packed item, a directory, a new file over an existing one.
+    std::fs::rename(p("t/m/dir/x"), p("t/m/x-renamed")).unwrap();
+    let x = model.0.remove("t/m/dir/x").unwrap();
+    model.0.insert("t/m/x-renamed".into(), x);
+    std::fs::rename(p("t/m/dir"), p("t/m/dir2")).unwrap();
+    let y = model.0.remove("t/m/dir/y").unwrap();
+    model.0.insert("t/m/dir2/y".into(), y);
+    std::fs::write(p("t/m/tmp"), b"replacement").unwrap();
+    std::fs::rename(p("t/m/tmp"), p("t/m/x-renamed")).unwrap();
+    model
+        .0
+        .insert("t/m/x-renamed".into(), b"replacement".to_vec());
+
+    // Unlinks: a packed item and a new file.
+    std::fs::remove_file(p("t/m/c")).unwrap();
+    model.0.remove("t/m/c");
+    std::fs::write(p("t/m/gone"), b"x").unwrap();
+    std::fs::remove_file(p("t/m/gone")).unwrap();
+
+    // A new modality; items cannot cross modalities in place (mv copies).
+    std::fs::create_dir(p("t/other")).unwrap();
+    let err = std::fs::rename(p("t/m/new"), p("t/other/new")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EXDEV));
+    std::fs::write(p("t/other/o"), b"other").unwrap();
+    model.0.insert("t/other/o".into(), b"other".to_vec());
+    // Nothing may live above a modality, and names are bounded.
+    let err = std::fs::write(p("t/loose"), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EPERM));
+    let err = std::fs::write(p(&format!("t/m/{}", "n".repeat(256))), b"x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENAMETOOLONG));
+
+    model.check(&m.path);
+    m.unmount();
+    let m = Mounted::new(&dataset, &mnt, &[]);
+    model.check(&m.path);
+    m.unmount();
+    packfs_ok(&["verify", dataset.to_str().unwrap()]);
+}
+
+#[test]
+fn fsync_returns_after_the_commit() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = seeded(tmp.path());
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    // An idle delay far longer than the test: only fsync can commit.
+    let m = Mounted::writable(&dataset, &mnt, &spool, &[]);
+    let path = m.path.join("t/seed/new.txt");
+    let f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    f.write_all_at(b"durable", 0).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let ds = dataset.to_str().unwrap();
+    let log = String::from_utf8(packfs_ok(&["log", ds, "-n", "1"]).stdout).unwrap();
+    assert!(log.contains(" mount"), "{log}");
+    assert_eq!(packfs_ok(&["cat", ds, "t/seed/new.txt"]).stdout, b"durable");
+}
+
+#[test]
+fn two_mounts_writing_different_files_keep_both() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = seeded(tmp.path());
+    let a = Mounted::writable(
+        &dataset,
+        &tmp.path().join("mnt-a"),
+        &tmp.path().join("spool-a"),
+        &[],
+    );
+    let b = Mounted::writable(
+        &dataset,
+        &tmp.path().join("mnt-b"),
+        &tmp.path().join("spool-b"),
+        &[],
+    );
+    for i in 0..50 {
+        std::fs::write(a.path.join(format!("t/seed/a{i}")), format!("from a {i}")).unwrap();
+        std::fs::write(b.path.join(format!("t/seed/b{i}")), format!("from b {i}")).unwrap();
+    }
+    // Commit a first, then b onto a ref a has moved: b must merge.
+    Command::new("sync")
+        .arg("-f")
+        .arg(a.path.join("t/seed"))
+        .status()
+        .unwrap();
+    a.unmount();
+    b.unmount();
+    let m = Mounted::new(&dataset, &tmp.path().join("mnt-a"), &[]);
+    for i in 0..50 {
+        for who in ["a", "b"] {
+            let got = std::fs::read_to_string(m.path.join(format!("t/seed/{who}{i}"))).unwrap();
+            assert_eq!(got, format!("from {who} {i}"));
+        }
+    }
+    m.unmount();
+    packfs_ok(&["verify", dataset.to_str().unwrap()]);
+    let log = String::from_utf8(packfs_ok(&["log", dataset.to_str().unwrap(), "-n", "1"]).stdout)
+        .unwrap();
+    assert!(
+        log.contains("Merge:"),
+        "b's commit was merged onto a's: {log}"
+    );
+}
