@@ -197,6 +197,9 @@ pub struct MountArgs {
     /// …or once they hold this many bytes (also the largest pack).
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     pub pack_bytes: u64,
+    /// Commit after this many seconds without a change.
+    #[arg(long, default_value_t = WriteOptions::default().idle_flush.as_secs_f64())]
+    pub idle_flush: f64,
 }
 
 impl MountArgs {
@@ -219,6 +222,7 @@ impl MountArgs {
                 spool_dir: self.spool_dir.clone(),
                 pack_items: self.pack_items,
                 pack_bytes: self.pack_bytes,
+                idle_flush: std::time::Duration::from_secs_f64(self.idle_flush.max(0.01)),
                 ..WriteOptions::default()
             },
         }

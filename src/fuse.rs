@@ -196,11 +196,11 @@ impl PackFs {
         file_attr(attr, self.uid, self.gid)
     }
 
-    /// Frees what a file that lost its name held, once nothing uses it.
-    fn forget_if_unused(&self, ino: Option<Ino>) {
-        if let (Some(writer), Some(ino)) = (&self.writer, ino) {
-            writer.forget_if_unused(ino);
-        }
+    /// The write side, or EROFS on a read-only mount.
+    fn writer(&self) -> Result<&Writer, WriteError> {
+        self.writer
+            .as_deref()
+            .ok_or(WriteError::Namespace(NsError::ReadOnly))
     }
 
     /// Answers `reply` once everything written so far (and file `ino` as
@@ -226,7 +226,7 @@ impl PackFs {
 }
 
 /// Answers an operation that returns nothing but success or an error.
-fn reply_empty(reply: ReplyEmpty, result: Result<(), NsError>) {
+fn reply_empty(reply: ReplyEmpty, result: Result<(), WriteError>) {
     match result {
         Ok(()) => reply.ok(),
         Err(e) => reply.error(errno(&e.into())),
@@ -576,19 +576,23 @@ impl Filesystem for PackFs {
         reply: ReplyEntry,
     ) {
         let perm = (mode & !umask & 0o7777) as u16;
-        match self.ns.mkdir(parent.0, name.as_encoded_bytes(), perm) {
+        let made = self
+            .writer()
+            .and_then(|w| w.mkdir(parent.0, name.as_encoded_bytes(), perm));
+        match made {
             Ok(attr) => reply.entry(&TTL, &self.file_attr(&attr), Generation(0)),
             Err(e) => reply.error(errno(&e.into())),
         }
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let unlinked = self.ns.unlink(parent.0, name.as_encoded_bytes());
-        reply_empty(reply, unlinked.map(|ino| self.forget_if_unused(Some(ino))));
+        let name = name.as_encoded_bytes();
+        reply_empty(reply, self.writer().and_then(|w| w.unlink(parent.0, name)));
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        reply_empty(reply, self.ns.rmdir(parent.0, name.as_encoded_bytes()));
+        let name = name.as_encoded_bytes();
+        reply_empty(reply, self.writer().and_then(|w| w.rmdir(parent.0, name)));
     }
 
     fn rename(
@@ -604,12 +608,9 @@ impl Filesystem for PackFs {
         if !flags.is_empty() {
             return reply.error(Errno::EINVAL); // no RENAME_NOREPLACE/EXCHANGE
         }
-        let (name, newname) = (name.as_encoded_bytes(), newname.as_encoded_bytes());
-        let renamed = self.ns.rename(parent.0, name, newparent.0, newname);
-        reply_empty(
-            reply,
-            renamed.map(|replaced| self.forget_if_unused(replaced)),
-        );
+        let from = (parent.0, name.as_encoded_bytes());
+        let to = (newparent.0, newname.as_encoded_bytes());
+        reply_empty(reply, self.writer().and_then(|w| w.rename(from, to)));
     }
 
     fn read(

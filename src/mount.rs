@@ -15,7 +15,7 @@ use crate::fuse::PackFs;
 use crate::namespace::Namespace;
 use crate::reader::ItemReader;
 use crate::tree::{Tree, TreeError};
-use crate::write::{default_dir as default_spool_dir, WriteError, WriteOptions, Writer};
+use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
 
 /// Settings of a mount.
 #[derive(Clone, Debug)]
@@ -258,7 +258,28 @@ fn open_session(
     options: &MountOptions,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<fuser::Session<PackFs>, MountError> {
+    let disk = match &options.cache_dir {
+        Some(dir) => Some(DiskCache::open(dir, options.cache_dir_bytes)?),
+        None => None,
+    };
+    let reader = ItemReader::new(dataset.store().clone(), options.cache.clone(), disk);
+    let spool = (!options.read_only).then(|| {
+        options.write.spool_dir.clone().unwrap_or_else(|| {
+            default_spool_dir(dataset.store().location(), &options.ref_name, mountpoint)
+        })
+    });
     let tree = runtime.block_on(async {
+        // What a mount that died left in this spool is committed first.
+        if let Some(spool) = &spool {
+            recover(
+                dataset,
+                &options.ref_name,
+                reader.clone(),
+                spool,
+                &options.write,
+            )
+            .await?;
+        }
         Ok::<_, MountError>(Tree::build(dataset.snapshot(&options.ref_name).await?)?)
     })?;
     info!(
@@ -269,18 +290,10 @@ fn open_session(
     );
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let disk = match &options.cache_dir {
-        Some(dir) => Some(DiskCache::open(dir, options.cache_dir_bytes)?),
-        None => None,
-    };
-    let reader = ItemReader::new(dataset.store().clone(), options.cache.clone(), disk);
     let ns = Arc::new(Namespace::new(tree, !options.read_only));
-    let writer = match options.read_only {
-        true => None,
-        false => {
-            let spool = options.write.spool_dir.clone().unwrap_or_else(|| {
-                default_spool_dir(dataset.store().location(), &options.ref_name, mountpoint)
-            });
+    let writer = match spool {
+        None => None,
+        Some(spool) => {
             let writer = Writer::new(
                 ns.clone(),
                 dataset.clone(),

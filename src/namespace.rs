@@ -131,8 +131,8 @@ pub struct FileNode {
     pub origin: Option<Content>,
     /// The modality directory the file belongs to (files never leave it).
     pub modality: Ino,
-    /// Still has a name (not unlinked or replaced).
-    pub linked: bool,
+    /// Its directory and name; `None` once unlinked or replaced.
+    pub link: Option<(Ino, Box<str>)>,
 }
 
 #[derive(Clone, Debug)]
@@ -278,7 +278,7 @@ impl Namespace {
                 size: f.size,
                 mtime: f.mtime,
                 perm: f.perm,
-                nlink: u32::from(f.linked),
+                nlink: u32::from(f.link.is_some()),
             });
         }
         if let Some(d) = o.dirs.get(&ino) {
@@ -428,7 +428,7 @@ impl Namespace {
                     opens: 1,
                     origin: None,
                     modality,
-                    linked: true,
+                    link: Some((parent, name.clone())),
                 },
             );
             c.insert(parent, name, ino, now)?;
@@ -561,11 +561,18 @@ impl Namespace {
                     .children
                     .remove(&target_name);
             }
-            if kind == Kind::Dir {
-                c.materialize(ino)?;
-                let dir = c.o.dirs.get_mut(&ino).expect("materialized");
-                dir.parent = new_parent;
-                dir.name = target_name.clone();
+            match kind {
+                Kind::Dir => {
+                    c.materialize(ino)?;
+                    let dir = c.o.dirs.get_mut(&ino).expect("materialized");
+                    dir.parent = new_parent;
+                    dir.name = target_name.clone();
+                }
+                Kind::File => {
+                    c.ensure_file(ino)?;
+                    let file = c.o.files.get_mut(&ino).expect("just ensured");
+                    file.link = Some((new_parent, target_name.clone()));
+                }
             }
             c.insert(new_parent, target_name, ino, now)?;
             if let Some(old) = replaced {
@@ -588,31 +595,7 @@ impl Namespace {
         f: impl FnOnce(&mut FileNode) -> T,
     ) -> Result<T, NsError> {
         self.change(|c| {
-            if !c.o.files.contains_key(&ino) {
-                let (id, node) = c.ns.tree_node(ino).ok_or(NsError::NotFound)?;
-                let NodeKind::File(item) = node.kind else {
-                    return Err(NsError::IsADirectory);
-                };
-                let modality = c
-                    .modality_of(tree_ino(node.parent))?
-                    .expect("tree files are below a modality");
-                let _ = id;
-                c.o.files.insert(
-                    ino,
-                    FileNode {
-                        content: Content::Base(item),
-                        size: c.ns.tree.item(item).size,
-                        mtime: c.ns.base_mtime,
-                        perm: 0o644,
-                        generation: 0,
-                        writers: 0,
-                        opens: 0,
-                        origin: None,
-                        modality,
-                        linked: true,
-                    },
-                );
-            }
+            c.ensure_file(ino)?;
             let file = c.o.files.get_mut(&ino).expect("just ensured");
             let out = f(file);
             if changes_content {
@@ -642,7 +625,7 @@ impl Namespace {
         };
         let mut o = overlay.write();
         match o.files.get(&ino) {
-            Some(f) if !f.linked && f.opens == 0 => {
+            Some(f) if f.link.is_none() && f.opens == 0 => {
                 let f = o.files.remove(&ino).expect("present");
                 spool_files(&f)
             }
@@ -739,6 +722,59 @@ impl Namespace {
         unused
     }
 
+    /// The path of file `ino` from the root, if it still has a name.
+    pub fn file_path(&self, ino: Ino) -> Result<Option<String>, NsError> {
+        let link = match self
+            .overlay
+            .as_ref()
+            .and_then(|o| o.read().files.get(&ino).map(|f| f.link.clone()))
+        {
+            Some(link) => link,
+            None => {
+                let (_, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
+                Some((tree_ino(node.parent), node.name.clone()))
+            }
+        };
+        let Some((parent, name)) = link else {
+            return Ok(None);
+        };
+        let mut parts = self.dir_path(parent)?;
+        parts.push(name.to_string());
+        Ok(Some(parts.join("/")))
+    }
+
+    /// Makes `name` in `parent` a closed file whose complete version is the
+    /// spool file `spool` of `size` bytes, creating it or replacing its
+    /// content (crash recovery replays the journal through this).
+    pub fn put_file(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        spool: SpoolFile,
+        size: u64,
+    ) -> Result<Ino, NsError> {
+        let ino = match self.lookup(parent, name) {
+            Ok(ino) => ino,
+            Err(NsError::NotFound) => {
+                let ino = self.create(parent, name, spool.clone(), 0o644)?.ino;
+                self.update_file(ino, true, |f| {
+                    f.writers = 0;
+                    f.opens = 0;
+                    f.size = size;
+                })?;
+                return Ok(ino);
+            }
+            Err(e) => return Err(e),
+        };
+        self.update_file(ino, true, |f| {
+            f.content = Content::Spool(spool);
+            f.size = size;
+            f.generation += 1;
+            f.mtime = SystemTime::now();
+        })?;
+        Ok(ino)
+    }
+
     /// Sets the mode and/or mtime of directory `ino`.
     pub fn update_dir(
         &self,
@@ -811,8 +847,40 @@ impl Change<'_> {
 
     fn unlinked(&mut self, ino: Ino) {
         if let Some(f) = self.o.files.get_mut(&ino) {
-            f.linked = false;
+            f.link = None;
         }
+    }
+
+    /// Adds tree file `ino` to the overlay (unchanged) unless it is there.
+    fn ensure_file(&mut self, ino: Ino) -> Result<(), NsError> {
+        if self.o.files.contains_key(&ino) {
+            return Ok(());
+        }
+        let (_, node) = self.ns.tree_node(ino).ok_or(NsError::NotFound)?;
+        let NodeKind::File(item) = node.kind else {
+            return Err(NsError::IsADirectory);
+        };
+        let parent = tree_ino(node.parent);
+        let modality = self
+            .modality_of(parent)?
+            .expect("tree files are below a modality");
+        self.o.files.insert(
+            ino,
+            FileNode {
+                content: Content::Base(item),
+                size: self.ns.tree.item(item).size,
+                mtime: self.ns.base_mtime,
+                perm: 0o644,
+                generation: 0,
+                writers: 0,
+                opens: 0,
+                origin: None,
+                modality,
+                // A tree file that was moved is in the overlay already.
+                link: Some((parent, node.name.clone())),
+            },
+        );
+        Ok(())
     }
 
     /// The children of `dir` with names and kinds.

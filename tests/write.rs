@@ -289,3 +289,71 @@ fn two_mounts_writing_different_files_keep_both() {
         "b's commit was merged onto a's: {log}"
     );
 }
+
+#[test]
+fn closed_files_survive_kill_9_and_are_committed_by_the_next_mount() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = seeded(tmp.path());
+    let ds = dataset.to_str().unwrap();
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    // No idle commit: only the journal can save what is written here.
+    let m = Mounted::writable(&dataset, &mnt, &spool, &["--idle-flush", "3600"]);
+    let p = |rel: &str| m.path.join(rel);
+    let mut rng = Rng::new(9);
+    let mut closed = BTreeMap::new();
+    std::fs::create_dir(p("t/seed/dir")).unwrap();
+    for i in 0..30 {
+        let len = rng.below(100_000) as usize;
+        let bytes = rng.bytes(len);
+        std::fs::write(p(&format!("t/seed/dir/f{i}")), &bytes).unwrap();
+        closed.insert(format!("t/seed/dir/f{i}"), bytes);
+    }
+    std::fs::rename(p("t/seed/dir/f0"), p("t/seed/moved")).unwrap();
+    let moved = closed.remove("t/seed/dir/f0").unwrap();
+    closed.insert("t/seed/moved".into(), moved);
+    std::fs::remove_file(p("t/seed/dir/f1")).unwrap();
+    closed.remove("t/seed/dir/f1");
+    std::fs::remove_file(p("t/seed/readme.txt")).unwrap();
+    // Half-written at the kill: must not be committed as if complete.
+    let open = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(p("t/seed/open"))
+        .unwrap();
+    open.write_all_at(b"half", 0).unwrap();
+
+    let log = String::from_utf8(packfs_ok(&["log", ds]).stdout).unwrap();
+    assert!(
+        !log.contains(" mount"),
+        "nothing may be committed yet: {log}"
+    );
+    // SAFETY: killing the daemon this test started.
+    unsafe { libc::kill(m.pid.expect("daemon pid") as i32, libc::SIGKILL) };
+    wait_until(
+        "the daemon to die",
+        std::time::Duration::from_secs(10),
+        || !Path::new(&format!("/proc/{}", m.pid.unwrap())).exists(),
+    );
+    drop(open);
+    m.unmount(); // clears the dead mount
+
+    let m = Mounted::writable(&dataset, &mnt, &spool, &[]);
+    for (rel, bytes) in &closed {
+        assert_eq!(&std::fs::read(m.path.join(rel)).unwrap(), bytes, "{rel}");
+    }
+    assert!(!m.path.join("t/seed/readme.txt").exists());
+    assert!(!m.path.join("t/seed/dir/f1").exists());
+    assert!(
+        !m.path.join("t/seed/open").exists(),
+        "a half-written file was committed"
+    );
+    m.unmount();
+    packfs_ok(&["verify", ds]);
+    let log = String::from_utf8(packfs_ok(&["log", ds]).stdout).unwrap();
+    assert!(log.contains(" mount"), "the next mount committed: {log}");
+    // The half-written file's bytes are kept aside, not deleted.
+    let lost = walk(&spool.join("lost+found")).1;
+    assert_eq!(lost.len(), 1, "{lost:?}");
+}

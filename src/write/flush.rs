@@ -6,8 +6,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tracing::info;
+use tracing::{info, warn};
 
+use super::journal::Journal;
 use super::{WriteError, WriteOptions};
 use crate::dataset::{
     writer_string, ChunkRef, Dataset, DatasetError, Item, ItemSource, TrackContent, TrackUpdate,
@@ -20,6 +21,10 @@ use crate::namespace::{
     ROOT_INO,
 };
 use crate::store::StoreError;
+
+/// A spooled file just committed: its inode, the uploaded version and its
+/// generation, and the item it now is.
+type Committed = (Ino, SpoolFile, u64, Arc<CommittedItem>);
 
 /// Tracks of the mounted Manifest, by id, indexed by item name.
 type BaseTracks = HashMap<ObjectId, HashMap<String, TrackItem>>;
@@ -43,6 +48,7 @@ pub(super) struct Flusher {
     state: tokio::sync::Mutex<State>,
     /// The namespace change counter the last commit covered.
     committed_changes: AtomicU64,
+    journal: Arc<Journal>,
 }
 
 impl Flusher {
@@ -50,6 +56,7 @@ impl Flusher {
         ns: Arc<Namespace>,
         dataset: Dataset,
         ref_name: &str,
+        journal: Arc<Journal>,
         options: &WriteOptions,
     ) -> Self {
         let tree = ns.tree().clone();
@@ -75,6 +82,7 @@ impl Flusher {
                 tracks,
             }),
             committed_changes: AtomicU64::new(ns.changes()),
+            journal,
             ns,
             dataset,
             ref_name: ref_name.to_string(),
@@ -91,27 +99,37 @@ impl Flusher {
         let mut state = self.state.lock().await;
         let known: HashSet<Ino> = state.tracks.keys().copied().collect();
         let export = self.ns.export(&known)?;
+        // Journal records up to here are covered by this export (a record
+        // made later may repeat a change it holds: replay is idempotent).
+        let mark = self.journal.mark();
         if export.changes == self.committed_changes.load(Ordering::SeqCst) {
             return Ok(Vec::new());
         }
-        match self.commit(&mut state, &export).await {
-            Ok(unused) => {
-                self.committed_changes
-                    .store(export.changes, Ordering::SeqCst);
-                Ok(unused)
-            }
+        let done = match self.commit(&mut state, &export).await {
+            Ok(done) => done,
             Err(e) => {
                 self.ns.restore_dirty(&export.dirty);
-                Err(e)
+                return Err(e);
             }
+        };
+        self.committed_changes
+            .store(export.changes, Ordering::SeqCst);
+        // The journal moves to the new base before committed spool files
+        // go: a crash in between replays nothing that is gone.
+        if let Err(e) = self.journal.compact(state.own_tip, mark) {
+            warn!("rewriting the spool journal after a commit: {e}");
+            self.ns.restore_dirty(&export.dirty);
+            return Ok(Vec::new()); // keep the spool files the journal names
         }
+        Ok(self.ns.mark_committed(done))
     }
 
+    /// Uploads, builds Tracks, commits; returns the files now committed.
     async fn commit(
         &self,
         state: &mut State,
         export: &Export,
-    ) -> Result<Vec<SpoolFile>, WriteError> {
+    ) -> Result<Vec<Committed>, WriteError> {
         // 1. Upload the spool versions, sorted as the packer wants them.
         let mut uploads: Vec<(SourceFile, Ino, SpoolFile, u64)> = Vec::new();
         for m in &export.modalities {
@@ -214,7 +232,7 @@ impl Flusher {
                 Arc::new(CommittedItem { item, entry }),
             ));
         }
-        Ok(self.ns.mark_committed(done))
+        Ok(done)
     }
 
     /// The Track of modality `m` holding `files`: stored files keep their

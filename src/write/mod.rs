@@ -11,6 +11,8 @@
 //! `docs/SEMANTICS.md`.
 
 mod flush;
+mod journal;
+mod recover;
 mod spool;
 
 use std::collections::HashMap;
@@ -30,6 +32,8 @@ use crate::dataset::{Dataset, DatasetError};
 use crate::import::ImportError;
 use crate::namespace::{Attr, Content, Ino, Namespace, NsError, SpoolFile};
 use crate::reader::{ItemReader, ReadError};
+use journal::{Journal, Record};
+pub use recover::recover;
 pub use spool::{default_dir, Spool};
 
 /// Settings of a read-write mount. `Default` gives the documented defaults.
@@ -81,12 +85,20 @@ pub enum WriteError {
     },
     #[error("no such open file handle")]
     BadHandle,
+    #[error(
+        "spool {} holds changes of an earlier mount that are not committed yet; \
+         mount with this spool again to commit them",
+        dir.display()
+    )]
+    Unrecovered { dir: PathBuf },
     #[error("reading the old bytes of a file to change it: {0}")]
     CopyUp(#[from] ReadError),
     #[error("uploading written files: {0}")]
     Upload(#[from] ImportError),
     #[error("committing written files: {0}")]
     Commit(#[from] DatasetError),
+    #[error("the dataset tree of the spool journal's base: {0}")]
+    Tree(#[from] crate::tree::TreeError),
     /// A flush this request waited for failed.
     #[error("the flush failed: {0}; the data stays in the spool for the next attempt")]
     Flush(String),
@@ -130,6 +142,7 @@ pub struct Writer {
     open_lock: tokio::sync::Mutex<()>,
     /// Closed files and bytes waiting for a flush.
     pending: Mutex<(usize, u64)>,
+    journal: Arc<Journal>,
     flusher: flush::Flusher,
     wake: Notify,
     requested: AtomicU64,
@@ -139,7 +152,9 @@ pub struct Writer {
 
 impl Writer {
     /// The write side for `ns`, committing to `ref_name` of `dataset`,
-    /// spooling in `spool_dir` (`options.spool_dir` is not consulted).
+    /// spooling in `spool_dir` (`options.spool_dir` is not consulted). The
+    /// spool's journal must hold nothing uncommitted: run [`recover`] first.
+    /// Spool files nothing refers to are moved to `lost+found`.
     pub fn new(
         ns: Arc<Namespace>,
         dataset: Dataset,
@@ -149,9 +164,36 @@ impl Writer {
         options: WriteOptions,
     ) -> Result<Arc<Writer>, WriteError> {
         let spool = Spool::open(spool_dir)?;
+        let pending =
+            journal::read(&spool.journal_path()).map_err(spool.error("read the journal of"))?;
+        if pending.iter().any(|r| !matches!(r, Record::Base(_))) {
+            return Err(WriteError::Unrecovered {
+                dir: spool.dir().to_path_buf(),
+            });
+        }
+        spool
+            .quarantine_leftovers()
+            .map_err(spool.error("move leftovers of"))?;
+        let journal = Journal::create(&spool.journal_path(), ns.tree().manifest_id())
+            .map_err(spool.error("start the journal of"))?;
         info!("spool {}", spool.dir().display());
-        let flusher = flush::Flusher::new(ns.clone(), dataset, ref_name, &options);
-        Ok(Arc::new(Writer {
+        Ok(Self::build(
+            ns, dataset, ref_name, reader, spool, journal, options,
+        ))
+    }
+
+    fn build(
+        ns: Arc<Namespace>,
+        dataset: Dataset,
+        ref_name: &str,
+        reader: ItemReader,
+        spool: Spool,
+        journal: Journal,
+        options: WriteOptions,
+    ) -> Arc<Writer> {
+        let journal = Arc::new(journal);
+        let flusher = flush::Flusher::new(ns.clone(), dataset, ref_name, journal.clone(), &options);
+        Arc::new(Writer {
             ns,
             reader,
             spool,
@@ -159,12 +201,87 @@ impl Writer {
             next_fh: AtomicU64::new(1),
             open_lock: tokio::sync::Mutex::new(()),
             pending: Mutex::new((0, 0)),
+            journal,
             flusher,
             wake: Notify::new(),
             requested: AtomicU64::new(0),
             status: watch::Sender::new(FlushStatus::default()),
             options,
-        }))
+        })
+    }
+
+    /// Journals `record`; a failure is logged (the change itself stands,
+    /// but would not survive a crash before the next commit).
+    fn journal(&self, record: Record) {
+        if let Err(e) = self.journal.append(&record) {
+            warn!("journal of spool {}: {e}", self.spool.dir().display());
+        }
+    }
+
+    /// Journals that file `ino` is complete as its current spool version
+    /// (`Content::Spool` in `version`).
+    fn journal_put(&self, ino: Ino, version: &Content) {
+        let Content::Spool(spool) = version else {
+            return;
+        };
+        let (Ok(Some(path)), Some(file)) = (self.ns.file_path(ino), spool.path.file_name()) else {
+            return; // unlinked meanwhile: nothing to keep
+        };
+        let size = std::fs::metadata(&spool.path).map_or(0, |m| m.len());
+        self.journal(Record::Put {
+            path,
+            file: file.to_string_lossy().into_owned(),
+            size,
+        });
+    }
+
+    /// The path of entry `name` of directory `parent`.
+    fn entry_path(&self, parent: Ino, name: &[u8]) -> Result<String, WriteError> {
+        let mut parts = self.ns.dir_path(parent)?;
+        parts.push(String::from_utf8_lossy(name).into_owned());
+        Ok(parts.join("/"))
+    }
+
+    /// `mkdir`, journaled.
+    pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr, WriteError> {
+        let attr = self.ns.mkdir(parent, name, perm)?;
+        self.journal(Record::Mkdir {
+            path: self.entry_path(parent, name)?,
+        });
+        Ok(attr)
+    }
+
+    /// `rmdir`, journaled.
+    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), WriteError> {
+        self.ns.rmdir(parent, name)?;
+        self.journal(Record::Rmdir {
+            path: self.entry_path(parent, name)?,
+        });
+        Ok(())
+    }
+
+    /// `unlink`, journaled; frees the file's spool once nothing uses it.
+    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), WriteError> {
+        let ino = self.ns.unlink(parent, name)?;
+        self.journal(Record::Unlink {
+            path: self.entry_path(parent, name)?,
+        });
+        self.forget_if_unused(ino);
+        Ok(())
+    }
+
+    /// `rename`, journaled; frees a replaced file's spool once unused.
+    pub fn rename(&self, from: (Ino, &[u8]), to: (Ino, &[u8])) -> Result<(), WriteError> {
+        let record = Record::Rename {
+            from: self.entry_path(from.0, from.1)?,
+            to: self.entry_path(to.0, to.1)?,
+        };
+        let replaced = self.ns.rename(from.0, from.1, to.0, to.1)?;
+        self.journal(record);
+        if let Some(replaced) = replaced {
+            self.forget_if_unused(replaced);
+        }
+        Ok(())
     }
 
     fn add_handle(&self, handle: Handle) -> u64 {
@@ -394,6 +511,13 @@ impl Writer {
                 return;
             }
         };
+        if sealed {
+            // Journaled before the old version goes: a crash in between
+            // leaves a record pointing at the new one.
+            if let Ok(version) = self.ns.content(h.ino) {
+                self.journal_put(h.ino, &version);
+            }
+        }
         if let Some(Content::Spool(old)) = superseded {
             self.spool.remove(&[old]);
         }
@@ -431,9 +555,10 @@ impl Writer {
                 .spool
                 .copy_of(&current)
                 .map_err(WriteError::file(&current.path))?;
-            let replaced = self
-                .ns
-                .update_file(ino, true, |f| f.origin.replace(Content::Spool(copy)))?;
+            let replaced = self.ns.update_file(ino, true, |f| {
+                f.origin.replace(Content::Spool(copy.clone()))
+            })?;
+            self.journal_put(ino, &Content::Spool(copy));
             if let Some(Content::Spool(old)) = replaced {
                 self.spool.remove(&[old]);
             }

@@ -1,10 +1,11 @@
 //! The spool: a private local directory holding the bytes of files written
 //! through the mount until a flush has packed and committed them.
 //!
-//! Layout: `data/<n>` holds one version of one file; `lock` is held
-//! (`flock`) by the one mount using the directory. Files found in `data/`
-//! at open belong to a mount that died before committing them: they are
-//! moved to `lost+found/<unix time>/` and reported, never deleted.
+//! Layout: `data/<n>` holds one version of one file; `journal` lists the
+//! changes not committed yet (see `journal.rs`); `lock` is held (`flock`)
+//! by the one mount using the directory. Files a dead mount left that the
+//! journal does not name (files it never closed) are moved to
+//! `lost+found/<unix time>/` and reported, never deleted.
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -51,39 +52,72 @@ impl Spool {
                 _ => Err(e),
             })
             .map_err(io("create"))?;
-        let leftovers: Vec<PathBuf> = fs::read_dir(&data)
-            .map_err(io("list"))?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<_, _>>()
-            .map_err(io("list"))?;
-        if !leftovers.is_empty() {
-            let stamp = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            let lost = dir.join("lost+found").join(stamp.to_string());
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&lost)
-                .map_err(io("create lost+found in"))?;
-            for file in &leftovers {
-                let name = file.file_name().expect("a directory entry has a name");
-                fs::rename(file, lost.join(name)).map_err(io("move leftovers of"))?;
+        // Numbers continue after those of files a dead mount left.
+        let mut next = 0;
+        for entry in fs::read_dir(&data).map_err(io("list"))? {
+            let name = entry.map_err(io("list"))?.file_name();
+            if let Some(n) = name.to_str().and_then(|n| n.parse::<u64>().ok()) {
+                next = next.max(n + 1);
             }
-            warn!(
-                "spool {}: {} file(s) of an earlier mount were never committed; \
-                 moved to {} for you to inspect",
-                dir.display(),
-                leftovers.len(),
-                lost.display()
-            );
         }
         Ok(Spool {
             dir: dir.to_path_buf(),
             data,
-            next: AtomicU64::new(0),
+            next: AtomicU64::new(next),
             _lock: lock,
         })
+    }
+
+    /// The journal of this spool.
+    pub fn journal_path(&self) -> PathBuf {
+        self.dir.join("journal")
+    }
+
+    /// The spool file called `name` (as the journal names it).
+    pub fn named(&self, name: &str) -> SpoolFile {
+        SpoolFile {
+            path: self.data.join(name),
+        }
+    }
+
+    /// An error about this spool.
+    pub fn error(&self, op: &'static str) -> impl FnOnce(std::io::Error) -> WriteError + '_ {
+        move |source| WriteError::Spool {
+            op,
+            dir: self.dir.clone(),
+            source,
+        }
+    }
+
+    /// Moves files nothing refers to (a dead mount's unfinished writes) to
+    /// `lost+found/<unix time>/` and reports them: never deleted.
+    pub fn quarantine_leftovers(&self) -> std::io::Result<()> {
+        let leftovers: Vec<PathBuf> = fs::read_dir(&self.data)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()?;
+        if leftovers.is_empty() {
+            return Ok(());
+        }
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let lost = self.dir.join("lost+found").join(stamp.to_string());
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&lost)?;
+        for file in &leftovers {
+            let name = file.file_name().expect("a directory entry has a name");
+            fs::rename(file, lost.join(name))?;
+        }
+        warn!(
+            "spool {}: {} file(s) of an earlier mount were never closed; \
+             moved to {} for you to inspect",
+            self.dir.display(),
+            leftovers.len(),
+            lost.display()
+        );
+        Ok(())
     }
 
     pub fn dir(&self) -> &Path {

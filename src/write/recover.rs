@@ -1,0 +1,115 @@
+//! Crash recovery: a mount that died (`kill -9`, a crash) left closed files
+//! and changes in its spool's journal; the next mount of the same spool
+//! replays them onto the Manifest the journal names and commits them before
+//! it serves anything.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tracing::warn;
+
+use super::journal::{self, Journal, Record};
+use super::{Spool, WriteError, WriteOptions, Writer};
+use crate::dataset::Dataset;
+use crate::namespace::{Ino, Namespace, NsError, ROOT_INO};
+use crate::reader::ItemReader;
+use crate::tree::Tree;
+
+/// Commits what the journal of the spool at `spool_dir` holds for
+/// `ref_name`, if anything; returns how many changes were replayed.
+pub async fn recover(
+    dataset: &Dataset,
+    ref_name: &str,
+    reader: ItemReader,
+    spool_dir: &Path,
+    options: &WriteOptions,
+) -> Result<usize, WriteError> {
+    if !spool_dir.join("journal").exists() {
+        return Ok(0);
+    }
+    let spool = Spool::open(spool_dir)?;
+    let records =
+        journal::read(&spool.journal_path()).map_err(spool.error("read the journal of"))?;
+    let (Some(Record::Base(base)), changes) =
+        (records.first(), records.get(1..).unwrap_or_default())
+    else {
+        return Ok(0);
+    };
+    if changes.is_empty() {
+        return Ok(0);
+    }
+    warn!(
+        "spool {}: an earlier mount ended before committing {} change(s); committing them now",
+        spool_dir.display(),
+        changes.len()
+    );
+    let snapshot = dataset.snapshot_at(*base, "the spool journal").await?;
+    let ns = Arc::new(Namespace::new(Tree::build(snapshot)?, true));
+    let journal =
+        Journal::open(&spool.journal_path()).map_err(spool.error("open the journal of"))?;
+    let writer = Writer::build(
+        ns.clone(),
+        dataset.clone(),
+        ref_name,
+        reader,
+        spool,
+        journal,
+        options.clone(),
+    );
+    for record in changes {
+        if let Err(e) = replay(&writer, &ns, record) {
+            warn!("journal: cannot replay {record:?} ({e}); skipped");
+        }
+    }
+    writer.flush().await?;
+    Ok(changes.len())
+}
+
+/// Applies one journaled change to `ns`.
+fn replay(writer: &Writer, ns: &Namespace, record: &Record) -> Result<(), WriteError> {
+    match record {
+        Record::Base(_) => {}
+        Record::Put { path, file, size } => {
+            let (parent, name) = parent_of(ns, path)?;
+            let spool = writer.spool.named(file);
+            if !spool.path.exists() {
+                return Err(WriteError::SpoolFile {
+                    path: spool.path,
+                    source: std::io::ErrorKind::NotFound.into(),
+                });
+            }
+            ns.put_file(parent, name, spool, *size)?;
+        }
+        Record::Unlink { path } => {
+            let (parent, name) = parent_of(ns, path)?;
+            let ino = ns.unlink(parent, name)?;
+            writer.forget_if_unused(ino);
+        }
+        Record::Mkdir { path } => {
+            let (parent, name) = parent_of(ns, path)?;
+            ns.mkdir(parent, name, 0o755)?;
+        }
+        Record::Rmdir { path } => {
+            let (parent, name) = parent_of(ns, path)?;
+            ns.rmdir(parent, name)?;
+        }
+        Record::Rename { from, to } => {
+            let (parent, name) = parent_of(ns, from)?;
+            let (new_parent, new_name) = parent_of(ns, to)?;
+            if let Some(replaced) = ns.rename(parent, name, new_parent, new_name)? {
+                writer.forget_if_unused(replaced);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The directory holding `path` and the last component's name.
+fn parent_of<'a>(ns: &Namespace, path: &'a str) -> Result<(Ino, &'a [u8]), NsError> {
+    let (dirs, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let parent = dirs
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .try_fold(ROOT_INO, |dir, c| ns.lookup(dir, c.as_bytes()))?;
+    Ok((parent, name.as_bytes()))
+}
