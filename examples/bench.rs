@@ -18,7 +18,11 @@
 //! 4. 20,000 random 4 KiB `pread`s in the big item, and a 1,000,000-item
 //!    dataset (100,000 with `--quick`, skipped with `--skip-1m`) built
 //!    directly with the library: mount time, `find | wc -l` time,
-//!    `ls -lR` time (on a fresh mount) and the daemon's memory.
+//!    `ls -lR` time (on a fresh mount) and the daemon's memory;
+//! 5. `cp -r` of 20,000 files of 1–16 KiB (2,000 with `--quick`) into a
+//!    read-write mount against `cp -r` into a plain directory, the time the
+//!    daemon then takes to commit at unmount, and the objects it stored
+//!    (checked with `diff -r` on a read-only remount).
 //!
 //! The same measurements run against two references: the source directory
 //! itself (*direct disk*, page cache warm: everything is read once first)
@@ -101,6 +105,11 @@ const CEILING_START_TIMEOUT: Duration = Duration::from_secs(120);
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long an unmounted daemon may take to exit.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a read-write daemon may take to commit at unmount.
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Measurement 5: files of 1–16 KiB copied into a read-write mount.
+const WRITE_MIN: u64 = 1 << 10;
+const WRITE_MAX: u64 = 16 << 10;
 
 static START: OnceLock<Instant> = OnceLock::new();
 
@@ -158,6 +167,7 @@ fn run() -> Result<()> {
         &files,
         &config,
     )?;
+    let writes = write_bench(&packfs_bin, work.path(), &mountpoint("mnt-write")?, &config)?;
     let many = match config.skip_1m {
         true => None,
         false => Some(many_items(
@@ -169,7 +179,7 @@ fn run() -> Result<()> {
         )?),
     };
     progress("done");
-    print_report(&config, &comparison, &latency, many.as_ref());
+    print_report(&config, &comparison, &latency, &writes, many.as_ref());
     Ok(())
 }
 
@@ -186,6 +196,8 @@ struct Config {
     /// Files timed in the prefetch-off scan of measurement 3.
     off_files: usize,
     tiny_items: usize,
+    /// Files copied into the read-write mount in measurement 5.
+    write_files: usize,
 }
 
 impl Config {
@@ -205,9 +217,10 @@ impl Config {
                 _ => return Err(format!("unknown argument {arg:?}\n{usage}").into()),
             }
         }
-        let (big_bytes, small_files, off_files, tiny_items, default_runs) = match quick {
-            false => (512 << 20, 5_000, 500, 1_000_000, 3),
-            true => (128 << 20, 1_000, 100, 100_000, 1),
+        let (big_bytes, small_files, off_files, tiny_items, write_files, default_runs) = match quick
+        {
+            false => (512 << 20, 5_000, 500, 1_000_000, 20_000, 3),
+            true => (128 << 20, 1_000, 100, 100_000, 2_000, 1),
         };
         Ok(Config {
             quick,
@@ -217,6 +230,7 @@ impl Config {
             small_files,
             off_files,
             tiny_items,
+            write_files,
         })
     }
 
@@ -616,14 +630,18 @@ impl Daemon {
     /// Runs `packfs mount` (which returns once the mount is ready) and
     /// finds the daemon it left behind. On any failure, including a mount
     /// that hangs past `MOUNT_TIMEOUT`, whatever was started is ended.
+    /// Read-only: the mode a training loader should use (no open or
+    /// release round trip per file).
     fn mount(bin: &Path, dataset: &Path, mnt: &Path) -> Result<Daemon> {
+        Self::mount_with(bin, dataset, mnt, &["--read-only"])
+    }
+
+    fn mount_with(bin: &Path, dataset: &Path, mnt: &Path, args: &[&str]) -> Result<Daemon> {
         let mut log = tempfile::tempfile()?;
         let start = Instant::now();
-        // Read-only: the mode a training loader should use (no open or
-        // release round trip per file).
         let mut command = Command::new(bin)
             .arg("mount")
-            .arg("--read-only")
+            .args(args)
             .arg(dataset)
             .arg(mnt)
             .stdin(Stdio::null())
@@ -662,6 +680,20 @@ impl Daemon {
             return Err("cannot find the packfs daemon in /proc".into());
         }
         Ok(daemon)
+    }
+
+    /// Unmounts and waits for the daemon to exit (a read-write daemon
+    /// commits what it spooled first); returns how long that took.
+    fn unmount_and_wait(self) -> Result<Duration> {
+        let start = Instant::now();
+        unmount(&self.mnt);
+        let pid = self.pid.ok_or("no daemon pid")?;
+        if !poll(COMMIT_TIMEOUT, || !is_alive(pid)) {
+            return Err(
+                format!("daemon {pid} still running {COMMIT_TIMEOUT:?} after unmount").into(),
+            );
+        }
+        Ok(start.elapsed())
     }
 
     /// (VmRSS, VmHWM) of the daemon, in KiB.
@@ -1150,6 +1182,163 @@ fn many_items(
     })
 }
 
+// ------------------------------------------------------ measurement 5 --
+
+/// `cp -r` of many small files into a read-write mount and into a plain
+/// directory, and what the mount then stored.
+struct Writes {
+    files: usize,
+    bytes: u64,
+    plain_secs: f64,
+    mount_secs: f64,
+    /// From `fusermount3 -u` until the daemon exited: the final commit.
+    commit_secs: f64,
+    /// Objects the commit added to the store (packs, Tracks, Manifests).
+    puts: usize,
+    packs: usize,
+}
+
+fn write_bench(bin: &Path, work: &Path, mnt: &Path, config: &Config) -> Result<Writes> {
+    let n = config.write_files;
+    progress(format!(
+        "writing {} files of 1–16 KiB to copy",
+        thousands(n)
+    ));
+    let src = work.join("write-src");
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut buf = vec![0u8; WRITE_MAX as usize];
+    let mut bytes = 0;
+    for i in 0..n {
+        let len = (WRITE_MIN + rng.next() % (WRITE_MAX - WRITE_MIN + 1)) as usize;
+        rng.fill(&mut buf[..len]);
+        let dir = src.join(format!("d{:02}", i % 20));
+        fs::create_dir_all(&dir)?;
+        fs::write(dir.join(format!("f{i:05}.bin")), &buf[..len])?;
+        bytes += len as u64;
+    }
+    let cp = |to: &Path| -> Result<f64> {
+        let start = Instant::now();
+        let status = Command::new("cp")
+            .arg("-r")
+            .arg(format!("{}/.", src.display()))
+            .arg(to)
+            .status()?;
+        if !status.success() {
+            return Err(format!("cp -r into {} failed ({status})", to.display()).into());
+        }
+        Ok(start.elapsed().as_secs_f64())
+    };
+    progress("cp -r into a plain directory");
+    let plain = work.join("write-plain");
+    fs::create_dir(&plain)?;
+    let plain_secs = cp(&plain)?;
+
+    progress("cp -r into a read-write packfs mount");
+    let dataset = work.join("write-dataset");
+    let seed = work.join("write-seed");
+    fs::create_dir_all(seed.join("w/seed"))?;
+    fs::write(seed.join("w/seed/readme"), b"seed")?;
+    let status = Command::new(bin)
+        .args(["import", "--no-progress"])
+        .arg(&seed)
+        .arg(&dataset)
+        .stderr(Stdio::null())
+        .status()?;
+    if !status.success() {
+        return Err("importing the write benchmark's seed failed".into());
+    }
+    let before = count_files(&dataset)?;
+    let spool = work.join("write-spool");
+    let spool_arg = path_str(&spool)?;
+    let daemon = Daemon::mount_with(bin, &dataset, mnt, &["--spool-dir", spool_arg])?;
+    let target = mnt.join("w/copied");
+    fs::create_dir(&target)?;
+    let mount_secs = cp(&target)?;
+    let commit_secs = daemon.unmount_and_wait()?.as_secs_f64();
+    let puts = count_files(&dataset)? - before;
+    let packs = fs::read_dir(dataset.join("w/copied/0"))?.count();
+
+    progress("checking the copy on a read-only remount");
+    let daemon = Daemon::mount(bin, &dataset, mnt)?;
+    let status = Command::new("diff")
+        .arg("-r")
+        .arg(&src)
+        .arg(mnt.join("w/copied"))
+        .stdout(Stdio::null())
+        .status()?;
+    drop(daemon);
+    if !status.success() {
+        return Err("the files copied into the mount differ after a remount".into());
+    }
+    Ok(Writes {
+        files: n,
+        bytes,
+        plain_secs,
+        mount_secs,
+        commit_secs,
+        puts,
+        packs,
+    })
+}
+
+/// Regular files below `dir`.
+fn count_files(dir: &Path) -> Result<usize> {
+    let mut count = 0;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in fs::read_dir(&d)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                pending.push(entry.path());
+            } else {
+                count += 1;
+            }
+        }
+    }
+    Ok(count)
+}
+
+fn write_rows(w: &Writes) -> Vec<Row> {
+    let n = thousands(w.files);
+    let rate = |secs: f64| w.files as f64 / secs;
+    let mb = |secs: f64| w.bytes as f64 / secs / 1e6;
+    let vs_plain = ratio(rate(w.mount_secs), Some(rate(w.plain_secs)));
+    vec![
+        row(
+            format!("5. cp -r of {n} files of 1–16 KiB into a read-write mount"),
+            format!(
+                "{} files/s, {:.0} MB/s",
+                self::rate(rate(w.mount_secs)),
+                mb(w.mount_secs)
+            ),
+            format!(
+                "plain directory {} files/s, {:.0} MB/s",
+                self::rate(rate(w.plain_secs)),
+                mb(w.plain_secs)
+            ),
+            show_ratio(vs_plain, "plain"),
+            "—",
+            "—".into(),
+        ),
+        row(
+            "5. then unmount: pack, upload, commit (until the daemon exits)".into(),
+            format!("{:.2} s", w.commit_secs),
+            "—".into(),
+            "—".into(),
+            "—",
+            "—".into(),
+        ),
+        row(
+            format!("5. objects PUT for the {n} files (default --pack-items 1024)"),
+            format!("{} ({} packs)", w.puts, w.packs),
+            format!("{n} with one object per file"),
+            format!("{:.4}× one per file", w.puts as f64 / w.files as f64),
+            "—",
+            "—".into(),
+        ),
+    ]
+}
+
 /// `find MNT | wc -l`.
 fn count_find_lines(mnt: &Path) -> Result<usize> {
     let mut child = Command::new("find")
@@ -1475,6 +1664,7 @@ fn print_report(
     config: &Config,
     comparison: &Comparison,
     latency: &Latency,
+    writes: &Writes,
     many: Option<&ManyItems>,
 ) {
     let mut rows = compared_rows(config, comparison);
@@ -1489,6 +1679,7 @@ fn print_report(
         |f| (f.preads.per_sec, show_preads(&f.preads)),
         None,
     ));
+    rows.extend(write_rows(writes));
     rows.extend(many_rows(config, many));
     rows.push(memory_row(&comparison.packfs));
 

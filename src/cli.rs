@@ -197,6 +197,10 @@ pub struct MountArgs {
     /// …or once they hold this many bytes (also the largest pack).
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     pub pack_bytes: u64,
+    /// Most bytes written files may hold in the spool; writes beyond wait
+    /// for commits to free room, then fail with ENOSPC.
+    #[arg(long, default_value = "10GiB", value_parser = parse_size)]
+    pub spool_bytes: u64,
     /// Commit after this many seconds without a change.
     #[arg(long, default_value_t = WriteOptions::default().idle_flush.as_secs_f64())]
     pub idle_flush: f64,
@@ -223,6 +227,7 @@ impl MountArgs {
                 pack_items: self.pack_items,
                 pack_bytes: self.pack_bytes,
                 idle_flush: std::time::Duration::from_secs_f64(self.idle_flush.max(0.01)),
+                spool_bytes: self.spool_bytes,
                 ..WriteOptions::default()
             },
         }

@@ -99,6 +99,7 @@ fn errno(e: &FsError) -> Errno {
             {
                 Errno::ENOSPC
             }
+            WriteError::SpoolFull { .. } => Errno::ENOSPC,
             // Every other write failure keeps the data in the spool and
             // tells the writer it is not stored.
             _ => Errno::EIO,
@@ -448,7 +449,12 @@ impl Filesystem for PackFs {
         };
         match writer.write(fh.0, offset, data) {
             Ok(_) => reply.written(data.len() as u32),
-            Err(e) => reply.error(errno(&e.into())),
+            Err(e) => {
+                if matches!(e, WriteError::SpoolFull { .. }) {
+                    warn!("{e}");
+                }
+                reply.error(errno(&e.into()))
+            }
         }
     }
 

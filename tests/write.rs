@@ -357,3 +357,38 @@ fn closed_files_survive_kill_9_and_are_committed_by_the_next_mount() {
     let lost = walk(&spool.join("lost+found")).1;
     assert_eq!(lost.len(), 1, "{lost:?}");
 }
+
+#[test]
+fn a_full_spool_waits_for_commits_and_refuses_what_cannot_fit() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = seeded(tmp.path());
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    let m = Mounted::writable(
+        &dataset,
+        &mnt,
+        &spool,
+        &["--spool-bytes", "1MiB", "--idle-flush", "3600"],
+    );
+    let mut rng = Rng::new(3);
+    // 4 MB through a 1 MiB spool: each write that does not fit waits for a
+    // commit of the closed files to free room.
+    let mut written = Vec::new();
+    for i in 0..10 {
+        let bytes = rng.bytes(400_000);
+        std::fs::write(m.path.join(format!("t/seed/{i}")), &bytes).unwrap();
+        written.push(bytes);
+    }
+    // One file larger than the whole spool can never fit.
+    let err = std::fs::write(m.path.join("t/seed/huge"), vec![7u8; 2 << 20]).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+    let _ = std::fs::remove_file(m.path.join("t/seed/huge"));
+    m.unmount();
+    let m = Mounted::new(&dataset, &mnt, &[]);
+    for (i, bytes) in written.iter().enumerate() {
+        assert_eq!(
+            &std::fs::read(m.path.join(format!("t/seed/{i}"))).unwrap(),
+            bytes
+        );
+    }
+}

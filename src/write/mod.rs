@@ -49,6 +49,9 @@ pub struct WriteOptions {
     pub chunk_bytes: u64,
     /// A flush starts after this long without a change.
     pub idle_flush: Duration,
+    /// Most bytes the spool may hold; a write that would pass it waits for
+    /// flushes to free space, and gets ENOSPC if none comes.
+    pub spool_bytes: u64,
 }
 
 impl Default for WriteOptions {
@@ -59,6 +62,7 @@ impl Default for WriteOptions {
             pack_bytes: 64 << 20,
             chunk_bytes: 64 << 20,
             idle_flush: Duration::from_secs(2),
+            spool_bytes: 10 << 30,
         }
     }
 }
@@ -85,6 +89,12 @@ pub enum WriteError {
     },
     #[error("no such open file handle")]
     BadHandle,
+    #[error(
+        "spool {} is full ({used} of {limit} bytes) and flushing frees no room; \
+         raise --spool-bytes or close files so they can be committed",
+        dir.display()
+    )]
+    SpoolFull { dir: PathBuf, used: u64, limit: u64 },
     #[error(
         "spool {} holds changes of an earlier mount that are not committed yet; \
          mount with this spool again to commit them",
@@ -429,6 +439,7 @@ impl Writer {
                 })?;
             offset += bytes.len() as u64;
         }
+        self.spool.resized(item.size, 0);
         Ok(())
     }
 
@@ -441,18 +452,42 @@ impl Writer {
     /// Writes `data` at `offset` through handle `fh`.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<Attr, WriteError> {
         let (ino, file) = self.writable(fh)?;
+        let end = offset + data.len() as u64;
+        let grown = end.saturating_sub(self.ns.attr(ino)?.size);
+        self.make_room(grown)?;
         file.write_all_at(data, offset)
             .map_err(|source| WriteError::SpoolFile {
                 path: PathBuf::from(format!("(inode {ino})")),
                 source,
             })?;
-        let end = offset + data.len() as u64;
+        self.spool.resized(grown, 0);
         self.ns.update_file(ino, true, |f| {
             f.size = f.size.max(end);
             f.generation += 1;
             f.mtime = SystemTime::now();
         })?;
         Ok(self.ns.attr(ino)?)
+    }
+
+    /// Waits until the spool has room for `bytes` more: flushes free what
+    /// they commit. Gives up with `SpoolFull` when no flush can help (no
+    /// closed file waits) or none has after a while. Blocks the caller.
+    fn make_room(&self, bytes: u64) -> Result<(), WriteError> {
+        const PATIENCE: Duration = Duration::from_secs(60);
+        let limit = self.options.spool_bytes;
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while self.spool.used() + bytes > limit {
+            if !self.flusher.has_changes() || std::time::Instant::now() >= deadline {
+                return Err(WriteError::SpoolFull {
+                    dir: self.spool.dir().to_path_buf(),
+                    used: self.spool.used(),
+                    limit,
+                });
+            }
+            self.wake.notify_one();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
     }
 
     /// Sets the size of file `ino` (through `fh` if given).
@@ -465,6 +500,15 @@ impl Writer {
                 (self.writable(fh)?.1, Some(fh))
             }
         };
+        let old = self.ns.attr(ino)?.size;
+        if let Err(e) = self.make_room(size.saturating_sub(old)) {
+            if let Some(fh) = session {
+                self.release(fh);
+            }
+            return Err(e);
+        }
+        self.spool
+            .resized(size.saturating_sub(old), old.saturating_sub(size));
         let result = file
             .set_len(size)
             .map_err(|source| WriteError::SpoolFile {

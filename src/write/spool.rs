@@ -27,6 +27,8 @@ pub struct Spool {
     dir: PathBuf,
     data: PathBuf,
     next: AtomicU64,
+    /// Bytes of all files in `data/` (kept as they grow and go).
+    used: AtomicU64,
     /// Held for the spool's lifetime: the flock is released on close.
     _lock: File,
 }
@@ -53,10 +55,15 @@ impl Spool {
             })
             .map_err(io("create"))?;
         // Numbers continue after those of files a dead mount left.
-        let mut next = 0;
+        let (mut next, mut used) = (0, 0);
         for entry in fs::read_dir(&data).map_err(io("list"))? {
-            let name = entry.map_err(io("list"))?.file_name();
-            if let Some(n) = name.to_str().and_then(|n| n.parse::<u64>().ok()) {
+            let entry = entry.map_err(io("list"))?;
+            used += entry.metadata().map_or(0, |m| m.len());
+            if let Some(n) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u64>().ok())
+            {
                 next = next.max(n + 1);
             }
         }
@@ -64,6 +71,7 @@ impl Spool {
             dir: dir.to_path_buf(),
             data,
             next: AtomicU64::new(next),
+            used: AtomicU64::new(used),
             _lock: lock,
         })
     }
@@ -141,17 +149,34 @@ impl Spool {
     /// writing (`copy_file_range`: a reflink or in-kernel copy).
     pub fn copy_of(&self, from: &SpoolFile) -> std::io::Result<(SpoolFile, File)> {
         let (to, file) = self.new_file()?;
-        fs::copy(&from.path, &to.path)?;
+        let copied = fs::copy(&from.path, &to.path)?;
+        self.used.fetch_add(copied, Ordering::Relaxed);
         Ok((to, file))
     }
 
     /// Deletes spool files no version of any file uses any more.
     pub fn remove(&self, files: &[SpoolFile]) {
         for f in files {
-            if let Err(e) = fs::remove_file(&f.path) {
-                warn!("removing spool file {}: {e}", f.path.display());
+            let len = fs::metadata(&f.path).map_or(0, |m| m.len());
+            match fs::remove_file(&f.path) {
+                Ok(()) => {
+                    self.used.fetch_sub(len.min(self.used()), Ordering::Relaxed);
+                }
+                Err(e) => warn!("removing spool file {}: {e}", f.path.display()),
             }
         }
+    }
+
+    /// Bytes in the spool's files.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Accounts for a file growing by `grown` or shrinking by `shrunk` bytes.
+    pub fn resized(&self, grown: u64, shrunk: u64) {
+        self.used.fetch_add(grown, Ordering::Relaxed);
+        self.used
+            .fetch_sub(shrunk.min(self.used()), Ordering::Relaxed);
     }
 }
 
