@@ -76,6 +76,20 @@ pub enum Command {
         #[command(flatten)]
         at: DatasetAt,
     },
+    /// Delete objects no ref reaches (uploads that never committed, objects
+    /// of deleted branches). History is kept: every Manifest any ref can
+    /// reach, and all it names, stays.
+    Gc {
+        /// Dataset location.
+        dataset: String,
+        /// Only list what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+        /// Keep unreachable objects younger than this (a writer may not have
+        /// moved its ref yet): e.g. 24h, 30m, 0s.
+        #[arg(long, default_value = "24h", value_parser = parse_duration)]
+        grace: std::time::Duration,
+    },
     /// Create a branch: a new ref at the Manifest of another.
     ///
     /// Import into it (`packfs import --ref NAME`) and bring it back with
@@ -237,12 +251,7 @@ impl MountArgs {
 /// Parses `1024`, `64KiB`, `64MiB`, `1GiB` (also `K`/`M`/`G`, `KB`/`MB`/`GB`
 /// as powers of 1024: these are buffer sizes, not disk marketing).
 fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size like 64MiB"))?;
+    let (n, unit) = number_and_unit(s, "a size like 64MiB")?;
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
@@ -252,7 +261,29 @@ fn parse_size(s: &str) -> Result<u64, String> {
         other => return Err(format!("unknown size unit {other:?} (use KiB, MiB, GiB)")),
     };
     n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("{s:?} is too large"))
+        .ok_or_else(|| format!("{:?} is too large", s.trim()))
+}
+
+/// Splits `64MiB` into 64 and `MiB`; `like` describes a valid value.
+fn number_and_unit<'a>(s: &'a str, like: &str) -> Result<(u64, &'a str), String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n = digits.parse().map_err(|_| format!("{s:?} is not {like}"))?;
+    Ok((n, unit))
+}
+
+/// Parses `90s`, `30m`, `24h`, `7d` (a bare number is seconds).
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let (n, unit) = number_and_unit(s, "a duration like 24h")?;
+    let secs = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        other => return Err(format!("unknown duration unit {other:?} (use s, m, h, d)")),
+    };
+    Ok(std::time::Duration::from_secs(n.saturating_mul(secs)))
 }
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;
@@ -366,6 +397,28 @@ pub async fn run_log(at: DatasetAt, max_count: usize) -> CliResult {
     Ok(())
 }
 
+pub async fn run_gc(dataset: String, dry_run: bool, grace: std::time::Duration) -> CliResult {
+    let dataset = Dataset::open(&dataset, false)?;
+    let report = packfs::gc::gc(&dataset, grace, dry_run).await?;
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    let mut out = std::io::stdout().lock();
+    for (path, size) in &report.unreachable {
+        writeln!(out, "{verb} {path} ({size} bytes)")?;
+    }
+    let bytes: u64 = report.unreachable.iter().map(|(_, s)| s).sum();
+    eprintln!(
+        "{} refs, {} manifests and {} objects reachable; {verb} {} unreachable objects ({bytes} bytes); \
+         kept {} younger than {:?}",
+        report.refs,
+        report.manifests_kept,
+        report.objects_kept,
+        report.unreachable.len(),
+        report.too_young,
+        grace
+    );
+    Ok(())
+}
+
 pub async fn run_branch(dataset: String, name: String, from: String) -> CliResult {
     let dataset = Dataset::open(&dataset, false)?;
     let id = dataset.create_branch(&name, &from).await?;
@@ -426,6 +479,16 @@ pub async fn run_verify(at: DatasetAt) -> Result<bool, Box<dyn std::error::Error
 #[cfg(test)]
 mod tests {
     use super::parse_size;
+
+    #[test]
+    fn durations() {
+        use super::parse_duration;
+        assert_eq!(parse_duration("90").unwrap().as_secs(), 90);
+        assert_eq!(parse_duration("30m").unwrap().as_secs(), 1800);
+        assert_eq!(parse_duration("2d").unwrap().as_secs(), 172_800);
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("3w").is_err());
+    }
 
     #[test]
     fn sizes() {

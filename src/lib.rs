@@ -16,8 +16,8 @@
 //!   sequential read-ahead, and the read path's counters.
 //! - [`write`]: read-write mounts: the spool of written files and the
 //!   flusher that packs and commits them.
-//! - [`import`] and [`verify`]: writing a dataset from a directory tree, and
-//!   checking one.
+//! - [`import`], [`verify`] and [`gc`]: writing a dataset from a directory
+//!   tree, checking one, and deleting what no ref reaches.
 //! - [`dataset`]: refs → Manifests → Tracks → items; commits.
 //! - [`format`] (pure CBOR codecs, no I/O) and [`store`] (object_store
 //!   wiring: locations, object paths, refs moved by compare-and-swap).
@@ -28,6 +28,7 @@ pub mod dataset;
 pub mod engine;
 pub mod format;
 pub mod fuse;
+pub mod gc;
 pub mod import;
 pub mod mount;
 pub mod namespace;

@@ -48,6 +48,11 @@ fn run_async(command: Command) -> Result<bool, Box<dyn std::error::Error>> {
             Command::Cat { at, path } => cli::run_cat(at, path).await.map(|_| true),
             Command::Log { at, max_count } => cli::run_log(at, max_count).await.map(|_| true),
             Command::Verify { at } => cli::run_verify(at).await,
+            Command::Gc {
+                dataset,
+                dry_run,
+                grace,
+            } => cli::run_gc(dataset, dry_run, grace).await.map(|_| true),
             Command::Branch {
                 dataset,
                 name,

@@ -22,12 +22,7 @@ fn pjdfstest_selection_passes_on_a_read_write_mount() {
     write_file(&src.join("t/m/seed"), b"seed");
     let dataset = tmp.path().join("ds");
     import(&src, &dataset, &[]);
-    let m = Mounted::writable(
-        &dataset,
-        &tmp.path().join("mnt"),
-        &tmp.path().join("spool"),
-        &[],
-    );
+    let m = Mounted::writable_in(tmp.path(), &dataset, &[]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pjdfstest/run.sh");
     let out = Command::new("bash")
         .arg(script)

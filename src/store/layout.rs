@@ -48,4 +48,47 @@ impl Layout {
     pub fn reference(&self, name: &str) -> Path {
         self.meta("refs", name)
     }
+
+    /// `_packfs/refs`
+    pub fn refs_dir(&self) -> Path {
+        self.root.clone().join(RESERVED_PREFIX).join("refs")
+    }
+
+    /// The dataset's root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// What the object at `path` is, by where it lives.
+    pub fn classify(&self, path: &Path) -> ObjectKind {
+        let rel: Vec<String> = match path.prefix_match(&self.root) {
+            Some(parts) => parts.map(|p| p.as_ref().to_string()).collect(),
+            None => return ObjectKind::Other,
+        };
+        let rel: Vec<&str> = rel.iter().map(String::as_str).collect();
+        let hex = |s: &str| ObjectId::from_hex(s).ok();
+        match rel[..] {
+            [RESERVED_PREFIX, "manifests", leaf] => {
+                hex(leaf).map_or(ObjectKind::Other, ObjectKind::Manifest)
+            }
+            [RESERVED_PREFIX, "tracks", leaf] => {
+                hex(leaf).map_or(ObjectKind::Other, ObjectKind::Track)
+            }
+            [tl, _, TIME_BUCKET, leaf] if tl != RESERVED_PREFIX => {
+                hex(leaf).map_or(ObjectKind::Other, |_| ObjectKind::Data)
+            }
+            _ => ObjectKind::Other,
+        }
+    }
+}
+
+/// The kinds of object a dataset holds, for garbage collection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectKind {
+    Manifest(ObjectId),
+    Track(ObjectId),
+    /// A pack, whole object, chunk or ItemManifest.
+    Data,
+    /// Refs, locks and anything packfs did not write.
+    Other,
 }

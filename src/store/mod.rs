@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -21,7 +21,7 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, P
 use thiserror::Error;
 
 use crate::format::{FormatError, ObjectId};
-pub use layout::Layout;
+pub use layout::{Layout, ObjectKind};
 use refs::RefBackend;
 
 /// Errors of the store layer. Each names the object or location involved.
@@ -296,6 +296,40 @@ impl Store {
             .await
             .map(|_| ())
             .map_err(|e| StoreError::backend("put", path, e))
+    }
+
+    /// Every object under the dataset's root (refs and metadata included).
+    pub async fn list_all(&self) -> Result<Vec<object_store::ObjectMeta>, StoreError> {
+        let root = self.layout.root().clone();
+        self.inner
+            .list(Some(&root))
+            .try_collect()
+            .await
+            .map_err(|e| StoreError::backend("list", &root, e))
+    }
+
+    /// Deletes an object (gone already counts as deleted).
+    pub async fn delete(&self, path: &Path) -> Result<(), StoreError> {
+        match self.inner.delete(path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(StoreError::backend("delete", path, e)),
+        }
+    }
+
+    /// The names of all refs.
+    pub async fn ref_names(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.layout.refs_dir();
+        let mut names: Vec<String> = self
+            .inner
+            .list(Some(&dir))
+            .map_ok(|meta| meta.location.filename().unwrap_or_default().to_string())
+            .try_collect()
+            .await
+            .map_err(|e| StoreError::backend("list", &dir, e))?;
+        // Lock files and temporaries of the local ref backend are not refs.
+        names.retain(|n| crate::format::validate_ref_name(n).is_ok());
+        names.sort();
+        Ok(names)
     }
 
     /// The Manifest a ref points at, or `None` if the ref does not exist.

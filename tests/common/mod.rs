@@ -126,6 +126,11 @@ impl Mounted {
         Self::mount(dataset, mountpoint, &args)
     }
 
+    /// A read-write mount on `dir/mnt`, spooling in `dir/spool`.
+    pub fn writable_in(dir: &Path, dataset: &Path, extra: &[&str]) -> Mounted {
+        Self::writable(dataset, &dir.join("mnt"), &dir.join("spool"), extra)
+    }
+
     fn mount(dataset: &Path, mountpoint: &Path, extra: &[&str]) -> Mounted {
         std::fs::create_dir_all(mountpoint).unwrap();
         let mut args = vec![
