@@ -133,6 +133,8 @@ pub struct FileNode {
     pub modality: Ino,
     /// Its directory and name; `None` once unlinked or replaced.
     pub link: Option<(Ino, Box<str>)>,
+    /// Some version of it is committed (it is not new since the last commit).
+    pub stored: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -165,6 +167,9 @@ pub struct ExportedFile {
     pub content: Content,
     pub size: u64,
     pub generation: u64,
+    /// No version of it is committed yet: leaving it out of a commit loses
+    /// nothing (a partial flush may wait for a fuller pack).
+    pub new: bool,
 }
 
 /// A modality directory at flush time; `files` only if it changed.
@@ -429,6 +434,7 @@ impl Namespace {
                     origin: None,
                     modality,
                     link: Some((parent, name.clone())),
+                    stored: false,
                 },
             );
             c.insert(parent, name, ino, now)?;
@@ -713,9 +719,11 @@ impl Namespace {
             let is_it = |c: &Content| matches!(c, Content::Spool(s) if *s == spool);
             if f.writers == 0 && f.generation == generation && is_it(&f.content) {
                 f.content = Content::Committed(committed);
+                f.stored = true;
                 unused.push(spool);
             } else if f.origin.as_ref().is_some_and(is_it) {
                 f.origin = Some(Content::Committed(committed));
+                f.stored = true;
                 unused.push(spool);
             }
         }
@@ -878,6 +886,7 @@ impl Change<'_> {
                 modality,
                 // A tree file that was moved is in the overlay already.
                 link: Some((parent, node.name.clone())),
+                stored: true,
             },
         );
         Ok(())
@@ -917,16 +926,19 @@ impl Change<'_> {
                     pending.push((ino, format!("{path}/")));
                     continue;
                 }
-                let (content, size, generation) = match self.o.files.get(&ino) {
+                let (content, size, generation, new) = match self.o.files.get(&ino) {
                     Some(f) if f.writers > 0 => match &f.origin {
-                        Some(origin) => (origin.clone(), self.size_of(origin), 0),
+                        Some(origin) => (origin.clone(), self.size_of(origin), 0, !f.stored),
                         None => continue, // never complete yet
                     },
-                    Some(f) => (f.content.clone(), f.size, f.generation),
+                    Some(f) => (f.content.clone(), f.size, f.generation, !f.stored),
                     None => match self.ns.tree_node(ino).map(|(_, n)| &n.kind) {
-                        Some(NodeKind::File(item)) => {
-                            (Content::Base(*item), self.ns.tree.item(*item).size, 0)
-                        }
+                        Some(NodeKind::File(item)) => (
+                            Content::Base(*item),
+                            self.ns.tree.item(*item).size,
+                            0,
+                            false,
+                        ),
                         _ => return Err(NsError::NotFound),
                     },
                 };
@@ -936,6 +948,7 @@ impl Change<'_> {
                     content,
                     size,
                     generation,
+                    new,
                 });
             }
         }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tracing::{info, warn};
 
-use super::journal::Journal;
+use super::journal::{Journal, Record};
 use super::{WriteError, WriteOptions};
 use crate::dataset::{
     writer_string, ChunkRef, Dataset, DatasetError, Item, ItemSource, TrackContent, TrackUpdate,
@@ -95,16 +95,23 @@ impl Flusher {
     }
 
     /// Commits every change so far; returns the spool files it made unused.
-    pub(super) async fn flush(&self) -> Result<Vec<SpoolFile>, WriteError> {
+    /// Unless `full`, new files that would only fill a partial pack wait for
+    /// a later flush (the one after the next idle delay at the latest), so
+    /// a stream of files becomes full packs.
+    pub(super) async fn flush(&self, full: bool) -> Result<Vec<SpoolFile>, WriteError> {
         let mut state = self.state.lock().await;
         let known: HashSet<Ino> = state.tracks.keys().copied().collect();
-        let export = self.ns.export(&known)?;
+        let mut export = self.ns.export(&known)?;
         // Journal records up to here are covered by this export (a record
         // made later may repeat a change it holds: replay is idempotent).
         let mark = self.journal.mark();
         if export.changes == self.committed_changes.load(Ordering::SeqCst) {
             return Ok(Vec::new());
         }
+        let (deferred, deferred_puts) = match full {
+            true => (Vec::new(), Vec::new()),
+            false => self.defer_partial_packs(&mut export),
+        };
         let done = match self.commit(&mut state, &export).await {
             Ok(done) => done,
             Err(e) => {
@@ -112,16 +119,64 @@ impl Flusher {
                 return Err(e);
             }
         };
-        self.committed_changes
-            .store(export.changes, Ordering::SeqCst);
+        if deferred.is_empty() {
+            self.committed_changes
+                .store(export.changes, Ordering::SeqCst);
+        } else {
+            self.ns.restore_dirty(&deferred);
+        }
         // The journal moves to the new base before committed spool files
-        // go: a crash in between replays nothing that is gone.
-        if let Err(e) = self.journal.compact(state.own_tip, mark) {
+        // go: a crash in between replays nothing that is gone. Deferred
+        // files are journaled again, as they were at the export.
+        if let Err(e) = self.journal.compact(state.own_tip, &deferred_puts, mark) {
             warn!("rewriting the spool journal after a commit: {e}");
             self.ns.restore_dirty(&export.dirty);
             return Ok(Vec::new()); // keep the spool files the journal names
         }
         Ok(self.ns.mark_committed(done))
+    }
+
+    /// Leaves out of `export` the new spooled files beyond the last full
+    /// pack of each modality; returns the modalities that keep some, and
+    /// journal records of the files left out.
+    fn defer_partial_packs(&self, export: &mut Export) -> (Vec<Ino>, Vec<Record>) {
+        let per_pack = self.upload_options.pack_items.max(1);
+        let (mut deferred, mut puts) = (Vec::new(), Vec::new());
+        for m in &mut export.modalities {
+            let Some(files) = &mut m.files else { continue };
+            let mut fresh: Vec<&str> = files
+                .iter()
+                .filter(|f| f.new && matches!(f.content, Content::Spool(_)))
+                .map(|f| f.name.as_str())
+                .collect();
+            let wait = fresh.len() % per_pack;
+            if wait == 0 {
+                continue;
+            }
+            // The packer packs in name order: the last names would fill
+            // the partial pack.
+            fresh.sort_unstable();
+            let later: HashSet<String> = fresh[fresh.len() - wait..]
+                .iter()
+                .map(|n| n.to_string())
+                .collect();
+            files.retain(|f| {
+                if !later.contains(&f.name) {
+                    return true;
+                }
+                if let Content::Spool(spool) = &f.content {
+                    let file = spool.path.file_name().unwrap_or_default();
+                    puts.push(Record::Put {
+                        path: format!("{}/{}/{}", m.timeline, m.modality, f.name),
+                        file: file.to_string_lossy().into_owned(),
+                        size: f.size,
+                    });
+                }
+                false
+            });
+            deferred.push(m.ino);
+        }
+        (deferred, puts)
     }
 
     /// Uploads, builds Tracks, commits; returns the files now committed.

@@ -157,15 +157,19 @@ impl Journal {
         self.file.lock().1
     }
 
-    /// After a commit of everything up to `mark`: `Base(base)` followed by
+    /// After a commit of everything up to `mark`: `Base(base)`, then
+    /// `carried` (changes of the snapshot the commit left for later), then
     /// the records appended since `mark`.
-    pub fn compact(&self, base: ObjectId, mark: u64) -> std::io::Result<()> {
+    pub fn compact(&self, base: ObjectId, carried: &[Record], mark: u64) -> std::io::Result<()> {
         let mut guard = self.file.lock();
         let mut tail = Vec::new();
         let mut old = File::open(&self.path)?;
         std::io::copy(&mut (&mut old).take(mark), &mut std::io::sink())?;
         old.read_to_end(&mut tail)?;
         let mut bytes = Record::Base(base).encode();
+        for r in carried {
+            bytes.extend_from_slice(&r.encode());
+        }
         bytes.extend_from_slice(&tail);
         let file = replace(&self.path, &bytes)?;
         *guard = (file, bytes.len() as u64);
@@ -242,7 +246,7 @@ mod tests {
     }
 
     #[test]
-    fn compaction_keeps_the_records_after_the_mark() {
+    fn compaction_keeps_carried_records_and_those_after_the_mark() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal");
         let j = Journal::create(&path, ObjectId::of(b"a")).unwrap();
@@ -256,7 +260,11 @@ mod tests {
         })
         .unwrap();
         let new_base = ObjectId::of(b"b");
-        j.compact(new_base, mark).unwrap();
+        let carried = Record::Unlink {
+            path: "t/m/c".into(),
+        };
+        j.compact(new_base, std::slice::from_ref(&carried), mark)
+            .unwrap();
         j.append(&Record::Mkdir {
             path: "t/m/3".into(),
         })
@@ -265,6 +273,7 @@ mod tests {
             read(&path).unwrap(),
             vec![
                 Record::Base(new_base),
+                carried,
                 Record::Mkdir {
                     path: "t/m/2".into()
                 },

@@ -155,6 +155,8 @@ pub struct Writer {
     journal: Arc<Journal>,
     flusher: flush::Flusher,
     wake: Notify,
+    /// The next flush must commit everything (set by a full spool).
+    want_full: std::sync::atomic::AtomicBool,
     requested: AtomicU64,
     status: watch::Sender<FlushStatus>,
     options: WriteOptions,
@@ -214,6 +216,7 @@ impl Writer {
             journal,
             flusher,
             wake: Notify::new(),
+            want_full: std::sync::atomic::AtomicBool::new(false),
             requested: AtomicU64::new(0),
             status: watch::Sender::new(FlushStatus::default()),
             options,
@@ -484,6 +487,7 @@ impl Writer {
                     limit,
                 });
             }
+            self.want_full.store(true, Ordering::SeqCst);
             self.wake.notify_one();
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -636,7 +640,12 @@ impl Writer {
             if idle && !self.flusher.has_changes() && ticket == self.status.borrow().done {
                 continue;
             }
-            let result = self.flush().await;
+            // Only a flush for pack thresholds may leave a partial pack for
+            // later; fsync, a full spool and idleness want everything.
+            let full = idle
+                || ticket > self.status.borrow().done
+                || self.want_full.swap(false, Ordering::SeqCst);
+            let result = self.flush_some(full).await;
             if let Err(e) = &result {
                 warn!("flush failed (retrying in {backoff:?}): {e}");
             }
@@ -656,7 +665,11 @@ impl Writer {
 
     /// One flush: commits every change so far (see [`flush::Flusher`]).
     pub async fn flush(&self) -> Result<(), WriteError> {
-        let unused = self.flusher.flush().await?;
+        self.flush_some(true).await
+    }
+
+    async fn flush_some(&self, full: bool) -> Result<(), WriteError> {
+        let unused = self.flusher.flush(full).await?;
         self.spool.remove(&unused);
         Ok(())
     }
