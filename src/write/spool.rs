@@ -26,9 +26,22 @@ use crate::namespace::SpoolFile;
 pub struct Spool {
     dir: PathBuf,
     data: PathBuf,
-    next: AtomicU64,
+    next: std::sync::Arc<AtomicU64>,
     /// Bytes of all files in `data/` (kept as they grow and go).
     used: AtomicU64,
+    /// Empty files created ahead of need by a background thread: creating
+    /// a file costs about a millisecond on ext4, which would otherwise sit
+    /// in the path of every `create` through the mount.
+    ready: std::sync::Arc<parking_lot::Mutex<Vec<(SpoolFile, File)>>>,
+    /// Files numbered from here on were made by this mount.
+    first_own: u64,
+    refill: std::sync::mpsc::SyncSender<()>,
+    /// The creator thread, stopped and joined on drop: files numbered by
+    /// a spool that is gone must not appear under the next one.
+    creator: Option<(
+        std::thread::JoinHandle<()>,
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+    )>,
     /// Held for the spool's lifetime: the flock is released on close.
     _lock: File,
 }
@@ -67,11 +80,41 @@ impl Spool {
                 next = next.max(n + 1);
             }
         }
+        let first_own = next;
+        let next = std::sync::Arc::new(AtomicU64::new(next));
+        let ready = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let (refill, wanted) = std::sync::mpsc::sync_channel(1);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let (data, next, ready, stop) =
+                (data.clone(), next.clone(), ready.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("packfs-spool".into())
+                .spawn(move || {
+                    while wanted.recv().is_ok() {
+                        while !stop.load(Ordering::SeqCst) && ready.lock().len() < READY_FILES {
+                            match create(&data, &next) {
+                                Ok(f) => ready.lock().push(f),
+                                Err(_) => break, // new_file reports errors itself
+                            }
+                        }
+                        if stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                    }
+                })
+                .map_err(io("start the file creator of"))?
+        };
+        let _ = refill.try_send(());
         Ok(Spool {
             dir: dir.to_path_buf(),
             data,
-            next: AtomicU64::new(next),
+            next,
             used: AtomicU64::new(used),
+            ready,
+            first_own,
+            refill,
+            creator: Some((thread, stop)),
             _lock: lock,
         })
     }
@@ -100,9 +143,24 @@ impl Spool {
     /// Moves files nothing refers to (a dead mount's unfinished writes) to
     /// `lost+found/<unix time>/` and reports them: never deleted.
     pub fn quarantine_leftovers(&self) -> std::io::Result<()> {
-        let leftovers: Vec<PathBuf> = fs::read_dir(&self.data)?
-            .map(|e| e.map(|e| e.path()))
-            .collect::<Result<_, _>>()?;
+        let mut leftovers = Vec::new();
+        for entry in fs::read_dir(&self.data)? {
+            let entry = entry?;
+            let path = entry.path();
+            let number = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u64>().ok());
+            if number.is_some_and(|n| n >= self.first_own) {
+                continue; // made by this mount
+            }
+            // Empty files hold nothing: files created ahead and never used.
+            if entry.metadata()?.len() == 0 {
+                fs::remove_file(&path)?;
+                continue;
+            }
+            leftovers.push(path);
+        }
         if leftovers.is_empty() {
             return Ok(());
         }
@@ -134,15 +192,12 @@ impl Spool {
 
     /// A new empty spool file, open for reading and writing.
     pub fn new_file(&self) -> std::io::Result<(SpoolFile, File)> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let path = self.data.join(n.to_string());
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        Ok((SpoolFile { path }, file))
+        let ready = self.ready.lock().pop();
+        let _ = self.refill.try_send(());
+        match ready {
+            Some(f) => Ok(f),
+            None => create(&self.data, &self.next),
+        }
     }
 
     /// A new spool file holding a copy of `from`, open for reading and
@@ -178,6 +233,36 @@ impl Spool {
         self.used
             .fetch_sub(shrunk.min(self.used()), Ordering::Relaxed);
     }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        if let Some((thread, stop)) = self.creator.take() {
+            stop.store(true, Ordering::SeqCst);
+            let _ = self.refill.try_send(()); // wake it if it waits
+            let _ = thread.join();
+        }
+        // Created ahead and never used: empty, nothing to keep.
+        for (file, _) in self.ready.lock().drain(..) {
+            let _ = fs::remove_file(&file.path);
+        }
+    }
+}
+
+/// Empty files the background creator keeps ready.
+const READY_FILES: usize = 64;
+
+/// Creates the next numbered file in `data`.
+fn create(data: &Path, next: &AtomicU64) -> std::io::Result<(SpoolFile, File)> {
+    let n = next.fetch_add(1, Ordering::Relaxed);
+    let path = data.join(n.to_string());
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    Ok((SpoolFile { path }, file))
 }
 
 /// The default spool of a mount: under `$XDG_STATE_HOME` (or
