@@ -1679,8 +1679,8 @@ fn print_report(
         |f| (f.preads.per_sec, show_preads(&f.preads)),
         None,
     ));
-    rows.extend(write_rows(writes));
     rows.extend(many_rows(config, many));
+    rows.extend(write_rows(writes));
     rows.push(memory_row(&comparison.packfs));
 
     println!(
