@@ -141,9 +141,66 @@ pub struct FileNode {
 struct DirNode {
     parent: Ino,
     name: Box<str>,
-    children: BTreeMap<Box<str>, Ino>,
+    children: Children,
     mtime: SystemTime,
     perm: u16,
+}
+
+/// A directory's entries, with listing cookies that stay valid while it
+/// changes: each entry takes the next number when added, so a listing
+/// resumed at a cookie (`rm -rf` unlinks between readdir calls) returns
+/// every entry that was there all along exactly once.
+#[derive(Clone, Debug, Default)]
+struct Children {
+    by_name: BTreeMap<Box<str>, (Ino, u64)>,
+    by_number: BTreeMap<u64, Box<str>>,
+    next: u64,
+}
+
+/// Cookies of `.` and `..`; entries follow.
+const FIRST_ENTRY_COOKIE: u64 = 3;
+
+impl Children {
+    fn get(&self, name: &str) -> Option<Ino> {
+        self.by_name.get(name).map(|(ino, _)| *ino)
+    }
+
+    fn contains_key(&self, name: &str) -> bool {
+        self.by_name.contains_key(name)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+
+    /// Adds `name` (replacing an entry of that name, which is then a new one).
+    fn insert(&mut self, name: Box<str>, ino: Ino) {
+        self.remove(&name);
+        let number = self.next;
+        self.next += 1;
+        self.by_number.insert(number, name.clone());
+        self.by_name.insert(name, (ino, number));
+    }
+
+    fn remove(&mut self, name: &str) -> Option<Ino> {
+        let (ino, number) = self.by_name.remove(name)?;
+        self.by_number.remove(&number);
+        Some(ino)
+    }
+
+    /// Entries by name.
+    fn iter(&self) -> impl Iterator<Item = (&str, Ino)> {
+        self.by_name.iter().map(|(n, (ino, _))| (&**n, *ino))
+    }
+
+    /// Entries whose cookie is above `offset`, in cookie order, each with
+    /// its cookie.
+    fn listing_after(&self, offset: u64) -> impl Iterator<Item = (u64, &str, Ino)> {
+        let from = offset.saturating_sub(FIRST_ENTRY_COOKIE - 1);
+        self.by_number
+            .range(from..)
+            .map(|(number, name)| (number + FIRST_ENTRY_COOKIE, &**name, self.by_name[name].0))
+    }
 }
 
 /// Changes made through a read-write mount.
@@ -248,7 +305,7 @@ impl Namespace {
         if let Some(o) = &overlay {
             if let Some(dir) = o.dirs.get(&parent) {
                 let name = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;
-                return dir.children.get(name).copied().ok_or(NsError::NotFound);
+                return dir.children.get(name).ok_or(NsError::NotFound);
             }
             if o.files.contains_key(&parent) {
                 return Err(NsError::NotADirectory);
@@ -338,10 +395,10 @@ impl Namespace {
         };
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         if let Some(d) = overlay.as_ref().and_then(|o| o.dirs.get(&dir)) {
-            let dots = [(".", dir), ("..", d.parent)];
-            let children = d.children.iter().map(|(n, i)| (&**n, *i));
-            for (i, (name, ino)) in dots.into_iter().chain(children).enumerate().skip(start) {
-                if add(name, attr(ino)?, i as u64 + 1) {
+            let dots = [(1, ".", dir), (2, "..", d.parent)];
+            let dots = dots.into_iter().filter(|(cookie, _, _)| *cookie > offset);
+            for (cookie, name, ino) in dots.chain(d.children.listing_after(offset)) {
+                if add(name, attr(ino)?, cookie) {
                     break;
                 }
             }
@@ -453,7 +510,7 @@ impl Namespace {
                 DirNode {
                     parent,
                     name: name.clone(),
-                    children: BTreeMap::new(),
+                    children: Children::default(),
                     mtime: now,
                     perm,
                 },
@@ -544,7 +601,7 @@ impl Namespace {
                     ));
                 }
             }
-            let replaced = c.o.dirs[&new_parent].children.get(&target_name).copied();
+            let replaced = c.o.dirs[&new_parent].children.get(&target_name);
             if let Some(old) = replaced {
                 if old == ino {
                     return Ok(None); // same entry: nothing to do
@@ -898,7 +955,7 @@ impl Change<'_> {
             return d
                 .children
                 .iter()
-                .map(|(n, &i)| Ok((n.to_string(), i, self.kind(i)?)))
+                .map(|(n, i)| Ok((n.to_string(), i, self.kind(i)?)))
                 .collect();
         }
         let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
@@ -1014,7 +1071,6 @@ impl Change<'_> {
         self.o.dirs[&parent]
             .children
             .get(name)
-            .copied()
             .ok_or(NsError::NotFound)
     }
 
@@ -1057,8 +1113,8 @@ impl Change<'_> {
         if let Some(d) = self.o.dirs.get(&dir) {
             return d
                 .children
-                .values()
-                .map(|&i| Ok((i, self.kind(i)?)))
+                .iter()
+                .map(|(_, i)| Ok((i, self.kind(i)?)))
                 .collect();
         }
         let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
@@ -1095,15 +1151,14 @@ impl Change<'_> {
             return Err(NsError::NotADirectory);
         };
         let tree = &self.ns.tree;
-        let children = children
-            .iter()
-            .map(|&c| {
-                (
-                    tree.node(c).expect("child exists").name.clone(),
-                    tree_ino(c),
-                )
-            })
-            .collect();
+        let mut entries = Children::default();
+        for &c in children {
+            entries.insert(
+                tree.node(c).expect("child exists").name.clone(),
+                tree_ino(c),
+            );
+        }
+        let children = entries;
         let writable_perm = 0o755;
         self.o.dirs.insert(
             dir,
@@ -1346,6 +1401,49 @@ mod tests {
         ));
         ns.rename(m, b"deeper", ROOT_INO, b"t3").unwrap();
         assert_eq!(names(&ns, "/"), ["t", "t3"]);
+    }
+
+    #[test]
+    fn a_listing_resumed_after_unlinks_returns_every_other_entry_once() {
+        let ns = Namespace::new(tree(), true);
+        let m = path(&ns, "t/m").unwrap();
+        for i in 0..100 {
+            ns.create(m, format!("f{i:03}").as_bytes(), spool(i), 0o644)
+                .unwrap();
+        }
+        // Read in batches of 10, unlinking each batch before the next call,
+        // as `rm -rf` does.
+        let (mut seen, mut offset) = (Vec::new(), 0);
+        loop {
+            let mut batch = Vec::new();
+            ns.list(m, offset, |name, _, cookie| {
+                batch.push((name.to_string(), cookie));
+                batch.len() == 10
+            })
+            .unwrap();
+            let Some(&(_, last)) = batch.last() else {
+                break;
+            };
+            offset = last;
+            for (name, _) in &batch {
+                if name != "." && name != ".." && name != "sub" {
+                    ns.unlink(m, name.as_bytes()).unwrap();
+                }
+                seen.push(name.clone());
+            }
+        }
+        let mut expected = vec![
+            ".".to_string(),
+            "..".into(),
+            "a".into(),
+            "b".into(),
+            "sub".into(),
+        ];
+        expected.extend((0..100).map(|i| format!("f{i:03}")));
+        seen.sort();
+        expected.sort();
+        assert_eq!(seen, expected);
+        assert_eq!(names(&ns, "t/m"), ["sub"]);
     }
 
     #[test]

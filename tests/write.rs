@@ -397,3 +397,26 @@ fn a_full_spool_waits_for_commits_and_refuses_what_cannot_fit() {
         );
     }
 }
+
+#[test]
+fn rm_rf_of_a_large_directory_removes_everything() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = seeded(tmp.path());
+    let m = Mounted::writable_in(tmp.path(), &dataset, &[]);
+    let dir = m.path.join("t/seed/many");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 0..600 {
+        std::fs::write(dir.join(format!("file-with-a-long-name-{i:04}")), b"x").unwrap();
+    }
+    // rm unlinks between readdir calls: each listing must resume correctly.
+    run_ok("rm", &["-rf", dir.to_str().unwrap()]);
+    assert!(!dir.exists());
+    m.unmount();
+    let m = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
+    assert!(!m.path.join("t/seed/many").exists());
+    assert_eq!(
+        std::fs::read(m.path.join("t/seed/readme.txt")).unwrap(),
+        b"seed\n"
+    );
+}
