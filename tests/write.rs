@@ -27,21 +27,6 @@ fn objects(dataset: &Path, modality: &str) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| d.count())
 }
 
-fn diff_r(a: &Path, b: &Path) {
-    let out = Command::new("diff")
-        .arg("-r")
-        .arg(a)
-        .arg(b)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "diff -r {a:?} {b:?}:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn cp_r_of_2000_files_is_packed_committed_and_survives_a_remount() {
     require_fuse();

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod s3;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -17,14 +19,24 @@ pub fn packfs_ok(args: &[&str]) -> Output {
 /// Runs `cmd` with `args`; panics with its output if it fails.
 pub fn run_ok(cmd: &str, args: &[&str]) -> Output {
     let out = Command::new(cmd).args(args).output().expect("run command");
+    succeeded(&format!("{cmd} {args:?}"), out)
+}
+
+/// `out` if its command succeeded; otherwise panics showing it.
+pub fn succeeded(what: &str, out: Output) -> Output {
     assert!(
         out.status.success(),
-        "{cmd} {args:?} failed: {}\nstdout: {}\nstderr: {}",
+        "{what} failed: {}\nstdout: {}\nstderr: {}",
         out.status,
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// `diff -r a b` must find no difference.
+pub fn diff_r(a: &Path, b: &Path) {
+    run_ok("diff", &["-r", a.to_str().unwrap(), b.to_str().unwrap()]);
 }
 
 pub fn packfs(args: &[&str]) -> Output {
@@ -132,14 +144,28 @@ impl Mounted {
     }
 
     fn mount(dataset: &Path, mountpoint: &Path, extra: &[&str]) -> Mounted {
+        Self::mount_by(dataset.to_str().unwrap(), mountpoint, extra, |args| {
+            packfs_ok(args);
+        })
+    }
+
+    /// A mount of the dataset at `url` on the test S3 server.
+    pub fn on_s3(s3: &s3::S3, url: &str, mountpoint: &Path, extra: &[&str]) -> Mounted {
+        Self::mount_by(url, mountpoint, extra, |args| {
+            s3.packfs_ok(args);
+        })
+    }
+
+    fn mount_by(
+        dataset: &str,
+        mountpoint: &Path,
+        extra: &[&str],
+        run: impl FnOnce(&[&str]),
+    ) -> Mounted {
         std::fs::create_dir_all(mountpoint).unwrap();
-        let mut args = vec![
-            "mount",
-            dataset.to_str().unwrap(),
-            mountpoint.to_str().unwrap(),
-        ];
+        let mut args = vec!["mount", dataset, mountpoint.to_str().unwrap()];
         args.extend_from_slice(extra);
-        packfs_ok(&args);
+        run(&args);
         let path = mountpoint.canonicalize().unwrap();
         assert!(
             is_mounted(&path),

@@ -1,0 +1,160 @@
+//! The suites that matter on a real S3-compatible server (moto on
+//! 127.0.0.1): import, read-only and read-write mounts, branches and merge,
+//! concurrent committers, gc and verify, through `s3://` URLs.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::s3::S3;
+use common::*;
+
+/// A source tree of `n` files of up to 40 KB, and one of 3 MB (chunked
+/// with `--chunk-bytes 1MiB`).
+fn source(dir: &Path, n: usize, seed: u64) {
+    let mut rng = Rng::new(seed);
+    for i in 0..n {
+        let len = rng.below(40_000) as usize;
+        write_file(
+            &dir.join(format!("t/m/d{}/f{i:03}", i % 4)),
+            &rng.bytes(len),
+        );
+    }
+    write_file(&dir.join("t/big/blob"), &rng.bytes(3_000_000));
+}
+
+#[test]
+fn import_mount_write_and_verify_on_s3() {
+    require_fuse();
+    let s3 = S3::get();
+    let url = format!("s3://{}/datasets/one", s3.bucket());
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    source(&src, 120, 1);
+    let src_str = src.to_str().unwrap();
+    s3.packfs_ok(&[
+        "import",
+        src_str,
+        &url,
+        "--no-progress",
+        "--pack-items",
+        "32",
+        "--chunk-bytes",
+        "1MiB",
+    ]);
+    s3.packfs_ok(&["verify", &url]);
+
+    // Read-only: byte for byte.
+    let mnt = tmp.path().join("mnt");
+    let m = Mounted::on_s3(s3, &url, &mnt, &["--read-only"]);
+    diff_r(&src.join("t"), &m.path.join("t"));
+    m.unmount();
+
+    // Read-write: copy more in, overwrite and delete; commit at unmount.
+    let more = tmp.path().join("more");
+    source(&more, 60, 2);
+    let spool = tmp.path().join("spool");
+    let m = Mounted::on_s3(s3, &url, &mnt, &["--spool-dir", spool.to_str().unwrap()]);
+    std::fs::create_dir(m.path.join("t/m/more")).unwrap();
+    run_ok(
+        "cp",
+        &[
+            "-r",
+            &format!("{}/.", more.join("t/m").display()),
+            m.path.join("t/m/more").to_str().unwrap(),
+        ],
+    );
+    std::fs::write(m.path.join("t/m/d0/f000"), b"overwritten on S3").unwrap();
+    std::fs::remove_file(m.path.join("t/m/d1/f001")).unwrap();
+    m.unmount();
+
+    let m = Mounted::on_s3(s3, &url, &mnt, &["--read-only"]);
+    diff_r(&more.join("t/m"), &m.path.join("t/m/more"));
+    assert_eq!(
+        std::fs::read(m.path.join("t/m/d0/f000")).unwrap(),
+        b"overwritten on S3"
+    );
+    assert!(!m.path.join("t/m/d1/f001").exists());
+    assert_eq!(
+        std::fs::read(m.path.join("t/big/blob")).unwrap(),
+        std::fs::read(src.join("t/big/blob")).unwrap()
+    );
+    m.unmount();
+    s3.packfs_ok(&["verify", &url]);
+    let out = s3.packfs_ok(&["gc", &url, "--dry-run"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would delete 0 unreachable"));
+}
+
+#[test]
+fn concurrent_importers_and_branches_merge_on_s3() {
+    let s3 = S3::get();
+    let url = format!("s3://{}/ds", s3.bucket());
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    write_file(&seed.join("t/m/seed"), b"seed");
+    s3.packfs_ok(&["import", seed.to_str().unwrap(), &url, "--no-progress"]);
+
+    // Six importers commit to main at once: each CAS loser rebases.
+    let children: Vec<_> = (0..6)
+        .map(|w| {
+            let src = tmp.path().join(format!("w{w}"));
+            for i in 0..10 {
+                write_file(
+                    &src.join(format!("t/m/w{w}/{i}")),
+                    format!("{w}-{i}").as_bytes(),
+                );
+            }
+            Command::new(PACKFS)
+                .args(["import", src.to_str().unwrap(), &url, "--no-progress"])
+                .envs(s3.env())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A branch, written to and merged back as one Manifest.
+    s3.packfs_ok(&["branch", &url, "side"]);
+    let side = tmp.path().join("side");
+    write_file(&side.join("t/m/side"), b"from the branch");
+    s3.packfs_ok(&[
+        "import",
+        side.to_str().unwrap(),
+        &url,
+        "--ref",
+        "side",
+        "--no-progress",
+    ]);
+    let late = tmp.path().join("late");
+    write_file(&late.join("t/m/late"), b"on main meanwhile");
+    s3.packfs_ok(&["import", late.to_str().unwrap(), &url, "--no-progress"]);
+    let out = s3.packfs_ok(&["merge", &url, "side"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("merged (2 parents)"));
+
+    for w in 0..6 {
+        for i in 0..10 {
+            let got = s3
+                .packfs_ok(&["cat", &url, &format!("t/m/w{w}/{i}")])
+                .stdout;
+            assert_eq!(got, format!("{w}-{i}").as_bytes());
+        }
+    }
+    assert_eq!(
+        s3.packfs_ok(&["cat", &url, "t/m/side"]).stdout,
+        b"from the branch"
+    );
+    assert_eq!(
+        s3.packfs_ok(&["cat", &url, "t/m/late"]).stdout,
+        b"on main meanwhile"
+    );
+    s3.packfs_ok(&["verify", &url]);
+}
