@@ -61,19 +61,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures::future::BoxFuture;
-use futures::stream::BoxStream;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
+use object_store::{ObjectStore, ObjectStoreExt};
 use packfs::cache::CacheOptions;
 use packfs::dataset::{writer_string, Dataset, TrackContent, TrackUpdate};
 use packfs::format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
 use packfs::import::{import, ImportOptions};
 use packfs::mount::{self, MountOptions};
+use packfs::store::faults::{Faults, FaultyStore};
 use packfs::store::Store;
 use tokio::runtime::Runtime;
 
@@ -941,107 +937,6 @@ fn median_by<T>(items: &[T], key: impl Fn(&T) -> f64) -> &T {
 
 // --------------------------------------------------------- measurement 3 --
 
-/// An object store that waits `delay` before every GET (HEADs included),
-/// as if it were far away.
-#[derive(Debug)]
-struct Delayed {
-    inner: Arc<dyn ObjectStore>,
-    delay: Duration,
-}
-
-impl fmt::Display for Delayed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Delayed({:?}, {})", self.delay, self.inner)
-    }
-}
-
-// `ObjectStore` is an `#[async_trait]`; these are its desugared signatures.
-impl ObjectStore for Delayed {
-    fn put_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 ObjectPath,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> BoxFuture<'async_trait, object_store::Result<PutResult>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.put_opts(location, payload, opts)
-    }
-
-    fn put_multipart_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 ObjectPath,
-        opts: PutMultipartOptions,
-    ) -> BoxFuture<'async_trait, object_store::Result<Box<dyn MultipartUpload>>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.put_multipart_opts(location, opts)
-    }
-
-    fn get_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 ObjectPath,
-        options: GetOptions,
-    ) -> BoxFuture<'async_trait, object_store::Result<GetResult>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(async move {
-            tokio::time::sleep(self.delay).await;
-            self.inner.get_opts(location, options).await
-        })
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<ObjectPath>>,
-    ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(
-        &self,
-        prefix: Option<&ObjectPath>,
-    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_delimiter<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        prefix: Option<&'life1 ObjectPath>,
-    ) -> BoxFuture<'async_trait, object_store::Result<ListResult>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.list_with_delimiter(prefix)
-    }
-
-    fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        from: &'life1 ObjectPath,
-        to: &'life2 ObjectPath,
-        options: CopyOptions,
-    ) -> BoxFuture<'async_trait, object_store::Result<()>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.copy_opts(from, to, options)
-    }
-}
-
 /// Measurement 3: the 1-reader scan through a delayed store, prefetch on
 /// (all files) and off (the first `config.off_files`).
 struct Latency {
@@ -1062,10 +957,13 @@ fn latency_scans(
     ));
     let memory = Arc::new(InMemory::new());
     runtime.block_on(copy_into(dataset_dir, memory.as_ref()))?;
-    let delayed: Arc<dyn ObjectStore> = Arc::new(Delayed {
-        inner: memory,
-        delay: GET_LATENCY,
-    });
+    let delayed: Arc<dyn ObjectStore> = Arc::new(FaultyStore::new(
+        memory,
+        Faults {
+            get_delay: GET_LATENCY,
+            ..Faults::default()
+        },
+    ));
     let run = |prefetch: bool, limit: Option<usize>| -> Result<Scan> {
         progress(format!(
             "delayed store, prefetch {}: scan of {} small items, 1 reader",

@@ -302,6 +302,7 @@ pub async fn run_import(args: ImportArgs) -> CliResult {
     // Check the source before creating a dataset directory for it.
     let files = prepare(&args.src, &options)?;
     let dataset = Dataset::open(&args.dataset, true)?;
+    dataset.store().ensure_atomic_refs().await?;
     let report = import_files(&dataset, &files, &options).await?;
     let outcome = match report.manifest {
         Some(id) => format!("committed manifest {} to ref {}", id, options.ref_name),
@@ -428,6 +429,7 @@ pub async fn run_branch(dataset: String, name: String, from: String) -> CliResul
 
 pub async fn run_merge(dataset: String, into: String, branches: Vec<String>) -> CliResult {
     let dataset = Dataset::open(&dataset, false)?;
+    dataset.store().ensure_atomic_refs().await?;
     let writer = writer_string(&format!("merge {}", branches.join(" ")));
     let report = dataset.merge_refs(&into, &branches, &writer).await?;
     for c in &report.conflicts {

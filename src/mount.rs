@@ -269,6 +269,15 @@ fn open_session(
         })
     });
     let tree = runtime.block_on(async {
+        if spool.is_some() {
+            // A writer must be able to move the ref safely before it
+            // accepts anything.
+            dataset
+                .store()
+                .ensure_atomic_refs()
+                .await
+                .map_err(DatasetError::from)?;
+        }
         // What a mount that died left in this spool is committed first.
         if let Some(spool) = &spool {
             recover(

@@ -406,3 +406,42 @@ async fn local_conflicts_leave_ref_unchanged() {
 async fn memory_conflicts_leave_ref_unchanged() {
     conflicts_leave_ref_unchanged(Backend::Memory, "memory").await;
 }
+
+/// A store that accepts conditional puts but overwrites anyway (as garage
+/// 2.5 and s3rver do) must be refused before any ref moves, with an error
+/// that says why and how to override.
+#[test]
+fn a_store_whose_conditional_puts_are_not_atomic_is_refused() {
+    use packfs::store::faults::{Faults, FaultyStore};
+    let faulty = FaultyStore::new(
+        Arc::new(InMemory::new()),
+        Faults {
+            ignore_conditions: true,
+            ..Faults::default()
+        },
+    );
+    let ds = Dataset::from_store(Store::from_object_store(
+        Arc::new(faulty),
+        Path::default(),
+        "s3://ignores-conditions",
+    ));
+    let err = block_on(ds.commit(REF, None, no_tracks(), "test")).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, DatasetError::Store(StoreError::NoAtomicRefs { .. })),
+        "{text}"
+    );
+    assert!(
+        text.contains("If-None-Match") && text.contains("PACKFS_UNSAFE_REFS=1"),
+        "{text}"
+    );
+    assert_eq!(
+        block_on(ds.store().read_ref(REF)).unwrap(),
+        None,
+        "no ref moved"
+    );
+
+    // A store that honours them passes the same probe.
+    let (_dir, ds) = open(Backend::Memory);
+    block_on(ds.commit(REF, None, no_tracks(), "test")).unwrap();
+}

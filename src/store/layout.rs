@@ -49,6 +49,11 @@ impl Layout {
         self.meta("refs", name)
     }
 
+    /// `_packfs/locks/<leaf>`: scratch objects (the conditional-put probe).
+    pub fn lock(&self, leaf: &str) -> Path {
+        self.meta("locks", leaf)
+    }
+
     /// `_packfs/refs`
     pub fn refs_dir(&self) -> Path {
         self.root.clone().join(RESERVED_PREFIX).join("refs")

@@ -5,6 +5,7 @@
 //! [`StoreError`]; which `object_store` backend sits underneath is decided
 //! here, once, from the dataset location.
 
+pub mod faults;
 mod layout;
 mod refs;
 
@@ -55,7 +56,12 @@ pub enum StoreError {
         expected: Option<ObjectId>,
         actual: Option<ObjectId>,
     },
-    #[error("store {location} cannot update refs atomically ({detail})")]
+    #[error(
+        "store {location} cannot move refs atomically: {detail}. Concurrent writers could \
+         silently lose each other's commits, so packfs refuses to write here. Use a store with \
+         atomic conditional puts (AWS S3, or MinIO/Ceph with If-Match support), or set \
+         PACKFS_UNSAFE_REFS=1 to accept the risk"
+    )]
     NoAtomicRefs { location: String, detail: String },
     #[error(transparent)]
     Format(#[from] FormatError),
@@ -95,6 +101,8 @@ pub struct Store {
     layout: Layout,
     refs: RefBackend,
     location: String,
+    /// Outcome of the conditional-put probe, run before the first ref move.
+    cas_probe: Arc<tokio::sync::OnceCell<Result<(), String>>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -146,6 +154,7 @@ impl Store {
             layout: Layout::new(root),
             refs: RefBackend::Conditional,
             location: location.to_string(),
+            cas_probe: Default::default(),
         })
     }
 
@@ -181,6 +190,7 @@ impl Store {
             layout: Layout::new(Path::default()),
             refs: RefBackend::LocalDir(dir.clone()),
             location: dir.display().to_string(),
+            cas_probe: Default::default(),
         })
     }
 
@@ -192,6 +202,7 @@ impl Store {
             layout: Layout::new(root),
             refs: RefBackend::Conditional,
             location: location.to_string(),
+            cas_probe: Default::default(),
         }
     }
 
@@ -330,6 +341,28 @@ impl Store {
         names.retain(|n| crate::format::validate_ref_name(n).is_ok());
         names.sort();
         Ok(names)
+    }
+
+    /// Fails with [`StoreError::NoAtomicRefs`] unless refs can move
+    /// atomically here: always on a local directory; on an object store
+    /// once its conditional puts were shown to work (probed once per
+    /// `Store`), or the user overrode the check with `PACKFS_UNSAFE_REFS=1`.
+    /// Writers call this before they write anything.
+    pub async fn ensure_atomic_refs(&self) -> Result<(), StoreError> {
+        if matches!(self.refs, RefBackend::LocalDir(_)) {
+            return Ok(());
+        }
+        if std::env::var(refs::UNSAFE_REFS_ENV).is_ok_and(|v| v == "1") {
+            return Ok(());
+        }
+        let probed = self
+            .cas_probe
+            .get_or_init(|| refs::probe_conditional_puts(self))
+            .await;
+        probed.clone().map_err(|detail| StoreError::NoAtomicRefs {
+            location: self.location.clone(),
+            detail,
+        })
     }
 
     /// The Manifest a ref points at, or `None` if the ref does not exist.

@@ -91,6 +91,7 @@ impl RefBackend {
         expected: Option<ObjectId>,
         new: ObjectId,
     ) -> Result<(), StoreError> {
+        store.ensure_atomic_refs().await?;
         let path = store.layout.reference(name);
         let current = self.read(store, name).await?;
         let conflict = |actual| StoreError::RefConflict {
@@ -208,4 +209,60 @@ fn flock_exclusive(file: &File) -> std::io::Result<()> {
             return Err(err);
         }
     }
+}
+
+/// Set to `1` to move refs on a store whose conditional puts were not
+/// shown to work (concurrent writers may then lose each other's commits).
+pub const UNSAFE_REFS_ENV: &str = "PACKFS_UNSAFE_REFS";
+
+/// Checks once that the store honours conditional puts: creating an
+/// existing object must fail (`If-None-Match: *`) and updating with a stale
+/// version must fail (`If-Match`). Some S3-compatible servers accept both
+/// and overwrite, which would let two writers both move a ref.
+pub(super) async fn probe_conditional_puts(store: &Store) -> Result<(), String> {
+    let nonce = format!(
+        "cas-probe-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    let path = store.layout.lock(&nonce);
+    let put = |mode: PutMode, body: &'static [u8]| {
+        let options = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        store.inner.put_opts(&path, body.into(), options)
+    };
+    let outcome = async {
+        match put(PutMode::Create, b"1").await {
+            Ok(_) => {}
+            Err(object_store::Error::NotImplemented { .. }) => {
+                return Err("the backend does not implement conditional puts".to_string())
+            }
+            Err(e) => return Err(format!("probe put: {e}")),
+        }
+        match put(PutMode::Create, b"2").await {
+            Err(object_store::Error::AlreadyExists { .. }) => {}
+            Ok(_) => {
+                return Err(
+                    "a create-only put (If-None-Match: *) overwrote an existing object".into(),
+                )
+            }
+            Err(e) => return Err(format!("probe put: {e}")),
+        }
+        let stale = UpdateVersion {
+            e_tag: Some("\"packfs-stale-etag\"".into()),
+            version: None,
+        };
+        match put(PutMode::Update(stale), b"3").await {
+            Err(object_store::Error::Precondition { .. }) => Ok(()),
+            Ok(_) => Err("an update with a stale ETag (If-Match) succeeded".into()),
+            Err(e) => Err(format!("probe put: {e}")),
+        }
+    }
+    .await;
+    let _ = store.inner.delete(&path).await;
+    outcome
 }
