@@ -71,6 +71,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
         format!("sha256sum {}/val/video/clip.mp4", mnt.display()),
         format!("tar -C {} -cf - . | tar -tvf - | tail -3", mnt.display()),
+        format!(
+            "echo hello > {}/train/caption/hello.txt   # packed and committed within 2 s",
+            mnt.display()
+        ),
+        format!(
+            "cargo run --release -- log {}   # the mount's commit is on top",
+            dataset_dir.display()
+        ),
     ] {
         println!("  {cmd}");
     }
