@@ -959,10 +959,10 @@ fn latency_scans(
     runtime.block_on(copy_into(dataset_dir, memory.as_ref()))?;
     let delayed: Arc<dyn ObjectStore> = Arc::new(FaultyStore::new(
         memory,
-        Faults {
+        Arc::new(Faults {
             get_delay: GET_LATENCY,
             ..Faults::default()
-        },
+        }),
     ));
     let run = |prefetch: bool, limit: Option<usize>| -> Result<Scan> {
         progress(format!(

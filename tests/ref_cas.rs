@@ -413,13 +413,11 @@ async fn memory_conflicts_leave_ref_unchanged() {
 #[test]
 fn a_store_whose_conditional_puts_are_not_atomic_is_refused() {
     use packfs::store::faults::{Faults, FaultyStore};
-    let faulty = FaultyStore::new(
-        Arc::new(InMemory::new()),
-        Faults {
-            ignore_conditions: true,
-            ..Faults::default()
-        },
-    );
+    let faults = Faults::default();
+    faults
+        .ignore_conditions
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let faulty = FaultyStore::new(Arc::new(InMemory::new()), Arc::new(faults));
     let ds = Dataset::from_store(Store::from_object_store(
         Arc::new(faulty),
         Path::default(),

@@ -86,6 +86,41 @@ impl StoreError {
     }
 }
 
+/// Attempts of one request whose failure may pass (a network error, a
+/// 5xx the backend's own retries did not outlast), and the pause before the
+/// first retry (doubling after each). Bounded so that a store that stays
+/// down turns into an error in about a second, never a hang.
+const ATTEMPTS: u32 = 4;
+const FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether an `object_store` error may pass on a retry. Answers such as
+/// "not found", "already exists" or "precondition failed" are final.
+fn transient(e: &object_store::Error) -> bool {
+    matches!(e, object_store::Error::Generic { .. })
+}
+
+/// Runs `request` until it succeeds, fails for good, or runs out of
+/// attempts.
+async fn retrying<T, F, Fut>(op: &str, path: &Path, mut request: F) -> object_store::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = object_store::Result<T>>,
+{
+    let mut backoff = FIRST_BACKOFF;
+    let mut attempt = 1;
+    loop {
+        match request().await {
+            Err(e) if transient(&e) && attempt < ATTEMPTS => {
+                tracing::debug!("{op} {path} failed ({e}); retry {attempt} in {backoff:?}");
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+                attempt += 1;
+            }
+            result => return result,
+        }
+    }
+}
+
 /// The bytes of a ranged read, with the real size of the whole object so
 /// callers can check it against what the metadata promised.
 pub struct RangeRead {
@@ -218,15 +253,11 @@ impl Store {
 
     /// Reads a whole object.
     pub async fn get(&self, path: &Path) -> Result<Bytes, StoreError> {
-        let result = self
-            .inner
-            .get(path)
-            .await
-            .map_err(|e| StoreError::backend("get", path, e))?;
-        result
-            .bytes()
-            .await
-            .map_err(|e| StoreError::backend("get", path, e))
+        retrying("get", path, || async {
+            self.inner.get(path).await?.bytes().await
+        })
+        .await
+        .map_err(|e| StoreError::backend("get", path, e))
     }
 
     /// Reads `range` of an object. An empty range costs no request.
@@ -235,17 +266,14 @@ impl Store {
             range: Some(GetRange::Bounded(range.clone())),
             ..Default::default()
         };
-        let result = self
-            .inner
-            .get_opts(path, options)
-            .await
-            .map_err(|e| StoreError::backend("get", path, e))?;
-        let object_size = result.meta.size;
-        let bytes = result
-            .bytes()
-            .await
-            .map_err(|e| StoreError::backend("get", path, e))?;
-        Ok(RangeRead { bytes, object_size })
+        retrying("get", path, || async {
+            let result = self.inner.get_opts(path, options.clone()).await?;
+            let object_size = result.meta.size;
+            let bytes = result.bytes().await?;
+            Ok(RangeRead { bytes, object_size })
+        })
+        .await
+        .map_err(|e| StoreError::backend("get", path, e))
     }
 
     /// Streams a whole object through `f` chunk by chunk (for hashing large
@@ -255,9 +283,7 @@ impl Store {
         path: &Path,
         mut f: impl FnMut(&[u8]),
     ) -> Result<u64, StoreError> {
-        let result = self
-            .inner
-            .get(path)
+        let result = retrying("get", path, || self.inner.get(path))
             .await
             .map_err(|e| StoreError::backend("get", path, e))?;
         let mut stream = result.into_stream();
@@ -272,7 +298,7 @@ impl Store {
 
     /// The size of an object, or `None` if it does not exist.
     pub async fn size(&self, path: &Path) -> Result<Option<u64>, StoreError> {
-        match self.inner.head(path).await {
+        match retrying("head", path, || self.inner.head(path)).await {
             Ok(meta) => Ok(Some(meta.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(StoreError::backend("head", path, e)),
@@ -292,7 +318,13 @@ impl Store {
             mode,
             ..Default::default()
         };
-        match self.inner.put_opts(path, bytes.into(), options).await {
+        // A put whose answer was lost may have landed: the retry then finds
+        // the object (AlreadyExists), which is the same success.
+        let put = || {
+            self.inner
+                .put_opts(path, bytes.clone().into(), options.clone())
+        };
+        match retrying("put", path, put).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
             Err(e) => Err(StoreError::backend("put", path, e)),

@@ -48,21 +48,21 @@ impl RefBackend {
                     }),
                 }
             }
-            RefBackend::Conditional => match store.inner.get(&path).await {
-                Ok(result) => {
+            RefBackend::Conditional => {
+                let read = super::retrying("get", &path, || async {
+                    let result = store.inner.get(&path).await?;
                     let version = UpdateVersion {
                         e_tag: result.meta.e_tag.clone(),
                         version: result.meta.version.clone(),
                     };
-                    let bytes = result
-                        .bytes()
-                        .await
-                        .map_err(|e| StoreError::backend("get", &path, e))?;
-                    Ok(Some((decode_ref(&bytes, name)?, version)))
+                    Ok((result.bytes().await?, version))
+                });
+                match read.await {
+                    Ok((bytes, version)) => Ok(Some((decode_ref(&bytes, name)?, version))),
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(StoreError::backend("get", &path, e)),
                 }
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(StoreError::backend("get", &path, e)),
-            },
+            }
         }
     }
 
@@ -110,18 +110,24 @@ impl RefBackend {
             mode,
             ..Default::default()
         };
-        match store
-            .inner
-            .put_opts(&path, encode_ref(&new).into(), options)
-            .await
-        {
+        let put = || {
+            store
+                .inner
+                .put_opts(&path, encode_ref(&new).into(), options.clone())
+        };
+        match super::retrying("update ref", &path, put).await {
             Ok(_) => Ok(()),
             Err(
                 object_store::Error::AlreadyExists { .. }
                 | object_store::Error::Precondition { .. },
             ) => {
                 let actual = self.read(store, name).await?.map(|(id, _)| id);
-                Err(conflict(actual))
+                // Our own earlier attempt may have landed with its answer
+                // lost: then the ref already says what we asked.
+                match actual == Some(new) {
+                    true => Ok(()),
+                    false => Err(conflict(actual)),
+                }
             }
             Err(object_store::Error::NotImplemented { .. }) => Err(StoreError::NoAtomicRefs {
                 location: store.location.clone(),
