@@ -48,7 +48,7 @@ fn mount_read_only(
     dir: &std::path::Path,
 ) -> (std::path::PathBuf, mount::MountHandle) {
     let mnt = dir.join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
+    std::fs::create_dir_all(&mnt).unwrap();
     let options = MountOptions {
         read_only: true,
         ..MountOptions::default()
@@ -134,6 +134,87 @@ fn an_object_that_keeps_failing_is_eio_for_its_items_only_and_promptly() {
     // Items of other packs still read (f10 is in the second pack of ten).
     for (rel, bytes) in files.iter().filter(|(r, _)| r.as_str() >= "t/m/f10") {
         assert!(std::fs::read(mnt.join(rel)).unwrap() == *bytes, "{rel}");
+    }
+    handle.unmount().unwrap();
+}
+
+/// A commit that fails at any step of its order (packs, Tracks, Manifest,
+/// ref) leaves the ref on a complete Manifest, reports EIO to fsync, keeps
+/// the data, and lands once the store works again.
+#[test]
+fn a_commit_failing_at_each_step_leaves_a_valid_ref_and_lands_later() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    write_file(&src.join("t/m/seed"), b"seed");
+    let faults = Arc::new(Faults::default());
+    let dataset = faulty_dataset(&faults);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime
+        .block_on(import(&dataset, &src, &import_options()))
+        .unwrap();
+
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let options = MountOptions {
+        write: packfs::write::WriteOptions {
+            spool_dir: Some(tmp.path().join("spool")),
+            idle_flush: Duration::from_secs(3600),
+            ..Default::default()
+        },
+        ..MountOptions::default()
+    };
+    let handle = mount::spawn(dataset.clone(), &mnt, &options).unwrap();
+    let steps = [
+        "t/m/0/",
+        "_packfs/tracks",
+        "_packfs/manifests",
+        "_packfs/refs",
+    ];
+    for (i, step) in steps.iter().enumerate() {
+        let before = runtime.block_on(dataset.resolve("main")).unwrap();
+        faults.fail_puts_of.lock().push(step.to_string());
+        let path = mnt.join(format!("t/m/file{i}"));
+        let file = std::fs::File::create(&path).unwrap();
+        std::io::Write::write_all(
+            &mut &file,
+            format!("written before step {step} failed").as_bytes(),
+        )
+        .unwrap();
+        let err = file.sync_all().unwrap_err();
+        assert_eq!(
+            err.raw_os_error(),
+            Some(libc::EIO),
+            "fsync with {step} failing"
+        );
+        // The ref did not move, and what it names is complete.
+        assert_eq!(
+            runtime.block_on(dataset.resolve("main")).unwrap(),
+            before,
+            "{step}"
+        );
+        let report = runtime
+            .block_on(packfs::verify::verify(&dataset, "main"))
+            .unwrap();
+        assert!(report.problems.is_empty(), "{step}: {:?}", report.problems);
+        // The file is still there for the writer, and commits once PUTs work.
+        faults.fail_puts_of.lock().clear();
+        file.sync_all().unwrap();
+        assert_ne!(
+            runtime.block_on(dataset.resolve("main")).unwrap(),
+            before,
+            "{step}"
+        );
+    }
+    handle.unmount().unwrap();
+    let report = runtime
+        .block_on(packfs::verify::verify(&dataset, "main"))
+        .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let (mnt, handle) = mount_read_only(dataset, &tmp.path().join("again"));
+    for (i, step) in steps.iter().enumerate() {
+        let got = std::fs::read_to_string(mnt.join(format!("t/m/file{i}"))).unwrap();
+        assert_eq!(got, format!("written before step {step} failed"));
     }
     handle.unmount().unwrap();
 }

@@ -33,6 +33,8 @@ pub struct Faults {
     pub fail_gets_of: Mutex<Vec<String>>,
     /// This many next PUTs fail with a transient error.
     pub fail_next_puts: AtomicU64,
+    /// PUTs of paths containing one of these fail, every time.
+    pub fail_puts_of: Mutex<Vec<String>>,
     /// PUTs of paths containing one of these are stored, then reported as
     /// failed (a response lost on the way back).
     pub lie_about_puts_of: Mutex<Vec<String>>,
@@ -102,7 +104,7 @@ impl ObjectStore for FaultyStore {
             if self.faults.ignore_conditions.load(Ordering::Relaxed) {
                 opts.mode = PutMode::Overwrite;
             }
-            if self.faults.put_fails() {
+            if self.faults.put_fails() || matches(&self.faults.fail_puts_of, location) {
                 return Err(injected("put", location));
             }
             let result = self.inner.put_opts(location, payload, opts).await?;

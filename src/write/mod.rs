@@ -477,10 +477,22 @@ impl Writer {
     /// closed file waits) or none has after a while. Blocks the caller.
     fn make_room(&self, bytes: u64) -> Result<(), WriteError> {
         const PATIENCE: Duration = Duration::from_secs(60);
+        // A flush that just committed frees its files a moment later:
+        // "nothing left to commit" must hold this long before it counts.
+        const SETTLE: Duration = Duration::from_secs(1);
         let limit = self.options.spool_bytes;
-        let deadline = std::time::Instant::now() + PATIENCE;
+        let start = std::time::Instant::now();
+        let mut nothing_to_commit_since = None;
         while self.spool.used() + bytes > limit {
-            if !self.flusher.has_changes() || std::time::Instant::now() >= deadline {
+            let now = std::time::Instant::now();
+            let stuck = match self.flusher.has_changes() {
+                true => {
+                    nothing_to_commit_since = None;
+                    false
+                }
+                false => now - *nothing_to_commit_since.get_or_insert(now) >= SETTLE,
+            };
+            if stuck || now - start >= PATIENCE {
                 return Err(WriteError::SpoolFull {
                     dir: self.spool.dir().to_path_buf(),
                     used: self.spool.used(),
