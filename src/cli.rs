@@ -25,8 +25,51 @@ pub struct Cli {
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    #[command(flatten)]
+    pub s3: S3Args,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Settings for S3-compatible servers (MinIO, Ceph RGW, …). Credentials
+/// and everything else come from the usual `AWS_*` environment variables
+/// and are never printed.
+#[derive(Args, Debug)]
+pub struct S3Args {
+    /// S3 endpoint URL, e.g. http://127.0.0.1:9000 (AWS_ENDPOINT).
+    #[arg(long, global = true, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// S3 region (AWS_REGION).
+    #[arg(long, global = true)]
+    pub region: Option<String>,
+    /// Address buckets as <endpoint>/<bucket> instead of <bucket>.<endpoint>
+    /// (most S3-compatible servers want this).
+    #[arg(long, global = true)]
+    pub path_style: bool,
+    /// Allow plain http:// endpoints.
+    #[arg(long, global = true)]
+    pub allow_http: bool,
+}
+
+impl S3Args {
+    /// The settings as the `AWS_*` variables object_store reads, which the
+    /// store is opened with (and a daemonized mount inherits).
+    pub fn apply(&self) {
+        // Called first thing in `main`, before any other thread exists.
+        let set = |key: &str, value: &str| std::env::set_var(key, value);
+        if let Some(endpoint) = &self.endpoint {
+            set("AWS_ENDPOINT", endpoint);
+        }
+        if let Some(region) = &self.region {
+            set("AWS_REGION", region);
+        }
+        if self.path_style {
+            set("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "false");
+        }
+        if self.allow_http {
+            set("AWS_ALLOW_HTTP", "true");
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]

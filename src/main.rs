@@ -8,6 +8,7 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    cli.s3.apply();
     let default_level = match cli.verbose {
         0 => "warn",
         1 => "info",

@@ -122,6 +122,37 @@ fn concurrent_importers_and_branches_merge_on_s3() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // The S3 settings given as options instead of AWS_* variables.
+    let endpoint = s3
+        .env()
+        .into_iter()
+        .find(|(k, _)| *k == "AWS_ENDPOINT")
+        .unwrap()
+        .1;
+    let flags_only = Command::new(PACKFS)
+        .args([
+            "log",
+            &url,
+            "-n",
+            "1",
+            "--endpoint",
+            &endpoint,
+            "--region",
+            "us-east-1",
+        ])
+        .args(["--path-style", "--allow-http"])
+        .env_clear()
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .output()
+        .unwrap();
+    assert!(
+        flags_only.status.success(),
+        "{}",
+        String::from_utf8_lossy(&flags_only.stderr)
+    );
+    assert!(String::from_utf8_lossy(&flags_only.stdout).contains("manifest "));
+
     // A branch, written to and merged back as one Manifest.
     s3.packfs_ok(&["branch", &url, "side"]);
     let side = tmp.path().join("side");

@@ -405,3 +405,46 @@ fn rm_rf_of_a_large_directory_removes_everything() {
         b"seed\n"
     );
 }
+
+#[test]
+fn only_the_mounting_user_gets_in_and_the_spool_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    // Traversable by others, so only the mount itself can refuse them.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dataset = seeded(tmp.path());
+    let m = Mounted::writable_in(tmp.path(), &dataset, &[]);
+    std::fs::write(m.path.join("t/seed/mine"), b"x").unwrap();
+    let outside = Command::new("runuser")
+        .args(["-u", "nobody", "--", "ls", tmp.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        outside.status.success(),
+        "the test directory itself must be readable"
+    );
+    let mode = std::fs::metadata(tmp.path().join("spool"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "spool mode {mode:o}");
+    // Without --allow-other the kernel lets no other user in, root's
+    // files or not.
+    let listing = Command::new("runuser")
+        .args([
+            "-u",
+            "nobody",
+            "--",
+            "ls",
+            m.path.join("t/seed").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!listing.status.success(), "another user listed the mount");
+    assert!(
+        String::from_utf8_lossy(&listing.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&listing.stderr)
+    );
+}
