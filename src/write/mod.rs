@@ -153,6 +153,8 @@ pub struct Writer {
     /// Closed files and bytes waiting for a flush.
     pending: Mutex<(usize, u64)>,
     journal: Arc<Journal>,
+    /// Spool files waiting to be deleted between flushes (`retire`).
+    graveyard: Mutex<Vec<SpoolFile>>,
     flusher: flush::Flusher,
     wake: Notify,
     /// The next flush must commit everything (set by a full spool).
@@ -214,6 +216,7 @@ impl Writer {
             open_lock: tokio::sync::Mutex::new(()),
             pending: Mutex::new((0, 0)),
             journal,
+            graveyard: Mutex::new(Vec::new()),
             flusher,
             wake: Notify::new(),
             want_full: std::sync::atomic::AtomicBool::new(false),
@@ -579,9 +582,9 @@ impl Writer {
             }
         }
         if let Some(Content::Spool(old)) = superseded {
-            self.spool.remove(&[old]);
+            self.retire(vec![old]);
         }
-        self.spool.remove(&self.ns.release_if_unused(h.ino));
+        self.retire(self.ns.release_if_unused(h.ino));
         if sealed {
             let size = self.ns.attr(h.ino).map_or(0, |a| a.size);
             let mut pending = self.pending.lock();
@@ -597,7 +600,21 @@ impl Writer {
     /// Frees the spool files of `ino` once it has neither a name nor an
     /// open handle (after unlink, or a rename that replaced it).
     pub fn forget_if_unused(&self, ino: Ino) {
-        self.spool.remove(&self.ns.release_if_unused(ino));
+        self.retire(self.ns.release_if_unused(ino));
+    }
+
+    /// Spool files no version uses any more. A flush running now may still
+    /// be uploading them, so they go when no flush runs (see `bury`).
+    fn retire(&self, files: Vec<SpoolFile>) {
+        if !files.is_empty() {
+            self.graveyard.lock().extend(files);
+        }
+    }
+
+    /// Deletes the retired spool files; the flusher calls it between flushes.
+    fn bury(&self) {
+        let files = std::mem::take(&mut *self.graveyard.lock());
+        self.spool.remove(&files);
     }
 
     /// `fsync` of file `ino`: its bytes as they are now, even while it is
@@ -620,7 +637,7 @@ impl Writer {
             })?;
             self.journal_put(ino, &Content::Spool(copy));
             if let Some(Content::Spool(old)) = replaced {
-                self.spool.remove(&[old]);
+                self.retire(vec![old]);
             }
         }
         self.sync().await
@@ -650,6 +667,7 @@ impl Writer {
             let ticket = self.requested.load(Ordering::SeqCst);
             let idle = woken.is_err();
             if idle && !self.flusher.has_changes() && ticket == self.status.borrow().done {
+                self.bury();
                 continue;
             }
             // Only a flush for pack thresholds may leave a partial pack for
@@ -681,8 +699,9 @@ impl Writer {
     }
 
     async fn flush_some(&self, full: bool) -> Result<(), WriteError> {
-        let unused = self.flusher.flush(full).await?;
-        self.spool.remove(&unused);
+        let result = self.flusher.flush(full).await;
+        self.bury();
+        self.spool.remove(&result?);
         Ok(())
     }
 
