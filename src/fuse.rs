@@ -52,6 +52,8 @@ enum FsError {
     Write(WriteError),
     /// A spool file could not be read (logged where it happened).
     SpoolRead,
+    /// Flags the mount does not implement (`RENAME_NOREPLACE`/`EXCHANGE`).
+    UnsupportedFlags,
 }
 
 impl From<WriteError> for FsError {
@@ -105,6 +107,7 @@ fn errno(e: &FsError) -> Errno {
             _ => Errno::EIO,
         },
         FsError::SpoolRead => Errno::EIO,
+        FsError::UnsupportedFlags => Errno::EINVAL,
         // Data that cannot be produced exactly is an I/O error, never zeros.
         FsError::Read(ReadError::Map(_) | ReadError::Execute(_)) => Errno::EIO,
     }
@@ -612,7 +615,7 @@ impl Filesystem for PackFs {
         reply: ReplyEmpty,
     ) {
         if !flags.is_empty() {
-            return reply.error(Errno::EINVAL); // no RENAME_NOREPLACE/EXCHANGE
+            return reply.error(errno(&FsError::UnsupportedFlags));
         }
         let from = (parent.0, name.as_encoded_bytes());
         let to = (newparent.0, newname.as_encoded_bytes());
