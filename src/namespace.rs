@@ -222,6 +222,8 @@ pub struct ExportedFile {
     /// Path below the modality directory.
     pub name: String,
     pub content: Content,
+    /// `u64::MAX` for a spool version kept while the file is open (the
+    /// namespace tracks only the open version's size).
     pub size: u64,
     pub generation: u64,
     /// No version of it is committed yet: leaving it out of a commit loses

@@ -166,10 +166,13 @@ impl Flusher {
                 }
                 if let Content::Spool(spool) = &f.content {
                     let file = spool.path.file_name().unwrap_or_default();
+                    // The export does not know the size of a version kept
+                    // for a file still open; the spool file does.
+                    let size = std::fs::metadata(&spool.path).map_or(f.size, |m| m.len());
                     puts.push(Record::Put {
                         path: format!("{}/{}/{}", m.timeline, m.modality, f.name),
                         file: file.to_string_lossy().into_owned(),
-                        size: f.size,
+                        size,
                     });
                 }
                 false
