@@ -26,16 +26,17 @@ pub struct Cli {
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     #[command(flatten)]
-    pub s3: S3Args,
+    pub store: StoreArgs,
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// Settings for S3-compatible servers (MinIO, Ceph RGW, …). Credentials
-/// and everything else come from the usual `AWS_*` environment variables
-/// and are never printed.
+/// How to reach the store: settings for S3-compatible servers (MinIO,
+/// Ceph RGW, …) and time-outs. Credentials and everything else come from
+/// the usual `AWS_*` (`GOOGLE_*`, `AZURE_*`) environment variables and are
+/// never printed.
 #[derive(Args, Debug)]
-pub struct S3Args {
+pub struct StoreArgs {
     /// S3 endpoint URL, e.g. http://127.0.0.1:9000 (AWS_ENDPOINT).
     #[arg(long, global = true, value_name = "URL")]
     pub endpoint: Option<String>,
@@ -49,12 +50,33 @@ pub struct S3Args {
     /// Allow plain http:// endpoints.
     #[arg(long, global = true)]
     pub allow_http: bool,
+    /// Time-out of one request to the store, body included [default: 30s].
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration_arg)]
+    pub timeout: Option<String>,
+    /// Time-out for connecting to the store [default: 5s].
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration_arg)]
+    pub connect_timeout: Option<String>,
+    /// Transient failures (network errors, 5xx, short bodies) are retried
+    /// with backoff until this long after the first attempt; then the
+    /// error is final (EIO in a mount) [default: 30s].
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration_arg)]
+    pub retry_deadline: Option<String>,
+    /// Diagnostics: inject store faults, e.g. get-fail-every=5,get-delay=20ms
+    /// (see src/store/faults.rs).
+    #[arg(long, global = true, hide = true, value_name = "SPEC")]
+    pub inject_faults: Option<String>,
 }
 
-impl S3Args {
-    /// The settings as the `AWS_*` variables object_store reads, which the
-    /// store is opened with (and a daemonized mount inherits).
+/// Checks a duration argument early, so a typo is a usage error.
+fn duration_arg(text: &str) -> Result<String, String> {
+    packfs::store::parse_duration(text).map(|_| text.to_string())
+}
+
+impl StoreArgs {
+    /// The settings as the environment variables the store is opened with
+    /// (which a daemonized mount inherits).
     pub fn apply(&self) {
+        use packfs::store::{CONNECT_TIMEOUT_ENV, RETRY_DEADLINE_ENV, TIMEOUT_ENV};
         // Called first thing in `main`, before any other thread exists.
         let set = |key: &str, value: &str| std::env::set_var(key, value);
         if let Some(endpoint) = &self.endpoint {
@@ -68,6 +90,16 @@ impl S3Args {
         }
         if self.allow_http {
             set("AWS_ALLOW_HTTP", "true");
+        }
+        for (key, value) in [
+            (TIMEOUT_ENV, &self.timeout),
+            (CONNECT_TIMEOUT_ENV, &self.connect_timeout),
+            (RETRY_DEADLINE_ENV, &self.retry_deadline),
+            (packfs::store::faults::FAULTS_ENV, &self.inject_faults),
+        ] {
+            if let Some(value) = value {
+                set(key, value);
+            }
         }
     }
 }
@@ -261,6 +293,10 @@ pub struct MountArgs {
     /// Commit after this many seconds without a change.
     #[arg(long, default_value_t = WriteOptions::default().idle_flush.as_secs_f64())]
     pub idle_flush: f64,
+    /// At unmount or SIGTERM, give the last commit this many seconds; what
+    /// is not committed by then stays in the spool for the next mount.
+    #[arg(long, default_value_t = WriteOptions::default().shutdown_timeout.as_secs_f64())]
+    pub shutdown_timeout: f64,
 }
 
 impl MountArgs {
@@ -285,6 +321,9 @@ impl MountArgs {
                 pack_bytes: self.pack_bytes,
                 idle_flush: std::time::Duration::from_secs_f64(self.idle_flush.max(0.01)),
                 spool_bytes: self.spool_bytes,
+                shutdown_timeout: std::time::Duration::from_secs_f64(
+                    self.shutdown_timeout.max(0.0),
+                ),
                 ..WriteOptions::default()
             },
         }

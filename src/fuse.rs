@@ -355,9 +355,8 @@ impl Filesystem for PackFs {
     fn destroy(&mut self) {
         if let Some(writer) = &self.writer {
             let writer = writer.clone();
-            if let Err(e) = self.runtime.block_on(async move { writer.flush().await }) {
-                warn!("final flush at unmount failed, written files stay in the spool: {e}");
-            }
+            self.runtime
+                .block_on(async move { writer.shutdown().await });
         }
     }
 

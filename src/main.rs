@@ -8,7 +8,7 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cli.s3.apply();
+    cli.store.apply();
     let default_level = match cli.verbose {
         0 => "warn",
         1 => "info",

@@ -95,15 +95,14 @@ async fn check_object(
     path: &Path,
     expected_len: Option<u64>,
 ) -> (u64, Option<String>) {
-    let mut hasher = blake3::Hasher::new();
-    let size = match dataset
+    let hashed = dataset
         .store()
-        .for_each_chunk(path, |c| {
-            hasher.update(c);
+        .fold_chunks(path, blake3::Hasher::new, |hasher, chunk| {
+            hasher.update(chunk);
         })
-        .await
-    {
-        Ok(size) => size,
+        .await;
+    let (hasher, size) = match hashed {
+        Ok(hashed) => hashed,
         Err(StoreError::NotFound { .. }) => return (0, Some(format!("{path}: missing"))),
         Err(e) => return (0, Some(e.to_string())),
     };

@@ -15,7 +15,7 @@ use packfs::dataset::Dataset;
 use packfs::import::{import, ImportOptions};
 use packfs::mount::{self, MountOptions};
 use packfs::store::faults::{Faults, FaultyStore};
-use packfs::store::Store;
+use packfs::store::{Store, StoreOptions};
 
 /// A dataset on an in-memory store behind `faults`.
 fn faulty_dataset(faults: &Arc<Faults>) -> Dataset {
@@ -86,10 +86,7 @@ fn transient_failures_are_retried_and_every_byte_is_exact() {
     runtime
         .block_on(import(&dataset, &tmp.path().join("src"), &import_options()))
         .expect("import through transient failures");
-    let report = runtime
-        .block_on(packfs::verify::verify(&dataset, "main"))
-        .unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_verifies(&runtime, &dataset);
 
     let (mnt, handle) = mount_read_only(dataset, tmp.path());
     for (rel, bytes) in &files {
@@ -138,14 +135,26 @@ fn an_object_that_keeps_failing_is_eio_for_its_items_only_and_promptly() {
     handle.unmount().unwrap();
 }
 
-/// A commit that fails at any step of its order (packs, Tracks, Manifest,
-/// ref) leaves the ref on a complete Manifest, reports EIO to fsync, keeps
-/// the data, and lands once the store works again.
-#[test]
-fn a_commit_failing_at_each_step_leaves_a_valid_ref_and_lands_later() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("src");
+/// `packfs verify` of main finds no problem.
+fn assert_verifies(runtime: &tokio::runtime::Runtime, dataset: &Dataset) {
+    let report = runtime
+        .block_on(packfs::verify::verify(dataset, "main"))
+        .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// A read-write mount, in this process, of a one-item dataset on an
+/// in-memory store behind `faults`; it commits only when asked (fsync).
+struct Writable {
+    faults: Arc<Faults>,
+    dataset: Dataset,
+    runtime: tokio::runtime::Runtime,
+    mnt: std::path::PathBuf,
+    handle: mount::MountHandle,
+}
+
+fn writable_faulty_mount(dir: &std::path::Path) -> Writable {
+    let src = dir.join("src");
     write_file(&src.join("t/m/seed"), b"seed");
     let faults = Arc::new(Faults::default());
     let dataset = faulty_dataset(&faults);
@@ -153,18 +162,40 @@ fn a_commit_failing_at_each_step_leaves_a_valid_ref_and_lands_later() {
     runtime
         .block_on(import(&dataset, &src, &import_options()))
         .unwrap();
-
-    let mnt = tmp.path().join("mnt");
+    let mnt = dir.join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let options = MountOptions {
         write: packfs::write::WriteOptions {
-            spool_dir: Some(tmp.path().join("spool")),
+            spool_dir: Some(dir.join("spool")),
             idle_flush: Duration::from_secs(3600),
             ..Default::default()
         },
         ..MountOptions::default()
     };
     let handle = mount::spawn(dataset.clone(), &mnt, &options).unwrap();
+    Writable {
+        faults,
+        dataset,
+        runtime,
+        mnt,
+        handle,
+    }
+}
+
+/// A commit that fails at any step of its order (packs, Tracks, Manifest,
+/// ref) leaves the ref on a complete Manifest, reports EIO to fsync, keeps
+/// the data, and lands once the store works again.
+#[test]
+fn a_commit_failing_at_each_step_leaves_a_valid_ref_and_lands_later() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let Writable {
+        faults,
+        dataset,
+        runtime,
+        mnt,
+        handle,
+    } = writable_faulty_mount(tmp.path());
     let steps = [
         "t/m/0/",
         "_packfs/tracks",
@@ -207,14 +238,185 @@ fn a_commit_failing_at_each_step_leaves_a_valid_ref_and_lands_later() {
         );
     }
     handle.unmount().unwrap();
-    let report = runtime
-        .block_on(packfs::verify::verify(&dataset, "main"))
-        .unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_verifies(&runtime, &dataset);
     let (mnt, handle) = mount_read_only(dataset, &tmp.path().join("again"));
     for (i, step) in steps.iter().enumerate() {
         let got = std::fs::read_to_string(mnt.join(format!("t/m/file{i}"))).unwrap();
         assert_eq!(got, format!("written before step {step} failed"));
     }
     handle.unmount().unwrap();
+}
+
+/// A body cut short (a connection dropped mid-transfer) is never handed up
+/// as data: with retries it reads exactly; with no time to retry it is
+/// EIO, never wrong bytes.
+#[test]
+fn short_bodies_are_retried_and_never_served_as_data() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let files = source(&tmp.path().join("src"));
+    let faults = Arc::new(Faults::default());
+    faults.truncate_every_nth_get.store(3, Ordering::SeqCst);
+    let dataset = faulty_dataset(&faults);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime
+        .block_on(import(&dataset, &tmp.path().join("src"), &import_options()))
+        .unwrap();
+    assert_verifies(&runtime, &dataset);
+    let (mnt, handle) = mount_read_only(dataset.clone(), tmp.path());
+    for (rel, bytes) in &files {
+        assert!(std::fs::read(mnt.join(rel)).unwrap() == *bytes, "{rel}");
+    }
+    handle.unmount().unwrap();
+
+    // No retries: every read is exact or EIO, and some are EIO.
+    let impatient = StoreOptions {
+        retry_deadline: Duration::ZERO,
+        ..StoreOptions::default()
+    };
+    let dataset = Dataset::from_store(dataset.store().clone().with_options(impatient));
+    faults.truncate_every_nth_get.store(0, Ordering::SeqCst);
+    let (mnt, handle) = mount_read_only(dataset, &tmp.path().join("again"));
+    faults.truncate_every_nth_get.store(2, Ordering::SeqCst);
+    let mut failed = 0;
+    for (rel, bytes) in &files {
+        match std::fs::read(mnt.join(rel)) {
+            Ok(got) => assert!(got == *bytes, "{rel}: wrong bytes served"),
+            Err(e) => {
+                assert_eq!(e.raw_os_error(), Some(libc::EIO), "{rel}");
+                failed += 1;
+            }
+        }
+    }
+    handle.unmount().unwrap();
+    assert!(failed > 0, "the short bodies were exercised");
+}
+
+/// Ref updates that lose the compare-and-swap (another writer "won") are
+/// retried as merges; when they keep losing, fsync reports EIO in bounded
+/// time and the data lands once the ref can move.
+#[test]
+fn a_lost_ref_compare_and_swap_is_merged_or_reported() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let Writable {
+        faults,
+        dataset,
+        runtime,
+        mnt,
+        handle,
+    } = writable_faulty_mount(tmp.path());
+
+    faults.lose_next_cas.store(3, Ordering::SeqCst);
+    let before = runtime.block_on(dataset.resolve("main")).unwrap();
+    let file = std::fs::File::create(mnt.join("t/m/after-lost-races")).unwrap();
+    std::io::Write::write_all(&mut &file, b"landed").unwrap();
+    file.sync_all().expect("fsync after three lost races");
+    drop(file);
+    assert_eq!(faults.lose_next_cas.load(Ordering::SeqCst), 0);
+    assert_ne!(runtime.block_on(dataset.resolve("main")).unwrap(), before);
+
+    faults.lose_next_cas.store(u64::MAX, Ordering::SeqCst);
+    let before = runtime.block_on(dataset.resolve("main")).unwrap();
+    let file = std::fs::File::create(mnt.join("t/m/always-losing")).unwrap();
+    std::io::Write::write_all(&mut &file, b"kept").unwrap();
+    let start = Instant::now();
+    let err = file.sync_all().unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO));
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(runtime.block_on(dataset.resolve("main")).unwrap(), before);
+    faults.lose_next_cas.store(0, Ordering::SeqCst);
+    file.sync_all().unwrap();
+    drop(file);
+    handle.unmount().unwrap();
+
+    assert_verifies(&runtime, &dataset);
+    let (mnt, handle) = mount_read_only(dataset, &tmp.path().join("again"));
+    assert_eq!(
+        std::fs::read(mnt.join("t/m/after-lost-races")).unwrap(),
+        b"landed"
+    );
+    assert_eq!(
+        std::fs::read(mnt.join("t/m/always-losing")).unwrap(),
+        b"kept"
+    );
+    handle.unmount().unwrap();
+}
+
+/// Objects over the multipart threshold go up in parts; a failed or
+/// answer-lost completion is retried, and the bytes read back exact.
+#[test]
+fn large_objects_upload_in_parts_through_failures() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let files = source(&tmp.path().join("src"));
+    let faults = Arc::new(Faults::default());
+    faults.fail_next_puts.store(2, Ordering::SeqCst);
+    faults.lie_about_puts_of.lock().push("t/big/".into());
+    let parts = StoreOptions {
+        multipart_threshold: 256 << 10,
+        part_bytes: 64 << 10,
+        ..StoreOptions::default()
+    };
+    let store = Store::from_object_store(
+        Arc::new(FaultyStore::new(Arc::new(InMemory::new()), faults.clone())),
+        ObjectPath::default(),
+        "memory://parts",
+    )
+    .with_options(parts);
+    let dataset = Dataset::from_store(store);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime
+        .block_on(import(&dataset, &tmp.path().join("src"), &import_options()))
+        .unwrap();
+    // The three 1 MiB chunks of t/big/blob went up in parts, one of them
+    // more than once.
+    assert!(faults.multipart_puts.load(Ordering::SeqCst) >= 3);
+    let (mnt, handle) = mount_read_only(dataset, tmp.path());
+    for (rel, bytes) in &files {
+        assert!(std::fs::read(mnt.join(rel)).unwrap() == *bytes, "{rel}");
+    }
+    handle.unmount().unwrap();
+    assert_eq!(faults.fail_next_puts.load(Ordering::SeqCst), 0);
+}
+
+/// The daemon's hidden `--inject-faults` diagnostic: failing and short
+/// GETs under a real `packfs mount`, and still every byte exact.
+#[test]
+fn the_daemon_reads_exactly_through_injected_faults() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    source(&src);
+    let home = Home::local(tmp.path());
+    home.import(&src, &["--pack-items", "10", "--chunk-bytes", "1MiB"]);
+    let spec = "get-fail-every=3,get-truncate-every=5,get-delay=1ms";
+    let m = home.mount(&tmp.path().join("mnt"), &["--inject-faults", spec]);
+    diff_r(&src.join("t"), &m.path.join("t"));
+    m.unmount();
+    // The faults are real: GETs of one modality's objects that always fail
+    // are EIO there, while the other modality reads.
+    let args = [
+        "--inject-faults",
+        "get-fail=t/m/0/",
+        "--retry-deadline",
+        "0",
+    ];
+    let m = home.mount(&tmp.path().join("mnt"), &args);
+    let err = std::fs::read(m.path.join("t/m/f00")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO));
+    assert_eq!(
+        std::fs::read(m.path.join("t/big/blob")).unwrap(),
+        std::fs::read(src.join("t/big/blob")).unwrap()
+    );
+    m.unmount();
+    // A bad spec is a usage error naming the fault.
+    let out = home.packfs(&["--inject-faults", "get-explode=1", "ls", home.location()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("get-explode"), "{stderr}");
 }

@@ -189,3 +189,67 @@ fn concurrent_importers_and_branches_merge_on_s3() {
     );
     s3.packfs_ok(&["verify", &url]);
 }
+
+/// An item over the multipart threshold (16 MiB) goes up as a multipart
+/// upload of 8 MiB parts, and reads back exact through a mount.
+#[test]
+fn large_items_are_multipart_uploads_on_s3() {
+    use object_store::ObjectStore;
+    require_fuse();
+    let home = Home::s3();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let big = Rng::new(3).bytes(40 << 20);
+    write_file(&src.join("t/video/clip.bin"), &big);
+    home.import(&src, &[]);
+    let Home::S3 { s3, bucket, .. } = &home else {
+        unreachable!()
+    };
+    let client = s3.client(bucket);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let objects: Vec<_> = runtime
+        .block_on(futures::TryStreamExt::try_collect::<Vec<_>>(
+            client.list(Some(&"ds/t/video/0".into())),
+        ))
+        .unwrap();
+    assert_eq!(objects.len(), 1, "{objects:?}");
+    // S3 ETags of multipart objects end in -<number of parts>.
+    let etag = objects[0].e_tag.clone().unwrap_or_default();
+    assert!(etag.trim_matches('"').ends_with("-5"), "ETag {etag}");
+    let m = home.mount(&tmp.path().join("mnt"), &[]);
+    assert!(std::fs::read(m.path.join("t/video/clip.bin")).unwrap() == big);
+    m.unmount();
+    home.verify();
+}
+
+/// A store that does not answer is an error naming what failed, within the
+/// time-outs given, never a hang.
+#[test]
+fn an_unreachable_endpoint_fails_promptly_and_clearly() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let start = std::time::Instant::now();
+    let out = Command::new(PACKFS)
+        .args(["ls", "s3://nowhere/ds"])
+        .args(["--endpoint", &format!("http://127.0.0.1:{port}")])
+        .args(["--path-style", "--allow-http", "--region", "us-east-1"])
+        .args(["--connect-timeout", "1s", "--retry-deadline", "2s"])
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .output()
+        .unwrap();
+    let took = start.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("_packfs/refs/main"), "{stderr}");
+    assert!(!stderr.contains("testing"), "credentials leaked: {stderr}");
+    assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+    // A malformed time-out is refused up front.
+    let out = packfs(&["--timeout", "soon", "ls", "s3://nowhere/ds"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
+}

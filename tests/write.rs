@@ -1,5 +1,6 @@
 //! Writes through a read-write mount: files copied or written in are
-//! packed, committed and read back byte for byte after a remount.
+//! packed, committed and read back byte for byte after a remount. The
+//! main suites run twice: on a local directory and on the test S3 server.
 
 mod common;
 
@@ -13,26 +14,44 @@ use common::*;
 
 /// A dataset with one item, `t/seed/readme.txt`, and an empty modality
 /// directory's worth of room: callers mkdir what they need.
-fn seeded(dir: &Path) -> std::path::PathBuf {
+fn seeded(home: Home, dir: &Path) -> Home {
     let src = dir.join("seed-src");
     write_file(&src.join("t/seed/readme.txt"), b"seed\n");
-    let dataset = dir.join("ds");
-    import(&src, &dataset, &[]);
-    dataset
+    home.import(&src, &[]);
+    home
 }
 
-/// Data objects (packs, whole objects, chunks) of modality `t/<modality>`.
-fn objects(dataset: &Path, modality: &str) -> usize {
-    let dir = dataset.join("t").join(modality).join("0");
-    std::fs::read_dir(dir).map_or(0, |d| d.count())
+/// `#[test]`s running `suite` on a local dataset and on S3.
+macro_rules! on_local_and_s3 {
+    ($suite:ident, $local:ident, $s3:ident) => {
+        #[test]
+        fn $local() {
+            require_fuse();
+            let tmp = tempfile::tempdir().unwrap();
+            $suite(Home::local(tmp.path()), tmp.path());
+        }
+
+        #[test]
+        fn $s3() {
+            require_fuse();
+            let tmp = tempfile::tempdir().unwrap();
+            $suite(Home::s3(), tmp.path());
+        }
+    };
 }
 
-#[test]
-fn cp_r_of_2000_files_is_packed_committed_and_survives_a_remount() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let dataset = seeded(tmp.path());
-    let src = tmp.path().join("src");
+on_local_and_s3!(
+    cp_r_of_2000_files,
+    cp_r_of_2000_files_local,
+    cp_r_of_2000_files_on_s3
+);
+
+/// `cp -r` of 2,000 files is packed into exactly ⌈n/256⌉ packs, committed,
+/// and survives a remount.
+fn cp_r_of_2000_files(home: Home, dir: &Path) {
+    let home = seeded(home, dir);
+    let tmp = dir;
+    let src = tmp.join("src");
     let mut rng = Rng::new(42);
     let mut files = 0usize;
     for d in 0..10 {
@@ -46,11 +65,11 @@ fn cp_r_of_2000_files_is_packed_committed_and_survives_a_remount() {
             files += 1;
         }
     }
-    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    let (mnt, spool) = (tmp.join("mnt"), tmp.join("spool"));
     // No idle commits (a slow machine may pause): only full packs and the
     // final commit at unmount.
     let args = ["--pack-items", "256", "--idle-flush", "3600"];
-    let m = Mounted::writable(&dataset, &mnt, &spool, &args);
+    let m = home.mount_rw(&mnt, &spool, &args);
     std::fs::create_dir(m.path.join("t/img")).unwrap();
     run_ok(
         "cp",
@@ -64,23 +83,23 @@ fn cp_r_of_2000_files_is_packed_committed_and_survives_a_remount() {
     m.unmount();
 
     // Committed: a read-only remount serves exactly the source.
-    let m = Mounted::new(&dataset, &mnt, &[]);
+    let m = home.mount(&mnt, &[]);
     diff_r(&src, &m.path.join("t/img"));
     assert_eq!(
         std::fs::read(m.path.join("t/seed/readme.txt")).unwrap(),
         b"seed\n"
     );
     m.unmount();
-    packfs_ok(&["verify", dataset.to_str().unwrap()]);
+    home.verify();
     // Flushes for full packs leave the rest for later: ⌈n / 256⌉ packs.
     // The files over 1 MB are still far below --pack-bytes (64 MiB).
-    let packs = objects(&dataset, "img");
+    let packs = home.data_objects("t", "img");
     assert_eq!(
         packs,
         files.div_ceil(256),
         "{files} files with --pack-items 256"
     );
-    let log = String::from_utf8(packfs_ok(&["log", dataset.to_str().unwrap()]).stdout).unwrap();
+    let log = home.log();
     assert!(log.contains("packfs/"), "{log}");
     // The spool holds nothing once everything is committed.
     assert_eq!(std::fs::read_dir(spool.join("data")).unwrap().count(), 0);
@@ -111,11 +130,16 @@ impl Model {
     }
 }
 
-#[test]
-fn writes_truncates_overwrites_renames_and_unlinks_survive_a_remount() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let src = tmp.path().join("src");
+on_local_and_s3!(
+    writes_and_renames,
+    writes_truncates_overwrites_renames_and_unlinks_survive_a_remount,
+    writes_truncates_overwrites_renames_and_unlinks_survive_a_remount_on_s3
+);
+
+/// Random writes, truncates, copy-up overwrites, renames and unlinks are
+/// all exactly as a model says, before and after a remount.
+fn writes_and_renames(home: Home, tmp: &Path) {
+    let src = tmp.join("src");
     let mut rng = Rng::new(7);
     let mut model = Model(BTreeMap::new());
     for name in ["a", "b", "c", "dir/x", "dir/y"] {
@@ -124,10 +148,9 @@ fn writes_truncates_overwrites_renames_and_unlinks_survive_a_remount() {
         write_file(&src.join("t/m").join(name), &bytes);
         model.0.insert(format!("t/m/{name}"), bytes);
     }
-    let dataset = tmp.path().join("ds");
-    import(&src, &dataset, &[]);
-    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
-    let m = Mounted::writable(&dataset, &mnt, &spool, &[]);
+    home.import(&src, &[]);
+    let (mnt, spool) = (tmp.join("mnt"), tmp.join("spool"));
+    let m = home.mount_rw(&mnt, &spool, &[]);
     let p = |rel: &str| m.path.join(rel);
 
     // Random-offset writes, with a hole, into a new file.
@@ -204,20 +227,20 @@ fn writes_truncates_overwrites_renames_and_unlinks_survive_a_remount() {
 
     model.check(&m.path);
     m.unmount();
-    let m = Mounted::new(&dataset, &mnt, &[]);
+    let m = home.mount(&mnt, &[]);
     model.check(&m.path);
     m.unmount();
-    packfs_ok(&["verify", dataset.to_str().unwrap()]);
+    home.verify();
 }
 
 #[test]
 fn fsync_returns_after_the_commit() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
-    let dataset = seeded(tmp.path());
+    let home = seeded(Home::local(tmp.path()), tmp.path());
     let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
     // An idle delay far longer than the test: only fsync can commit.
-    let m = Mounted::writable(&dataset, &mnt, &spool, &[]);
+    let m = home.mount_rw(&mnt, &spool, &[]);
     let path = m.path.join("t/seed/new.txt");
     let f = OpenOptions::new()
         .create(true)
@@ -228,29 +251,24 @@ fn fsync_returns_after_the_commit() {
     f.write_all_at(b"durable", 0).unwrap();
     f.sync_all().unwrap();
     drop(f);
-    let ds = dataset.to_str().unwrap();
-    let log = String::from_utf8(packfs_ok(&["log", ds, "-n", "1"]).stdout).unwrap();
+    let log = home.log();
     assert!(log.contains(" mount"), "{log}");
-    assert_eq!(packfs_ok(&["cat", ds, "t/seed/new.txt"]).stdout, b"durable");
+    let cat = home.packfs_ok(&["cat", home.location(), "t/seed/new.txt"]);
+    assert_eq!(cat.stdout, b"durable");
 }
 
-#[test]
-fn two_mounts_writing_different_files_keep_both() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let dataset = seeded(tmp.path());
-    let a = Mounted::writable(
-        &dataset,
-        &tmp.path().join("mnt-a"),
-        &tmp.path().join("spool-a"),
-        &[],
-    );
-    let b = Mounted::writable(
-        &dataset,
-        &tmp.path().join("mnt-b"),
-        &tmp.path().join("spool-b"),
-        &[],
-    );
+on_local_and_s3!(
+    two_mounts,
+    two_mounts_writing_different_files_keep_both,
+    two_mounts_writing_different_files_keep_both_on_s3
+);
+
+/// Two read-write mounts of one ref: the second commit merges onto the
+/// first and both sets of files are kept.
+fn two_mounts(home: Home, tmp: &Path) {
+    let home = seeded(home, tmp);
+    let a = home.mount_rw(&tmp.join("mnt-a"), &tmp.join("spool-a"), &[]);
+    let b = home.mount_rw(&tmp.join("mnt-b"), &tmp.join("spool-b"), &[]);
     for i in 0..50 {
         std::fs::write(a.path.join(format!("t/seed/a{i}")), format!("from a {i}")).unwrap();
         std::fs::write(b.path.join(format!("t/seed/b{i}")), format!("from b {i}")).unwrap();
@@ -263,7 +281,7 @@ fn two_mounts_writing_different_files_keep_both() {
         .unwrap();
     a.unmount();
     b.unmount();
-    let m = Mounted::new(&dataset, &tmp.path().join("mnt-a"), &[]);
+    let m = home.mount(&tmp.join("mnt-a"), &[]);
     for i in 0..50 {
         for who in ["a", "b"] {
             let got = std::fs::read_to_string(m.path.join(format!("t/seed/{who}{i}"))).unwrap();
@@ -271,24 +289,28 @@ fn two_mounts_writing_different_files_keep_both() {
         }
     }
     m.unmount();
-    packfs_ok(&["verify", dataset.to_str().unwrap()]);
-    let log = String::from_utf8(packfs_ok(&["log", dataset.to_str().unwrap(), "-n", "1"]).stdout)
-        .unwrap();
+    home.verify();
+    let log = home.log();
+    let newest = log.split("\nmanifest ").next().unwrap();
     assert!(
-        log.contains("Merge:"),
+        newest.contains("Merge:"),
         "b's commit was merged onto a's: {log}"
     );
 }
 
-#[test]
-fn closed_files_survive_kill_9_and_are_committed_by_the_next_mount() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let dataset = seeded(tmp.path());
-    let ds = dataset.to_str().unwrap();
-    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+on_local_and_s3!(
+    kill_9,
+    closed_files_survive_kill_9_and_are_committed_by_the_next_mount,
+    closed_files_survive_kill_9_and_are_committed_by_the_next_mount_on_s3
+);
+
+/// A mount killed with SIGKILL: its closed files are committed by the next
+/// mount from the journal; a half-written one goes to lost+found.
+fn kill_9(home: Home, tmp: &Path) {
+    let home = seeded(home, tmp);
+    let (mnt, spool) = (tmp.join("mnt"), tmp.join("spool"));
     // No idle commit: only the journal can save what is written here.
-    let m = Mounted::writable(&dataset, &mnt, &spool, &["--idle-flush", "3600"]);
+    let m = home.mount_rw(&mnt, &spool, &["--idle-flush", "3600"]);
     let p = |rel: &str| m.path.join(rel);
     let mut rng = Rng::new(9);
     let mut closed = BTreeMap::new();
@@ -314,7 +336,7 @@ fn closed_files_survive_kill_9_and_are_committed_by_the_next_mount() {
         .unwrap();
     open.write_all_at(b"half", 0).unwrap();
 
-    let log = String::from_utf8(packfs_ok(&["log", ds]).stdout).unwrap();
+    let log = home.log();
     assert!(
         !log.contains(" mount"),
         "nothing may be committed yet: {log}"
@@ -329,7 +351,7 @@ fn closed_files_survive_kill_9_and_are_committed_by_the_next_mount() {
     drop(open);
     m.unmount(); // clears the dead mount
 
-    let m = Mounted::writable(&dataset, &mnt, &spool, &[]);
+    let m = home.mount_rw(&mnt, &spool, &[]);
     for (rel, bytes) in &closed {
         assert_eq!(&std::fs::read(m.path.join(rel)).unwrap(), bytes, "{rel}");
     }
@@ -340,8 +362,8 @@ fn closed_files_survive_kill_9_and_are_committed_by_the_next_mount() {
         "a half-written file was committed"
     );
     m.unmount();
-    packfs_ok(&["verify", ds]);
-    let log = String::from_utf8(packfs_ok(&["log", ds]).stdout).unwrap();
+    home.verify();
+    let log = home.log();
     assert!(log.contains(" mount"), "the next mount committed: {log}");
     // The half-written file's bytes are kept aside, not deleted.
     let lost = walk(&spool.join("lost+found")).1;
@@ -352,10 +374,9 @@ fn closed_files_survive_kill_9_and_are_committed_by_the_next_mount() {
 fn a_full_spool_waits_for_commits_and_refuses_what_cannot_fit() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
-    let dataset = seeded(tmp.path());
+    let home = seeded(Home::local(tmp.path()), tmp.path());
     let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
-    let m = Mounted::writable(
-        &dataset,
+    let m = home.mount_rw(
         &mnt,
         &spool,
         &["--spool-bytes", "1MiB", "--idle-flush", "3600"],
@@ -374,7 +395,7 @@ fn a_full_spool_waits_for_commits_and_refuses_what_cannot_fit() {
     assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
     let _ = std::fs::remove_file(m.path.join("t/seed/huge"));
     m.unmount();
-    let m = Mounted::new(&dataset, &mnt, &[]);
+    let m = home.mount(&mnt, &[]);
     for (i, bytes) in written.iter().enumerate() {
         assert_eq!(
             &std::fs::read(m.path.join(format!("t/seed/{i}"))).unwrap(),
@@ -387,8 +408,8 @@ fn a_full_spool_waits_for_commits_and_refuses_what_cannot_fit() {
 fn rm_rf_of_a_large_directory_removes_everything() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
-    let dataset = seeded(tmp.path());
-    let m = Mounted::writable_in(tmp.path(), &dataset, &[]);
+    let home = seeded(Home::local(tmp.path()), tmp.path());
+    let m = home.mount_rw(&tmp.path().join("mnt"), &tmp.path().join("spool"), &[]);
     let dir = m.path.join("t/seed/many");
     std::fs::create_dir(&dir).unwrap();
     for i in 0..600 {
@@ -398,7 +419,7 @@ fn rm_rf_of_a_large_directory_removes_everything() {
     run_ok("rm", &["-rf", dir.to_str().unwrap()]);
     assert!(!dir.exists());
     m.unmount();
-    let m = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
+    let m = home.mount(&tmp.path().join("mnt"), &[]);
     assert!(!m.path.join("t/seed/many").exists());
     assert_eq!(
         std::fs::read(m.path.join("t/seed/readme.txt")).unwrap(),
@@ -413,8 +434,8 @@ fn only_the_mounting_user_gets_in_and_the_spool_is_private() {
     let tmp = tempfile::tempdir().unwrap();
     // Traversable by others, so only the mount itself can refuse them.
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let dataset = seeded(tmp.path());
-    let m = Mounted::writable_in(tmp.path(), &dataset, &[]);
+    let home = seeded(Home::local(tmp.path()), tmp.path());
+    let m = home.mount_rw(&tmp.path().join("mnt"), &tmp.path().join("spool"), &[]);
     std::fs::write(m.path.join("t/seed/mine"), b"x").unwrap();
     let outside = Command::new("runuser")
         .args(["-u", "nobody", "--", "ls", tmp.path().to_str().unwrap()])
@@ -447,4 +468,89 @@ fn only_the_mounting_user_gets_in_and_the_spool_is_private() {
         "{}",
         String::from_utf8_lossy(&listing.stderr)
     );
+}
+
+/// Sends SIGTERM to the daemon of `m` and returns how long it took to exit.
+fn terminate(m: &Mounted) -> std::time::Duration {
+    let pid = m.pid.expect("daemon pid");
+    let start = std::time::Instant::now();
+    // SAFETY: signalling the daemon this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    wait_until(
+        "the daemon to exit",
+        std::time::Duration::from_secs(60),
+        || !Path::new(&format!("/proc/{pid}")).exists(),
+    );
+    start.elapsed()
+}
+
+#[test]
+fn sigterm_finishes_in_flight_uploads_then_commits_and_unmounts() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = seeded(Home::local(tmp.path()), tmp.path());
+    // Slow PUTs and small packs: threshold flushes are uploading when the
+    // signal comes.
+    let args = [
+        "--pack-items",
+        "5",
+        "--idle-flush",
+        "3600",
+        "--inject-faults",
+        "put-delay=300ms",
+    ];
+    let m = home.mount_rw(&tmp.path().join("mnt"), &tmp.path().join("spool"), &args);
+    let mut rng = Rng::new(5);
+    let mut written = BTreeMap::new();
+    for i in 0..23 {
+        let len = rng.below(50_000) as usize;
+        let bytes = rng.bytes(len);
+        std::fs::write(m.path.join(format!("t/seed/f{i}")), &bytes).unwrap();
+        written.insert(format!("t/seed/f{i}"), bytes);
+    }
+    let took = terminate(&m);
+    assert!(!is_mounted(&m.path));
+    let m = home.mount(&tmp.path().join("mnt"), &[]);
+    for (rel, bytes) in &written {
+        assert_eq!(&std::fs::read(m.path.join(rel)).unwrap(), bytes, "{rel}");
+    }
+    m.unmount();
+    home.verify();
+    eprintln!("SIGTERM to exit, with uploads in flight: {took:?}");
+}
+
+#[test]
+fn sigterm_with_a_hung_store_is_bounded_and_the_next_mount_commits() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = seeded(Home::local(tmp.path()), tmp.path());
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    let before = home.log();
+    let args = [
+        "--idle-flush",
+        "3600",
+        "--shutdown-timeout",
+        "1",
+        "--inject-faults",
+        "put-delay=1h",
+    ];
+    let m = home.mount_rw(&mnt, &spool, &args);
+    std::fs::write(m.path.join("t/seed/late"), b"committed by the next mount").unwrap();
+    let took = terminate(&m);
+    assert!(
+        took < std::time::Duration::from_secs(15),
+        "SIGTERM took {took:?} with --shutdown-timeout 1"
+    );
+    assert!(!is_mounted(&m.path));
+    assert_eq!(home.log(), before, "nothing could be committed");
+    // The next mount (store healthy again) commits what was left.
+    let m = home.mount_rw(&mnt, &spool, &[]);
+    assert_eq!(
+        std::fs::read(m.path.join("t/seed/late")).unwrap(),
+        b"committed by the next mount"
+    );
+    m.unmount();
+    home.verify();
+    let cat = home.packfs_ok(&["cat", home.location(), "t/seed/late"]);
+    assert_eq!(cat.stdout, b"committed by the next mount");
 }

@@ -1,9 +1,13 @@
 //! A store that misbehaves on purpose, for tests, benchmarks and
-//! diagnosing: it wraps another and adds delays, fails requests, reports
-//! failure for a PUT it did apply, or ignores conditional puts the way some
-//! S3-compatible servers do (garage 2.5 and s3rver accept
+//! diagnosing: it wraps another and adds delays, fails requests, cuts
+//! bodies short, reports failure for a PUT it did apply, loses ref
+//! compare-and-swaps as if another writer won, or ignores conditional puts
+//! the way some S3-compatible servers do (garage 2.5 and s3rver accept
 //! `If-None-Match`/`If-Match` and overwrite anyway). Faults can change
 //! while the store is in use (tests turn them on and off).
+//!
+//! The daemon takes the same faults from `PACKFS_FAULTS` (the hidden
+//! `--inject-faults` option), in the syntax of [`Faults::parse`].
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,10 +18,11 @@ use parking_lot::Mutex;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
 /// What a [`FaultyStore`] does wrong. `Default`: nothing.
@@ -25,12 +30,17 @@ use object_store::{
 pub struct Faults {
     /// Waited before every GET (and HEAD), as if the store were far away.
     pub get_delay: Duration,
+    /// Waited before every PUT (and multipart completion).
+    pub put_delay: Duration,
     /// Treat create-only and conditional-update puts as plain overwrites.
     pub ignore_conditions: AtomicBool,
     /// Every n-th GET fails with a transient error (0: none).
     pub fail_every_nth_get: AtomicU64,
     /// GETs of paths containing one of these fail, every time.
     pub fail_gets_of: Mutex<Vec<String>>,
+    /// Every n-th GET returns only the first half of its body (0: none),
+    /// as a connection cut mid-body would.
+    pub truncate_every_nth_get: AtomicU64,
     /// This many next PUTs fail with a transient error.
     pub fail_next_puts: AtomicU64,
     /// PUTs of paths containing one of these fail, every time.
@@ -38,23 +48,78 @@ pub struct Faults {
     /// PUTs of paths containing one of these are stored, then reported as
     /// failed (a response lost on the way back).
     pub lie_about_puts_of: Mutex<Vec<String>>,
+    /// This many next conditional puts of refs fail as if another writer
+    /// had moved the ref first.
+    pub lose_next_cas: AtomicU64,
     /// GETs seen so far.
     pub gets: AtomicU64,
+    /// Multipart uploads completed so far.
+    pub multipart_puts: AtomicU64,
 }
 
 impl Faults {
-    fn get_fails(&self, path: &Path) -> bool {
+    /// Reads a fault list such as
+    /// `get-fail-every=5,get-truncate-every=7,get-delay=20ms,put-fail-next=2`.
+    /// Keys: `get-delay`, `put-delay` (durations); `get-fail-every`,
+    /// `get-truncate-every`, `put-fail-next`, `cas-lose-next` (counts);
+    /// `get-fail`, `put-fail`, `put-lie` (a path substring, repeatable);
+    /// `ignore-conditions` (no value).
+    pub fn parse(spec: &str) -> Result<Faults, String> {
+        let mut faults = Faults::default();
+        for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (key, value) = item.split_once('=').unwrap_or((item, ""));
+            let count = || {
+                value
+                    .parse::<u64>()
+                    .map_err(|_| format!("{key} wants a whole number, not {value:?}"))
+            };
+            let duration = || super::parse_duration(value).map_err(|e| format!("{key}: {e}"));
+            match key {
+                "get-delay" => faults.get_delay = duration()?,
+                "put-delay" => faults.put_delay = duration()?,
+                "get-fail-every" => faults.fail_every_nth_get = count()?.into(),
+                "get-truncate-every" => faults.truncate_every_nth_get = count()?.into(),
+                "put-fail-next" => faults.fail_next_puts = count()?.into(),
+                "cas-lose-next" => faults.lose_next_cas = count()?.into(),
+                "get-fail" => faults.fail_gets_of.get_mut().push(value.to_string()),
+                "put-fail" => faults.fail_puts_of.get_mut().push(value.to_string()),
+                "put-lie" => faults.lie_about_puts_of.get_mut().push(value.to_string()),
+                "ignore-conditions" => faults.ignore_conditions = true.into(),
+                _ => return Err(format!("unknown fault {key:?}")),
+            }
+        }
+        Ok(faults)
+    }
+
+    /// Counts a GET; whether it fails, and whether its body is cut short.
+    fn on_get(&self, path: &Path) -> (bool, bool) {
         let n = self.gets.fetch_add(1, Ordering::Relaxed) + 1;
-        let every = self.fail_every_nth_get.load(Ordering::Relaxed);
-        (every > 0 && n % every == 0) || matches(&self.fail_gets_of, path)
+        let hit = |every: &AtomicU64| {
+            let every = every.load(Ordering::Relaxed);
+            every > 0 && n % every == 0
+        };
+        let fails = hit(&self.fail_every_nth_get) || matches(&self.fail_gets_of, path);
+        (fails, hit(&self.truncate_every_nth_get))
     }
 
     fn put_fails(&self) -> bool {
-        self.fail_next_puts
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
+        take_one(&self.fail_next_puts)
     }
 }
+
+/// Decrements `counter` unless it is zero; whether it did.
+fn take_one(counter: &AtomicU64) -> bool {
+    counter
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+/// The environment variable the daemon reads faults from (diagnostics
+/// and the integration tests only).
+pub const FAULTS_ENV: &str = "PACKFS_FAULTS";
+
+/// Where refs live, whatever the dataset's prefix.
+const REFS_DIR: &str = "_packfs/refs/";
 
 fn matches(list: &Mutex<Vec<String>>, path: &Path) -> bool {
     let path = path.as_ref();
@@ -101,6 +166,25 @@ impl ObjectStore for FaultyStore {
         Self: 'async_trait,
     {
         Box::pin(async move {
+            if !self.faults.put_delay.is_zero() {
+                tokio::time::sleep(self.faults.put_delay).await;
+            }
+            let is_ref = location.as_ref().contains(REFS_DIR);
+            match &opts.mode {
+                PutMode::Update(_) if is_ref && take_one(&self.faults.lose_next_cas) => {
+                    return Err(object_store::Error::Precondition {
+                        path: location.to_string(),
+                        source: "injected fault: another writer moved the ref first".into(),
+                    })
+                }
+                PutMode::Create if is_ref && take_one(&self.faults.lose_next_cas) => {
+                    return Err(object_store::Error::AlreadyExists {
+                        path: location.to_string(),
+                        source: "injected fault: another writer created the ref first".into(),
+                    })
+                }
+                _ => {}
+            }
             if self.faults.ignore_conditions.load(Ordering::Relaxed) {
                 opts.mode = PutMode::Overwrite;
             }
@@ -125,7 +209,14 @@ impl ObjectStore for FaultyStore {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
-        self.inner.put_multipart_opts(location, opts)
+        Box::pin(async move {
+            let upload = self.inner.put_multipart_opts(location, opts).await?;
+            Ok(Box::new(FaultyUpload {
+                inner: upload,
+                location: location.clone(),
+                faults: self.faults.clone(),
+            }) as Box<dyn MultipartUpload>)
+        })
     }
 
     fn get_opts<'life0, 'life1, 'async_trait>(
@@ -142,10 +233,27 @@ impl ObjectStore for FaultyStore {
             if !self.faults.get_delay.is_zero() {
                 tokio::time::sleep(self.faults.get_delay).await;
             }
-            if self.faults.get_fails(location) {
+            let (fails, truncated) = self.faults.on_get(location);
+            if fails {
                 return Err(injected("get", location));
             }
-            self.inner.get_opts(location, options).await
+            let result = self.inner.get_opts(location, options).await?;
+            if !truncated {
+                return Ok(result);
+            }
+            let (meta, range) = (result.meta.clone(), result.range.clone());
+            let (attributes, extensions) = (result.attributes.clone(), result.extensions.clone());
+            let mut body = result.bytes().await?;
+            body.truncate(body.len() / 2);
+            Ok(GetResult {
+                payload: GetResultPayload::Stream(
+                    futures::stream::once(async { Ok(body) }).boxed(),
+                ),
+                meta,
+                range,
+                attributes,
+                extensions,
+            })
         })
     }
 
@@ -185,5 +293,56 @@ impl ObjectStore for FaultyStore {
         Self: 'async_trait,
     {
         self.inner.copy_opts(from, to, options)
+    }
+}
+
+/// A multipart upload whose completion takes the [`Faults`] of PUTs: a
+/// failing or lying completion is where a large object's upload goes wrong.
+#[derive(Debug)]
+struct FaultyUpload {
+    inner: Box<dyn MultipartUpload>,
+    location: Path,
+    faults: Arc<Faults>,
+}
+
+impl MultipartUpload for FaultyUpload {
+    fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+        self.inner.put_part(data)
+    }
+
+    fn complete<'life0, 'async_trait>(
+        &'life0 mut self,
+    ) -> BoxFuture<'async_trait, object_store::Result<PutResult>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(async move {
+            if !self.faults.put_delay.is_zero() {
+                tokio::time::sleep(self.faults.put_delay).await;
+            }
+            if self.faults.put_fails() || matches(&self.faults.fail_puts_of, &self.location) {
+                return Err(injected("multipart put", &self.location));
+            }
+            let result = self.inner.complete().await?;
+            self.faults.multipart_puts.fetch_add(1, Ordering::Relaxed);
+            if matches(&self.faults.lie_about_puts_of, &self.location) {
+                return Err(injected(
+                    "multipart put (stored, reported failed)",
+                    &self.location,
+                ));
+            }
+            Ok(result)
+        })
+    }
+
+    fn abort<'life0, 'async_trait>(
+        &'life0 mut self,
+    ) -> BoxFuture<'async_trait, object_store::Result<()>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.abort()
     }
 }

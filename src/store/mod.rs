@@ -7,6 +7,7 @@
 
 pub mod faults;
 mod layout;
+mod options;
 mod refs;
 
 use std::ops::Range;
@@ -18,11 +19,16 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions};
+use object_store::{
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, WriteMultipart,
+};
 use thiserror::Error;
 
 use crate::format::{FormatError, ObjectId};
 pub use layout::{Layout, ObjectKind};
+pub use options::{
+    parse_duration, StoreOptions, CONNECT_TIMEOUT_ENV, RETRY_DEADLINE_ENV, TIMEOUT_ENV,
+};
 use refs::RefBackend;
 
 /// Errors of the store layer. Each names the object or location involved.
@@ -87,9 +93,10 @@ impl StoreError {
 }
 
 /// Attempts of one request whose failure may pass (a network error, a
-/// 5xx the backend's own retries did not outlast), and the pause before the
-/// first retry (doubling after each). Bounded so that a store that stays
-/// down turns into an error in about a second, never a hang.
+/// 5xx the backend's own retries did not outlast, a short body), and the
+/// pause before the first retry (doubling after each). Bounded in count and
+/// by [`StoreOptions::retry_deadline`], so a store that stays down turns
+/// into an error, never a hang.
 const ATTEMPTS: u32 = 4;
 const FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -99,18 +106,45 @@ fn transient(e: &object_store::Error) -> bool {
     matches!(e, object_store::Error::Generic { .. })
 }
 
-/// Runs `request` until it succeeds, fails for good, or runs out of
-/// attempts.
-async fn retrying<T, F, Fut>(op: &str, path: &Path, mut request: F) -> object_store::Result<T>
+/// The error for a body that ended before the length the store promised:
+/// transient, since the next attempt usually gets it whole.
+fn short_body(path: &Path, got: usize, want: u64) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "packfs",
+        source: format!("short read of {path}: got {got} of {want} bytes").into(),
+    }
+}
+
+/// The body of a GET, which must be as long as the range the store said
+/// it sends: a connection cut mid-body, or a server that lies, is caught
+/// here rather than handed up as data.
+async fn whole_body(path: &Path, result: object_store::GetResult) -> object_store::Result<Bytes> {
+    let want = result.range.end - result.range.start;
+    let bytes = result.bytes().await?;
+    if bytes.len() as u64 != want {
+        return Err(short_body(path, bytes.len(), want));
+    }
+    Ok(bytes)
+}
+
+/// Runs `request` until it succeeds, fails for good, runs out of
+/// attempts, or `deadline` has passed since the first attempt.
+async fn retrying<T, F, Fut>(
+    deadline: std::time::Duration,
+    op: &str,
+    path: &Path,
+    mut request: F,
+) -> object_store::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = object_store::Result<T>>,
 {
+    let started = std::time::Instant::now();
     let mut backoff = FIRST_BACKOFF;
     let mut attempt = 1;
     loop {
         match request().await {
-            Err(e) if transient(&e) && attempt < ATTEMPTS => {
+            Err(e) if transient(&e) && attempt < ATTEMPTS && started.elapsed() < deadline => {
                 tracing::debug!("{op} {path} failed ({e}); retry {attempt} in {backoff:?}");
                 tokio::time::sleep(backoff).await;
                 backoff *= 2;
@@ -119,6 +153,77 @@ where
             result => return result,
         }
     }
+}
+
+/// The `object_store` backend for a URL, configured from the usual
+/// environment variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`) and `options`.
+/// Built here rather than by `parse_url_opts` because that cannot set the
+/// retry policy.
+fn object_store_for(
+    url: &url::Url,
+    options: &StoreOptions,
+) -> Result<(Arc<dyn ObjectStore>, Path), String> {
+    use object_store::{ClientConfigKey as Client, ObjectStoreScheme as Scheme};
+    let (scheme, root) = Scheme::parse(url).map_err(|e| e.to_string())?;
+    let retry = object_store::RetryConfig {
+        backoff: Default::default(),
+        max_retries: 10,
+        retry_timeout: options.retry_deadline,
+    };
+    let timeouts = [
+        (
+            Client::Timeout,
+            format!("{}ms", options.timeout.as_millis()),
+        ),
+        (
+            Client::ConnectTimeout,
+            format!("{}ms", options.connect_timeout.as_millis()),
+        ),
+    ];
+    let store: Arc<dyn ObjectStore> = match scheme {
+        Scheme::Memory => Arc::new(InMemory::new()),
+        Scheme::AmazonS3 => {
+            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+            let builder = timeouts.into_iter().fold(
+                AmazonS3Builder::from_env().with_url(url.as_str()),
+                |b, (key, value)| b.with_config(AmazonS3ConfigKey::Client(key), value),
+            );
+            Arc::new(
+                builder
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+        Scheme::GoogleCloudStorage => {
+            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+            let builder = timeouts.into_iter().fold(
+                GoogleCloudStorageBuilder::from_env().with_url(url.as_str()),
+                |b, (key, value)| b.with_config(GoogleConfigKey::Client(key), value),
+            );
+            Arc::new(
+                builder
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+        Scheme::MicrosoftAzure => {
+            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+            let builder = timeouts.into_iter().fold(
+                MicrosoftAzureBuilder::from_env().with_url(url.as_str()),
+                |b, (key, value)| b.with_config(AzureConfigKey::Client(key), value),
+            );
+            Arc::new(
+                builder
+                    .with_retry(retry)
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+        other => return Err(format!("{other:?} URLs are not supported")),
+    };
+    Ok((store, root))
 }
 
 /// The bytes of a ranged read, with the real size of the whole object so
@@ -136,6 +241,7 @@ pub struct Store {
     layout: Layout,
     refs: RefBackend,
     location: String,
+    options: StoreOptions,
     /// Outcome of the conditional-put probe, run before the first ref move.
     cas_probe: Arc<tokio::sync::OnceCell<Result<(), String>>>,
 }
@@ -160,6 +266,7 @@ impl Store {
             location: location.to_string(),
             detail,
         };
+        let options = StoreOptions::from_env().map_err(bad)?;
         let local_dir = match location.split_once("://") {
             None => Some(PathBuf::from(location)),
             Some(("file", _)) => Some(
@@ -170,27 +277,33 @@ impl Store {
             ),
             Some(_) => None,
         };
-        if let Some(dir) = local_dir {
+        let store = if let Some(dir) = local_dir {
             if location.is_empty() {
                 return Err(bad("empty path".into()));
             }
-            return Self::open_local(location, dir, create);
-        }
-        let url = url::Url::parse(location).map_err(|e| bad(e.to_string()))?;
-        let (inner, root): (Arc<dyn ObjectStore>, Path) = if url.scheme() == "memory" {
-            (Arc::new(InMemory::new()), Path::from(url.path()))
+            Self::open_local(location, dir, create)?.with_options(options)
         } else {
-            let (store, root) = object_store::parse_url_opts(&url, std::env::vars())
-                .map_err(|e| bad(e.to_string()))?;
-            (Arc::from(store), root)
+            let url = url::Url::parse(location).map_err(|e| bad(e.to_string()))?;
+            let (inner, root) = object_store_for(&url, &options).map_err(bad)?;
+            Store {
+                inner,
+                layout: Layout::new(root),
+                refs: RefBackend::Conditional,
+                location: location.to_string(),
+                options,
+                cas_probe: Default::default(),
+            }
         };
-        Ok(Store {
-            inner,
-            layout: Layout::new(root),
-            refs: RefBackend::Conditional,
-            location: location.to_string(),
-            cas_probe: Default::default(),
-        })
+        match std::env::var(faults::FAULTS_ENV) {
+            Ok(spec) if !spec.is_empty() => {
+                let faults = faults::Faults::parse(&spec)
+                    .map_err(|e| bad(format!("{}: {e}", faults::FAULTS_ENV)))?;
+                tracing::warn!("injecting faults into {location}: {spec}");
+                let faults = Arc::new(faults);
+                Ok(store.wrapped(|inner| Arc::new(faults::FaultyStore::new(inner, faults))))
+            }
+            _ => Ok(store),
+        }
     }
 
     fn open_local(location: &str, dir: PathBuf, create: bool) -> Result<Store, StoreError> {
@@ -225,6 +338,7 @@ impl Store {
             layout: Layout::new(Path::default()),
             refs: RefBackend::LocalDir(dir.clone()),
             location: dir.display().to_string(),
+            options: StoreOptions::default(),
             cas_probe: Default::default(),
         })
     }
@@ -237,8 +351,26 @@ impl Store {
             layout: Layout::new(root),
             refs: RefBackend::Conditional,
             location: location.to_string(),
+            options: StoreOptions::default(),
             cas_probe: Default::default(),
         }
+    }
+
+    /// The same store with other time-outs, retry bounds or part sizes.
+    pub fn with_options(mut self, options: StoreOptions) -> Store {
+        self.options = options;
+        self
+    }
+
+    /// The same store seen through `wrap` (tests and the `--inject-faults`
+    /// diagnostic put a [`faults::FaultyStore`] here). Refs of a local
+    /// directory keep their own mechanism.
+    pub fn wrapped(
+        mut self,
+        wrap: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
+    ) -> Store {
+        self.inner = wrap(self.inner);
+        self
     }
 
     /// Where objects of this dataset live.
@@ -253,8 +385,8 @@ impl Store {
 
     /// Reads a whole object.
     pub async fn get(&self, path: &Path) -> Result<Bytes, StoreError> {
-        retrying("get", path, || async {
-            self.inner.get(path).await?.bytes().await
+        retrying(self.options.retry_deadline, "get", path, || async {
+            whole_body(path, self.inner.get(path).await?).await
         })
         .await
         .map_err(|e| StoreError::backend("get", path, e))
@@ -266,39 +398,54 @@ impl Store {
             range: Some(GetRange::Bounded(range.clone())),
             ..Default::default()
         };
-        retrying("get", path, || async {
+        retrying(self.options.retry_deadline, "get", path, || async {
             let result = self.inner.get_opts(path, options.clone()).await?;
             let object_size = result.meta.size;
-            let bytes = result.bytes().await?;
+            let bytes = whole_body(path, result).await?;
             Ok(RangeRead { bytes, object_size })
         })
         .await
         .map_err(|e| StoreError::backend("get", path, e))
     }
 
-    /// Streams a whole object through `f` chunk by chunk (for hashing large
-    /// objects without holding them in memory). Returns the object's size.
-    pub async fn for_each_chunk(
+    /// Streams a whole object through `f` chunk by chunk, folding it into
+    /// a state made by `init` (for hashing large objects without holding
+    /// them in memory). Returns the state and the object's size. A stream
+    /// that breaks or ends short starts over with a fresh state.
+    pub async fn fold_chunks<S>(
         &self,
         path: &Path,
-        mut f: impl FnMut(&[u8]),
-    ) -> Result<u64, StoreError> {
-        let result = retrying("get", path, || self.inner.get(path))
+        init: impl Fn() -> S,
+        f: impl Fn(&mut S, &[u8]),
+    ) -> Result<(S, u64), StoreError> {
+        let attempt = || async {
+            let result = self.inner.get(path).await?;
+            let want = result.meta.size;
+            let mut state = init();
+            let mut size = 0u64;
+            let mut stream = result.into_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk?;
+                size += chunk.len() as u64;
+                f(&mut state, &chunk);
+            }
+            if size != want {
+                return Err(short_body(path, size as usize, want));
+            }
+            Ok((state, size))
+        };
+        retrying(self.options.retry_deadline, "get", path, attempt)
             .await
-            .map_err(|e| StoreError::backend("get", path, e))?;
-        let mut stream = result.into_stream();
-        let mut size = 0u64;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| StoreError::backend("get", path, e))?;
-            size += chunk.len() as u64;
-            f(&chunk);
-        }
-        Ok(size)
+            .map_err(|e| StoreError::backend("get", path, e))
     }
 
     /// The size of an object, or `None` if it does not exist.
     pub async fn size(&self, path: &Path) -> Result<Option<u64>, StoreError> {
-        match retrying("head", path, || self.inner.head(path)).await {
+        match retrying(self.options.retry_deadline, "head", path, || {
+            self.inner.head(path)
+        })
+        .await
+        {
             Ok(meta) => Ok(Some(meta.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(StoreError::backend("head", path, e)),
@@ -307,13 +454,35 @@ impl Store {
 
     /// Writes a content-addressed object unless it is already there.
     /// Returns whether bytes were uploaded. An object present with the wrong
-    /// size is damaged and is replaced.
+    /// size is damaged and is replaced. Objects over
+    /// [`StoreOptions::multipart_threshold`] go up in parts.
     pub async fn put_immutable(&self, path: &Path, bytes: Bytes) -> Result<bool, StoreError> {
         let mode = match self.size(path).await? {
             Some(size) if size == bytes.len() as u64 => return Ok(false),
             Some(_) => PutMode::Overwrite,
             None => PutMode::Create,
         };
+        let deadline = self.options.retry_deadline;
+        if bytes.len() as u64 > self.options.multipart_threshold {
+            // Multipart uploads cannot be create-only; for content-addressed
+            // bytes a concurrent identical upload is harmless anyway.
+            // A completion whose answer was lost may have landed: retries
+            // look first.
+            let tried = std::sync::atomic::AtomicBool::new(false);
+            let put = || async {
+                if tried.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    match self.inner.head(path).await {
+                        Ok(meta) if meta.size == bytes.len() as u64 => return Ok(()),
+                        _ => {}
+                    }
+                }
+                self.put_multipart(path, bytes.clone()).await
+            };
+            return match retrying(deadline, "multipart put", path, put).await {
+                Ok(()) => Ok(true),
+                Err(e) => Err(StoreError::backend("multipart put", path, e)),
+            };
+        }
         let options = PutOptions {
             mode,
             ..Default::default()
@@ -324,11 +493,31 @@ impl Store {
             self.inner
                 .put_opts(path, bytes.clone().into(), options.clone())
         };
-        match retrying("put", path, put).await {
+        match retrying(deadline, "put", path, put).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
             Err(e) => Err(StoreError::backend("put", path, e)),
         }
+    }
+
+    /// One multipart upload of `bytes`, a few parts in flight at a time;
+    /// aborted (parts deleted) if any part or the completion fails.
+    async fn put_multipart(&self, path: &Path, bytes: Bytes) -> object_store::Result<()> {
+        const PARTS_IN_FLIGHT: usize = 4;
+        let upload = self.inner.put_multipart(path).await?;
+        let part = self.options.part_bytes;
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, part);
+        let mut start = 0;
+        while start < bytes.len() {
+            if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                writer.abort().await.ok();
+                return Err(e);
+            }
+            let end = bytes.len().min(start + part);
+            writer.put(bytes.slice(start..end));
+            start = end;
+        }
+        writer.finish().await.map(|_| ())
     }
 
     /// Overwrites an object regardless of what is there (tests use this to

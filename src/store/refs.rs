@@ -49,13 +49,13 @@ impl RefBackend {
                 }
             }
             RefBackend::Conditional => {
-                let read = super::retrying("get", &path, || async {
+                let read = super::retrying(store.options.retry_deadline, "get", &path, || async {
                     let result = store.inner.get(&path).await?;
                     let version = UpdateVersion {
                         e_tag: result.meta.e_tag.clone(),
                         version: result.meta.version.clone(),
                     };
-                    Ok((result.bytes().await?, version))
+                    Ok((super::whole_body(&path, result).await?, version))
                 });
                 match read.await {
                     Ok((bytes, version)) => Ok(Some((decode_ref(&bytes, name)?, version))),
@@ -115,7 +115,7 @@ impl RefBackend {
                 .inner
                 .put_opts(&path, encode_ref(&new).into(), options.clone())
         };
-        match super::retrying("update ref", &path, put).await {
+        match super::retrying(store.options.retry_deadline, "update ref", &path, put).await {
             Ok(_) => Ok(()),
             Err(
                 object_store::Error::AlreadyExists { .. }

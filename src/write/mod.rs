@@ -52,6 +52,10 @@ pub struct WriteOptions {
     /// Most bytes the spool may hold; a write that would pass it waits for
     /// flushes to free space, and gets ENOSPC if none comes.
     pub spool_bytes: u64,
+    /// How long the last commit at unmount (or SIGTERM) may take. What has
+    /// not been committed by then stays journaled in the spool, and the
+    /// next mount of the dataset with this spool commits it.
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for WriteOptions {
@@ -63,6 +67,8 @@ impl Default for WriteOptions {
             chunk_bytes: 64 << 20,
             idle_flush: Duration::from_secs(2),
             spool_bytes: 10 << 30,
+            // Below systemd's default stop timeout (and our unit's 60 s).
+            shutdown_timeout: Duration::from_secs(45),
         }
     }
 }
@@ -696,6 +702,27 @@ impl Writer {
     /// One flush: commits every change so far (see [`flush::Flusher`]).
     pub async fn flush(&self) -> Result<(), WriteError> {
         self.flush_some(true).await
+    }
+
+    /// The last commit, at unmount: bounded by
+    /// [`WriteOptions::shutdown_timeout`]. Whatever it leaves (a timeout, a
+    /// store that is down) stays in the spool with its journal.
+    pub async fn shutdown(&self) {
+        let left = |why: String| {
+            warn!(
+                "{why}; written files stay in the spool {} and the next mount of this dataset \
+                 with that spool commits them",
+                self.spool.dir().display()
+            )
+        };
+        match tokio::time::timeout(self.options.shutdown_timeout, self.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => left(format!("the final commit failed: {e}")),
+            Err(_) => left(format!(
+                "the final commit did not finish within {:?} (--shutdown-timeout)",
+                self.options.shutdown_timeout
+            )),
+        }
     }
 
     async fn flush_some(&self, full: bool) -> Result<(), WriteError> {

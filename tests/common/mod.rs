@@ -115,6 +115,113 @@ pub fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Where a test's dataset lives: a local directory, or a prefix of a fresh
+/// bucket on the test S3 server. Suites that take a `Home` run on both.
+pub enum Home {
+    Local(PathBuf),
+    S3 {
+        s3: &'static s3::S3,
+        bucket: String,
+        url: String,
+    },
+}
+
+impl Home {
+    /// A dataset in `dir/ds`.
+    pub fn local(dir: &Path) -> Home {
+        Home::Local(dir.join("ds"))
+    }
+
+    /// A dataset at `s3://<new bucket>/ds`.
+    pub fn s3() -> Home {
+        let s3 = s3::S3::get();
+        let bucket = s3.bucket();
+        let url = format!("s3://{bucket}/ds");
+        Home::S3 { s3, bucket, url }
+    }
+
+    /// The location packfs is given.
+    pub fn location(&self) -> &str {
+        match self {
+            Home::Local(dir) => dir.to_str().unwrap(),
+            Home::S3 { url, .. } => url,
+        }
+    }
+
+    /// `packfs ARGS`, with the S3 environment where needed.
+    pub fn packfs(&self, args: &[&str]) -> Output {
+        match self {
+            Home::Local(_) => packfs(args),
+            Home::S3 { s3, .. } => s3.packfs(args),
+        }
+    }
+
+    /// Like [`Home::packfs`]; panics with the output if it fails.
+    pub fn packfs_ok(&self, args: &[&str]) -> Output {
+        succeeded(&format!("packfs {args:?}"), self.packfs(args))
+    }
+
+    /// `packfs import SRC <home> --no-progress EXTRA…`.
+    pub fn import(&self, src: &Path, extra: &[&str]) {
+        let mut args = vec![
+            "import",
+            src.to_str().unwrap(),
+            self.location(),
+            "--no-progress",
+        ];
+        args.extend_from_slice(extra);
+        self.packfs_ok(&args);
+    }
+
+    /// The text `packfs log` prints.
+    pub fn log(&self) -> String {
+        String::from_utf8(self.packfs_ok(&["log", self.location()]).stdout).unwrap()
+    }
+
+    /// `packfs verify` must pass.
+    pub fn verify(&self) {
+        self.packfs_ok(&["verify", self.location()]);
+    }
+
+    /// A read-only mount.
+    pub fn mount(&self, mountpoint: &Path, extra: &[&str]) -> Mounted {
+        let mut args = vec!["--read-only"];
+        args.extend_from_slice(extra);
+        Mounted::mount_by(self.location(), mountpoint, &args, |a| {
+            self.packfs_ok(a);
+        })
+    }
+
+    /// A read-write mount spooling in `spool`.
+    pub fn mount_rw(&self, mountpoint: &Path, spool: &Path, extra: &[&str]) -> Mounted {
+        let mut args = vec!["--spool-dir", spool.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        Mounted::mount_by(self.location(), mountpoint, &args, |a| {
+            self.packfs_ok(a);
+        })
+    }
+
+    /// How many data objects (packs, whole items, chunks) modality
+    /// `<timeline>/<modality>` has in the store.
+    pub fn data_objects(&self, timeline: &str, modality: &str) -> usize {
+        match self {
+            Home::Local(dir) => std::fs::read_dir(dir.join(timeline).join(modality).join("0"))
+                .map_or(0, |d| d.count()),
+            Home::S3 { s3, bucket, .. } => {
+                use futures::TryStreamExt;
+                use object_store::ObjectStore;
+                let client = s3.client(bucket);
+                let prefix = object_store::path::Path::from(format!("ds/{timeline}/{modality}/0"));
+                let runtime = tokio::runtime::Runtime::new().unwrap();
+                let listed: Vec<_> = runtime
+                    .block_on(client.list(Some(&prefix)).try_collect())
+                    .unwrap();
+                listed.len()
+            }
+        }
+    }
+}
+
 /// A mounted dataset; unmounted on drop even if the test panics.
 pub struct Mounted {
     pub path: PathBuf,

@@ -120,6 +120,18 @@ impl S3 {
         ]
     }
 
+    /// An `object_store` client for `bucket`, to look at objects directly.
+    pub fn client(&self, bucket: &str) -> object_store::aws::AmazonS3 {
+        self.env()
+            .into_iter()
+            .fold(
+                object_store::aws::AmazonS3Builder::new().with_bucket_name(bucket),
+                |b, (key, value)| b.with_config(key.to_ascii_lowercase().parse().unwrap(), value),
+            )
+            .build()
+            .unwrap()
+    }
+
     /// `packfs ARGS` with the S3 environment.
     pub fn packfs(&self, args: &[&str]) -> Output {
         Command::new(super::PACKFS)
