@@ -255,6 +255,13 @@ pub struct MountArgs {
     /// non-root users need user_allow_other in /etc/fuse.conf).
     #[arg(long)]
     pub allow_other: bool,
+    /// Owner of every file and directory [default: the mounting user]. With
+    /// --allow-other, this user may write; others read only.
+    #[arg(long)]
+    pub uid: Option<u32>,
+    /// Group of every file and directory [default: the mounting user's].
+    #[arg(long)]
+    pub gid: Option<u32>,
     /// Log file of the daemonized mount (default: logs are discarded).
     #[arg(long)]
     pub log_file: Option<PathBuf>,
@@ -306,6 +313,8 @@ impl MountArgs {
             foreground: self.foreground,
             threads: self.threads,
             allow_other: self.allow_other,
+            uid: self.uid,
+            gid: self.gid,
             log_file: self.log_file.clone(),
             cache: CacheOptions {
                 cache_bytes: self.cache_bytes,

@@ -27,6 +27,10 @@ pub struct MountOptions {
     pub threads: usize,
     /// Let other users access the mount (kernel permission checks on).
     pub allow_other: bool,
+    /// Owner of every file and directory; `None`: the mounting user.
+    pub uid: Option<u32>,
+    /// Group of every file and directory; `None`: the mounting user's.
+    pub gid: Option<u32>,
     /// Where a daemonized mount writes its log.
     pub log_file: Option<PathBuf>,
     /// Block cache and read-ahead.
@@ -49,6 +53,8 @@ impl Default for MountOptions {
             foreground: false,
             threads: 4,
             allow_other: false,
+            uid: None,
+            gid: None,
             log_file: None,
             cache: CacheOptions::default(),
             cache_dir: None,
@@ -299,6 +305,7 @@ fn open_session(
     );
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let (uid, gid) = (options.uid.unwrap_or(uid), options.gid.unwrap_or(gid));
     let ns = Arc::new(Namespace::new(tree, !options.read_only));
     let writer = match spool {
         None => None,

@@ -437,10 +437,7 @@ fn only_the_mounting_user_gets_in_and_the_spool_is_private() {
     let home = seeded(Home::local(tmp.path()), tmp.path());
     let m = home.mount_rw(&tmp.path().join("mnt"), &tmp.path().join("spool"), &[]);
     std::fs::write(m.path.join("t/seed/mine"), b"x").unwrap();
-    let outside = Command::new("runuser")
-        .args(["-u", "nobody", "--", "ls", tmp.path().to_str().unwrap()])
-        .output()
-        .unwrap();
+    let outside = as_nobody(&["ls", tmp.path().to_str().unwrap()]);
     assert!(
         outside.status.success(),
         "the test directory itself must be readable"
@@ -452,16 +449,7 @@ fn only_the_mounting_user_gets_in_and_the_spool_is_private() {
     assert_eq!(mode & 0o777, 0o700, "spool mode {mode:o}");
     // Without --allow-other the kernel lets no other user in, root's
     // files or not.
-    let listing = Command::new("runuser")
-        .args([
-            "-u",
-            "nobody",
-            "--",
-            "ls",
-            m.path.join("t/seed").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let listing = as_nobody(&["ls", m.path.join("t/seed").to_str().unwrap()]);
     assert!(!listing.status.success(), "another user listed the mount");
     assert!(
         String::from_utf8_lossy(&listing.stderr).contains("Permission denied"),
@@ -553,4 +541,71 @@ fn sigterm_with_a_hung_store_is_bounded_and_the_next_mount_commits() {
     home.verify();
     let cat = home.packfs_ok(&["cat", home.location(), "t/seed/late"]);
     assert_eq!(cat.stdout, b"committed by the next mount");
+}
+
+/// `runuser -u nobody -- ARGS…`.
+fn as_nobody(args: &[&str]) -> std::process::Output {
+    Command::new("runuser")
+        .args(["-u", "nobody", "--"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn allow_other_lets_others_in_under_kernel_permission_checks() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = seeded(Home::local(tmp.path()), tmp.path());
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    let m = home.mount_rw(&mnt, &spool, &["--allow-other"]);
+    let p = |rel: &str| m.path.join(rel).to_str().unwrap().to_string();
+    // Others read what the mode bits let them read…
+    let read = as_nobody(&["cat", &p("t/seed/readme.txt")]);
+    assert!(read.status.success(), "{read:?}");
+    assert_eq!(read.stdout, b"seed\n");
+    // …and cannot write into directories they do not own.
+    let write = as_nobody(&["touch", &p("t/seed/intruder")]);
+    assert!(
+        !write.status.success(),
+        "nobody wrote into root's directory"
+    );
+    assert!(String::from_utf8_lossy(&write.stderr).contains("Permission denied"));
+    // A file the owner makes private is private: the kernel checks modes.
+    std::fs::write(m.path.join("t/seed/secret"), b"mine").unwrap();
+    let meta = std::fs::metadata(m.path.join("t/seed/secret")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (0, 0),
+        "owned by the mounting user"
+    );
+    std::fs::set_permissions(
+        m.path.join("t/seed/secret"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let denied = as_nobody(&["cat", &p("t/seed/secret")]);
+    assert!(!denied.status.success(), "nobody read a 0600 file");
+    m.unmount();
+
+    // With --uid/--gid the mount belongs to another user, who may write;
+    // what they create is theirs and is committed.
+    let m = home.mount_rw(
+        &mnt,
+        &spool,
+        &["--allow-other", "--uid", "65534", "--gid", "65534"],
+    );
+    let created = as_nobody(&[
+        "sh",
+        "-c",
+        &format!("echo hello > {}", p("t/seed/by-nobody")),
+    ]);
+    assert!(created.status.success(), "{created:?}");
+    let meta = std::fs::metadata(m.path.join("t/seed/by-nobody")).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    m.unmount();
+    let cat = home.packfs_ok(&["cat", home.location(), "t/seed/by-nobody"]);
+    assert_eq!(cat.stdout, b"hello\n");
 }
