@@ -1,6 +1,8 @@
 //! Damaged datasets and bad import sources give clear errors naming what is
 //! wrong, through the `packfs` binary, and never a panic.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -128,7 +130,7 @@ fn file_bytes(name: &str) -> Vec<u8> {
 
 /// A temp dir with SRC imported into DATASET.
 struct Fixture {
-    _tmp: tempfile::TempDir,
+    tmp: tempfile::TempDir,
     src: PathBuf,
     ds: PathBuf,
 }
@@ -142,7 +144,7 @@ impl Fixture {
         import(&src, &ds)
             .assert_ok()
             .stderr_has(&["imported 8 files", "committed manifest"]);
-        Fixture { _tmp: tmp, src, ds }
+        Fixture { tmp, src, ds }
     }
 
     fn ds(&self) -> &str {
@@ -354,6 +356,24 @@ fn truncated_pack_names_pack_and_lengths() {
         "only the damaged pack is a problem: {}",
         verify.describe()
     );
+
+    // Through a mount: EIO for the damaged pack's items, the rest reads.
+    common::require_fuse();
+    let m = common::Mounted::new(&f.ds, &f.tmp.path().join("mnt"), &[]);
+    for item in ["train/image/a.jpg", "train/image/b.jpg"] {
+        let err = fs::read(m.path.join(item)).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "{item}");
+    }
+    for item in [
+        "train/image/c.jpg",
+        "train/video/big.bin",
+        "val/image/z.jpg",
+    ] {
+        assert!(
+            fs::read(m.path.join(item)).unwrap() == file_bytes(item),
+            "{item}"
+        );
+    }
 }
 
 #[test]
