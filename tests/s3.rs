@@ -253,3 +253,38 @@ fn an_unreachable_endpoint_fails_promptly_and_clearly() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
 }
+
+/// Neither the access key nor the secret shows up in errors or in the most
+/// verbose logs.
+#[test]
+fn credentials_never_appear_in_logs_or_errors() {
+    let s3 = S3::get();
+    let url = format!("s3://{}/ds", s3.bucket());
+    let tmp = tempfile::tempdir().unwrap();
+    write_file(&tmp.path().join("src/t/m/a"), b"a");
+    let (key, secret) = ("AKIDMUSTNOTLEAK", "SECRETMUSTNOTLEAK");
+    let run = |args: &[&str]| {
+        Command::new(PACKFS)
+            .args(args)
+            .envs(s3.env())
+            .env("AWS_ACCESS_KEY_ID", key)
+            .env("AWS_SECRET_ACCESS_KEY", secret)
+            .env("RUST_LOG", "trace")
+            .output()
+            .unwrap()
+    };
+    let src = tmp.path().join("src");
+    let outputs = [
+        run(&["import", src.to_str().unwrap(), &url, "--no-progress"]),
+        run(&["-vv", "cat", &url, "t/m/a"]),
+        run(&["-vv", "cat", &url, "t/m/missing"]),
+        run(&["-vv", "ls", &format!("s3://{}-absent/ds", s3.bucket())]),
+    ];
+    assert!(outputs[0].status.success() && outputs[1].status.success());
+    assert!(!outputs[2].status.success() && !outputs[3].status.success());
+    for out in outputs {
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(!text.is_empty(), "trace logs were written");
+        assert!(!text.contains(key) && !text.contains(secret), "{text}");
+    }
+}
