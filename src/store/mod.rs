@@ -180,47 +180,31 @@ fn object_store_for(
             format!("{}ms", options.connect_timeout.as_millis()),
         ),
     ];
+    // The three cloud builders share this shape but no trait.
+    macro_rules! cloud {
+        ($builder:ty, $key:path) => {{
+            let builder = timeouts.into_iter().fold(
+                <$builder>::from_env().with_url(url.as_str()),
+                |b, (key, value)| b.with_config($key(key), value),
+            );
+            let store = builder.with_retry(retry).build();
+            Arc::new(store.map_err(|e| e.to_string())?)
+        }};
+    }
     let store: Arc<dyn ObjectStore> = match scheme {
         Scheme::Memory => Arc::new(InMemory::new()),
-        Scheme::AmazonS3 => {
-            use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-            let builder = timeouts.into_iter().fold(
-                AmazonS3Builder::from_env().with_url(url.as_str()),
-                |b, (key, value)| b.with_config(AmazonS3ConfigKey::Client(key), value),
-            );
-            Arc::new(
-                builder
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            )
-        }
-        Scheme::GoogleCloudStorage => {
-            use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
-            let builder = timeouts.into_iter().fold(
-                GoogleCloudStorageBuilder::from_env().with_url(url.as_str()),
-                |b, (key, value)| b.with_config(GoogleConfigKey::Client(key), value),
-            );
-            Arc::new(
-                builder
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            )
-        }
-        Scheme::MicrosoftAzure => {
-            use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
-            let builder = timeouts.into_iter().fold(
-                MicrosoftAzureBuilder::from_env().with_url(url.as_str()),
-                |b, (key, value)| b.with_config(AzureConfigKey::Client(key), value),
-            );
-            Arc::new(
-                builder
-                    .with_retry(retry)
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            )
-        }
+        Scheme::AmazonS3 => cloud!(
+            object_store::aws::AmazonS3Builder,
+            object_store::aws::AmazonS3ConfigKey::Client
+        ),
+        Scheme::GoogleCloudStorage => cloud!(
+            object_store::gcp::GoogleCloudStorageBuilder,
+            object_store::gcp::GoogleConfigKey::Client
+        ),
+        Scheme::MicrosoftAzure => cloud!(
+            object_store::azure::MicrosoftAzureBuilder,
+            object_store::azure::AzureConfigKey::Client
+        ),
         other => return Err(format!("{other:?} URLs are not supported")),
     };
     Ok((store, root))
