@@ -609,3 +609,54 @@ fn allow_other_lets_others_in_under_kernel_permission_checks() {
     let cat = home.packfs_ok(&["cat", home.location(), "t/seed/by-nobody"]);
     assert_eq!(cat.stdout, b"hello\n");
 }
+
+on_local_and_s3!(
+    kill_9_mid_commit,
+    kill_9_at_each_step_of_a_commit_leaves_a_valid_ref,
+    kill_9_at_each_step_of_a_commit_leaves_a_valid_ref_on_s3
+);
+
+/// A mount killed with SIGKILL while its commit is under way — uploading
+/// packs, Tracks or the Manifest (each PUT slowed to 400 ms) — leaves the
+/// ref on a Manifest that verifies, and the next mount commits every file.
+fn kill_9_mid_commit(home: Home, tmp: &Path) {
+    let home = seeded(home, tmp);
+    let mut expected = BTreeMap::new();
+    for (round, kill_after_ms) in [150u64, 550, 950, 1350].into_iter().enumerate() {
+        let (mnt, spool) = (tmp.join("mnt"), tmp.join(format!("spool{round}")));
+        let args = ["--idle-flush", "3600", "--inject-faults", "put-delay=400ms"];
+        let m = home.mount_rw(&mnt, &spool, &args);
+        for i in 0..5 {
+            let rel = format!("t/seed/r{round}-{i}");
+            let bytes = format!("round {round} file {i}").into_bytes();
+            std::fs::write(m.path.join(&rel), &bytes).unwrap();
+            expected.insert(rel, bytes);
+        }
+        // fsync starts the commit; the kill lands somewhere inside it.
+        let last = m.path.join(format!("t/seed/r{round}-4"));
+        let syncer = std::thread::spawn(move || {
+            let file = OpenOptions::new().write(true).open(last).unwrap();
+            let _ = file.sync_all();
+        });
+        std::thread::sleep(std::time::Duration::from_millis(kill_after_ms));
+        let pid = m.pid.expect("daemon pid");
+        // SAFETY: killing the daemon this test started.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        wait_until(
+            "the daemon to die",
+            std::time::Duration::from_secs(10),
+            || !Path::new(&format!("/proc/{pid}")).exists(),
+        );
+        m.unmount();
+        syncer.join().unwrap();
+        home.verify();
+        // The next mount with that spool commits what the killed one had.
+        let m = home.mount_rw(&mnt, &spool, &[]);
+        m.unmount();
+        home.verify();
+    }
+    let m = home.mount(&tmp.join("mnt"), &[]);
+    for (rel, bytes) in &expected {
+        assert_eq!(&std::fs::read(m.path.join(rel)).unwrap(), bytes, "{rel}");
+    }
+}
