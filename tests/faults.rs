@@ -385,9 +385,10 @@ fn large_objects_upload_in_parts_through_failures() {
 }
 
 /// The daemon's hidden `--inject-faults` diagnostic: failing and short
-/// GETs under a real `packfs mount`, and still every byte exact.
+/// GETs and failing PUTs under a real `packfs mount`, and still every byte
+/// read and written exact.
 #[test]
-fn the_daemon_reads_exactly_through_injected_faults() {
+fn the_daemon_reads_and_writes_exactly_through_injected_faults() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
@@ -414,6 +415,30 @@ fn the_daemon_reads_exactly_through_injected_faults() {
         std::fs::read(src.join("t/big/blob")).unwrap()
     );
     m.unmount();
+    // Writes: every third PUT fails; all is committed all the same.
+    let spec = "put-fail-every=3,get-fail-every=4";
+    let spool = tmp.path().join("spool");
+    let m = home.mount_rw(&tmp.path().join("mnt"), &spool, &["--inject-faults", spec]);
+    let more = tmp.path().join("more");
+    let mut rng = Rng::new(8);
+    for i in 0..40 {
+        let len = rng.below(20_000) as usize;
+        write_file(&more.join(format!("f{i}")), &rng.bytes(len));
+    }
+    std::fs::create_dir(m.path.join("t/m/more")).unwrap();
+    run_ok(
+        "cp",
+        &[
+            "-r",
+            &format!("{}/.", more.display()),
+            m.path.join("t/m/more").to_str().unwrap(),
+        ],
+    );
+    m.unmount();
+    let m = home.mount(&tmp.path().join("mnt"), &[]);
+    diff_r(&more, &m.path.join("t/m/more"));
+    m.unmount();
+    home.verify();
     // A bad spec is a usage error naming the fault.
     let out = home.packfs(&["--inject-faults", "get-explode=1", "ls", home.location()]);
     assert!(!out.status.success());

@@ -43,6 +43,9 @@ pub struct Faults {
     pub truncate_every_nth_get: AtomicU64,
     /// This many next PUTs fail with a transient error.
     pub fail_next_puts: AtomicU64,
+    /// Every n-th PUT (and multipart completion) fails with a transient
+    /// error (0: none).
+    pub fail_every_nth_put: AtomicU64,
     /// PUTs of paths containing one of these fail, every time.
     pub fail_puts_of: Mutex<Vec<String>>,
     /// PUTs of paths containing one of these are stored, then reported as
@@ -53,6 +56,8 @@ pub struct Faults {
     pub lose_next_cas: AtomicU64,
     /// GETs seen so far.
     pub gets: AtomicU64,
+    /// PUTs seen so far.
+    pub puts: AtomicU64,
     /// Multipart uploads completed so far.
     pub multipart_puts: AtomicU64,
 }
@@ -61,7 +66,8 @@ impl Faults {
     /// Reads a fault list such as
     /// `get-fail-every=5,get-truncate-every=7,get-delay=20ms,put-fail-next=2`.
     /// Keys: `get-delay`, `put-delay` (durations); `get-fail-every`,
-    /// `get-truncate-every`, `put-fail-next`, `cas-lose-next` (counts);
+    /// `get-truncate-every`, `put-fail-every`, `put-fail-next`,
+    /// `cas-lose-next` (counts);
     /// `get-fail`, `put-fail`, `put-lie` (a path substring, repeatable);
     /// `ignore-conditions` (no value).
     pub fn parse(spec: &str) -> Result<Faults, String> {
@@ -80,6 +86,7 @@ impl Faults {
                 "get-fail-every" => faults.fail_every_nth_get = count()?.into(),
                 "get-truncate-every" => faults.truncate_every_nth_get = count()?.into(),
                 "put-fail-next" => faults.fail_next_puts = count()?.into(),
+                "put-fail-every" => faults.fail_every_nth_put = count()?.into(),
                 "cas-lose-next" => faults.lose_next_cas = count()?.into(),
                 "get-fail" => faults.fail_gets_of.get_mut().push(value.to_string()),
                 "put-fail" => faults.fail_puts_of.get_mut().push(value.to_string()),
@@ -102,8 +109,11 @@ impl Faults {
         (fails, hit(&self.truncate_every_nth_get))
     }
 
+    /// Counts a PUT; whether it fails.
     fn put_fails(&self) -> bool {
-        take_one(&self.fail_next_puts)
+        let n = self.puts.fetch_add(1, Ordering::Relaxed) + 1;
+        let every = self.fail_every_nth_put.load(Ordering::Relaxed);
+        take_one(&self.fail_next_puts) || (every > 0 && n % every == 0)
     }
 }
 
