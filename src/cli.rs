@@ -298,11 +298,11 @@ pub struct MountArgs {
     #[arg(long, default_value = "10GiB", value_parser = parse_size)]
     pub spool_bytes: u64,
     /// Commit after this many seconds without a change.
-    #[arg(long, default_value_t = WriteOptions::default().idle_flush.as_secs_f64())]
+    #[arg(long, value_name = "SECONDS", default_value_t = WriteOptions::default().idle_flush.as_secs_f64())]
     pub idle_flush: f64,
     /// At unmount or SIGTERM, give the last commit this many seconds; what
     /// is not committed by then stays in the spool for the next mount.
-    #[arg(long, default_value_t = WriteOptions::default().shutdown_timeout.as_secs_f64())]
+    #[arg(long, value_name = "SECONDS", default_value_t = WriteOptions::default().shutdown_timeout.as_secs_f64())]
     pub shutdown_timeout: f64,
 }
 
