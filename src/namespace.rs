@@ -82,7 +82,8 @@ pub struct Attr {
     pub mtime: SystemTime,
     /// Permission bits (`0o644`, …).
     pub perm: u16,
-    /// Links: 2 for a directory, 1 for a file, 0 for an unlinked open file.
+    /// Links: 2 plus its subdirectories for a directory, 1 for a file, 0 for
+    /// an unlinked open file.
     pub nlink: u32,
 }
 
@@ -142,6 +143,9 @@ struct DirNode {
     parent: Ino,
     name: Box<str>,
     children: Children,
+    /// How many children are directories (a directory's link count is
+    /// 2 plus this: its name, its `.`, and each child's `..`).
+    subdirs: u32,
     mtime: SystemTime,
     perm: u16,
 }
@@ -352,28 +356,36 @@ impl Namespace {
                 size: 0,
                 mtime: d.mtime,
                 perm: d.perm,
-                nlink: 2,
+                nlink: 2 + d.subdirs,
             });
         }
         self.tree_attr(ino)
     }
 
+    /// How many of a tree directory's children are directories.
+    fn tree_subdirs(&self, children: &[crate::tree::NodeId]) -> u32 {
+        let is_dir = |&&c: &&crate::tree::NodeId| {
+            matches!(self.tree.node(c).map(|n| &n.kind), Some(NodeKind::Dir(_)))
+        };
+        children.iter().filter(is_dir).count() as u32
+    }
+
     fn tree_attr(&self, ino: Ino) -> Result<Attr, NsError> {
         let (_, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
         let writable = self.is_writable();
-        Ok(match node.kind {
-            NodeKind::Dir(_) => Attr {
+        Ok(match &node.kind {
+            NodeKind::Dir(children) => Attr {
                 ino,
                 kind: Kind::Dir,
                 size: 0,
                 mtime: self.base_mtime,
                 perm: if writable { 0o755 } else { 0o555 },
-                nlink: 2,
+                nlink: 2 + self.tree_subdirs(children),
             },
             NodeKind::File(item) => Attr {
                 ino,
                 kind: Kind::File,
-                size: self.tree.item(item).size,
+                size: self.tree.item(*item).size,
                 mtime: self.base_mtime,
                 perm: if writable { 0o644 } else { 0o444 },
                 nlink: 1,
@@ -513,6 +525,7 @@ impl Namespace {
                     parent,
                     name: name.clone(),
                     children: Children::default(),
+                    subdirs: 0,
                     mtime: now,
                     perm,
                 },
@@ -620,11 +633,7 @@ impl Namespace {
             let now = SystemTime::now();
             c.remove(parent, name)?;
             if replaced.is_some() {
-                c.o.dirs
-                    .get_mut(&new_parent)
-                    .expect("materialized")
-                    .children
-                    .remove(&target_name);
+                c.remove(new_parent, target_name.as_bytes())?;
             }
             match kind {
                 Kind::Dir => {
@@ -1061,7 +1070,16 @@ impl Change<'_> {
     }
 
     fn kind(&self, ino: Ino) -> Result<Kind, NsError> {
-        Ok(self.ns.attr_in(self.o, ino)?.kind)
+        if self.o.files.contains_key(&ino) {
+            return Ok(Kind::File);
+        }
+        if self.o.dirs.contains_key(&ino) {
+            return Ok(Kind::Dir);
+        }
+        match self.ns.tree_node(ino).ok_or(NsError::NotFound)?.1.kind {
+            NodeKind::Dir(_) => Ok(Kind::Dir),
+            NodeKind::File(_) => Ok(Kind::File),
+        }
     }
 
     fn child(&mut self, parent: Ino, name: &[u8]) -> Result<Ino, NsError> {
@@ -1149,18 +1167,19 @@ impl Change<'_> {
             return Err(NsError::NotADirectory);
         }
         let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        let NodeKind::Dir(children) = &node.kind else {
+        let NodeKind::Dir(tree_children) = &node.kind else {
             return Err(NsError::NotADirectory);
         };
         let tree = &self.ns.tree;
         let mut entries = Children::default();
-        for &c in children {
+        for &c in tree_children {
             entries.insert(
                 tree.node(c).expect("child exists").name.clone(),
                 tree_ino(c),
             );
         }
         let children = entries;
+        let subdirs = self.ns.tree_subdirs(tree_children);
         let writable_perm = 0o755;
         self.o.dirs.insert(
             dir,
@@ -1168,6 +1187,7 @@ impl Change<'_> {
                 parent: tree_ino(node.parent),
                 name: node.name.clone(),
                 children,
+                subdirs,
                 mtime: self.ns.base_mtime,
                 perm: writable_perm,
             },
@@ -1183,8 +1203,10 @@ impl Change<'_> {
         now: SystemTime,
     ) -> Result<(), NsError> {
         self.materialize(parent)?;
+        let is_dir = self.kind(ino)? == Kind::Dir;
         let dir = self.o.dirs.get_mut(&parent).expect("materialized");
         dir.children.insert(name, ino);
+        dir.subdirs += u32::from(is_dir);
         dir.mtime = now;
         Ok(())
     }
@@ -1192,8 +1214,14 @@ impl Change<'_> {
     fn remove(&mut self, parent: Ino, name: &[u8]) -> Result<(), NsError> {
         self.materialize(parent)?;
         let name = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;
+        let ino = self.o.dirs[&parent]
+            .children
+            .get(name)
+            .ok_or(NsError::NotFound)?;
+        let is_dir = self.kind(ino)? == Kind::Dir;
         let dir = self.o.dirs.get_mut(&parent).expect("materialized");
-        dir.children.remove(name).ok_or(NsError::NotFound)?;
+        dir.children.remove(name);
+        dir.subdirs -= u32::from(is_dir);
         dir.mtime = SystemTime::now();
         Ok(())
     }
@@ -1403,6 +1431,32 @@ mod tests {
         ));
         ns.rename(m, b"deeper", ROOT_INO, b"t3").unwrap();
         assert_eq!(names(&ns, "/"), ["t", "t3"]);
+    }
+
+    #[test]
+    fn a_directorys_link_count_is_two_plus_its_subdirectories() {
+        let ns = Namespace::new(tree(), true);
+        let nlink = |p: &str| ns.attr(path(&ns, p).unwrap()).unwrap().nlink;
+        let m = path(&ns, "t/m").unwrap();
+        assert_eq!((nlink("t"), nlink("t/m"), nlink("t/m/sub")), (4, 3, 2));
+        ns.mkdir(m, b"d1", 0o755).unwrap();
+        let d2 = ns.mkdir(m, b"d2", 0o755).unwrap().ino;
+        assert_eq!(nlink("t/m"), 5);
+        // A directory moving down one level: its old parent loses a link,
+        // its new parent gains one.
+        ns.rename(m, b"d1", d2, b"d1").unwrap();
+        assert_eq!((nlink("t/m"), nlink("t/m/d2")), (4, 3));
+        // Over an empty directory: one goes, one comes.
+        ns.mkdir(m, b"empty", 0o755).unwrap();
+        ns.rename(d2, b"d1", m, b"empty").unwrap();
+        assert_eq!((nlink("t/m"), nlink("t/m/d2")), (5, 2));
+        // Files do not count; rmdir does.
+        ns.create(m, b"f", spool(1), 0o644).unwrap();
+        ns.rmdir(m, b"d2").unwrap();
+        assert_eq!((nlink("t/m"), nlink("t")), (4, 4));
+        ns.rename(m, b"empty", path(&ns, "t/n").unwrap(), b"moved")
+            .unwrap();
+        assert_eq!((nlink("t/m"), nlink("t/n")), (3, 3));
     }
 
     #[test]

@@ -8,11 +8,9 @@ use std::process::Command;
 
 use common::*;
 
-/// Tests of the selection that pass on packfs. The one known failure:
-/// `rename::updates_link_parent` wants a directory's st_nlink to count its
-/// subdirectories, and packfs reports 2 for every directory.
-const EXPECTED_PASSES: usize = 70;
-const KNOWN_FAILURES: &[&str] = &["rename::updates_link_parent"];
+/// Tests of the selection that pass on packfs: all of them.
+const EXPECTED_PASSES: usize = 71;
+const KNOWN_FAILURES: &[&str] = &[];
 
 #[test]
 fn pjdfstest_selection_passes_on_a_read_write_mount() {
