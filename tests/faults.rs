@@ -42,6 +42,21 @@ fn source(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     files
 }
 
+/// The files of [`source`] imported into a dataset behind `faults`, and a
+/// runtime to drive it.
+fn imported(
+    dir: &std::path::Path,
+    faults: &Arc<Faults>,
+) -> (Vec<(String, Vec<u8>)>, Dataset, tokio::runtime::Runtime) {
+    let files = source(&dir.join("src"));
+    let dataset = faulty_dataset(faults);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime
+        .block_on(import(&dataset, &dir.join("src"), &import_options()))
+        .expect("import");
+    (files, dataset, runtime)
+}
+
 /// `dataset` mounted read-only in this process on `dir/mnt`.
 fn mount_read_only(
     dataset: Dataset,
@@ -70,7 +85,6 @@ fn import_options() -> ImportOptions {
 fn transient_failures_are_retried_and_every_byte_is_exact() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
-    let files = source(&tmp.path().join("src"));
     let faults = Arc::new(Faults::default());
     // Every third GET fails; PUTs fail now and then, and some are stored
     // with their answer lost.
@@ -81,11 +95,7 @@ fn transient_failures_are_retried_and_every_byte_is_exact() {
         "_packfs/refs".into(),
         "t/m/0".into(),
     ]);
-    let dataset = faulty_dataset(&faults);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime
-        .block_on(import(&dataset, &tmp.path().join("src"), &import_options()))
-        .expect("import through transient failures");
+    let (files, dataset, runtime) = imported(tmp.path(), &faults);
     assert_verifies(&runtime, &dataset);
 
     let (mnt, handle) = mount_read_only(dataset, tmp.path());
@@ -103,13 +113,8 @@ fn transient_failures_are_retried_and_every_byte_is_exact() {
 fn an_object_that_keeps_failing_is_eio_for_its_items_only_and_promptly() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
-    let files = source(&tmp.path().join("src"));
     let faults = Arc::new(Faults::default());
-    let dataset = faulty_dataset(&faults);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime
-        .block_on(import(&dataset, &tmp.path().join("src"), &import_options()))
-        .unwrap();
+    let (files, dataset, runtime) = imported(tmp.path(), &faults);
     // Find the pack holding f00 and make every GET of it fail.
     let tree =
         packfs::tree::Tree::build(runtime.block_on(dataset.snapshot("main")).unwrap()).unwrap();
@@ -254,14 +259,9 @@ fn a_commit_failing_at_each_step_leaves_a_valid_ref_and_lands_later() {
 fn short_bodies_are_retried_and_never_served_as_data() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
-    let files = source(&tmp.path().join("src"));
     let faults = Arc::new(Faults::default());
     faults.truncate_every_nth_get.store(3, Ordering::SeqCst);
-    let dataset = faulty_dataset(&faults);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime
-        .block_on(import(&dataset, &tmp.path().join("src"), &import_options()))
-        .unwrap();
+    let (files, dataset, runtime) = imported(tmp.path(), &faults);
     assert_verifies(&runtime, &dataset);
     let (mnt, handle) = mount_read_only(dataset.clone(), tmp.path());
     for (rel, bytes) in &files {
@@ -444,4 +444,39 @@ fn the_daemon_reads_and_writes_exactly_through_injected_faults() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("get-explode"), "{stderr}");
+}
+
+/// gc lists and deletes through failing LISTs (and a failing DELETE would
+/// be retried the same way): the stray object goes, the dataset stays whole.
+#[test]
+fn gc_lists_through_transient_failures() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let (files, dataset, runtime) = imported(tmp.path(), &faults);
+    let stray =
+        dataset
+            .store()
+            .layout()
+            .data_object("t", "m", &packfs::format::ObjectId::of(b"stray"));
+    runtime
+        .block_on(dataset.store().put_immutable(&stray, "stray".into()))
+        .unwrap();
+    faults.fail_next_lists.store(2, Ordering::SeqCst);
+    let report = runtime
+        .block_on(packfs::gc::gc(&dataset, Duration::ZERO, false))
+        .expect("gc through failing lists");
+    assert_eq!(faults.fail_next_lists.load(Ordering::SeqCst), 0);
+    assert_eq!(report.unreachable.len(), 1, "{report:?}");
+    assert_eq!(report.unreachable[0].0, stray);
+    assert_eq!(
+        runtime.block_on(dataset.store().size(&stray)).unwrap(),
+        None
+    );
+    assert_verifies(&runtime, &dataset);
+    let (mnt, handle) = mount_read_only(dataset, tmp.path());
+    for (rel, bytes) in &files {
+        assert!(std::fs::read(mnt.join(rel)).unwrap() == *bytes, "{rel}");
+    }
+    handle.unmount().unwrap();
 }

@@ -51,6 +51,8 @@ pub struct Faults {
     /// PUTs of paths containing one of these are stored, then reported as
     /// failed (a response lost on the way back).
     pub lie_about_puts_of: Mutex<Vec<String>>,
+    /// This many next LISTs fail with a transient error.
+    pub fail_next_lists: AtomicU64,
     /// This many next conditional puts of refs fail as if another writer
     /// had moved the ref first.
     pub lose_next_cas: AtomicU64,
@@ -67,7 +69,7 @@ impl Faults {
     /// `get-fail-every=5,get-truncate-every=7,get-delay=20ms,put-fail-next=2`.
     /// Keys: `get-delay`, `put-delay` (durations); `get-fail-every`,
     /// `get-truncate-every`, `put-fail-every`, `put-fail-next`,
-    /// `cas-lose-next` (counts);
+    /// `cas-lose-next`, `list-fail-next` (counts);
     /// `get-fail`, `put-fail`, `put-lie` (a path substring, repeatable);
     /// `ignore-conditions` (no value).
     pub fn parse(spec: &str) -> Result<Faults, String> {
@@ -88,6 +90,7 @@ impl Faults {
                 "put-fail-next" => faults.fail_next_puts = count()?.into(),
                 "put-fail-every" => faults.fail_every_nth_put = count()?.into(),
                 "cas-lose-next" => faults.lose_next_cas = count()?.into(),
+                "list-fail-next" => faults.fail_next_lists = count()?.into(),
                 "get-fail" => faults.fail_gets_of.get_mut().push(value.to_string()),
                 "put-fail" => faults.fail_puts_of.get_mut().push(value.to_string()),
                 "put-lie" => faults.lie_about_puts_of.get_mut().push(value.to_string()),
@@ -275,6 +278,10 @@ impl ObjectStore for FaultyStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        if take_one(&self.faults.fail_next_lists) {
+            let at = prefix.cloned().unwrap_or_default();
+            return futures::stream::once(async move { Err(injected("list", &at)) }).boxed();
+        }
         self.inner.list(prefix)
     }
 

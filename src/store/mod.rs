@@ -517,16 +517,16 @@ impl Store {
     /// Every object under the dataset's root (refs and metadata included).
     pub async fn list_all(&self) -> Result<Vec<object_store::ObjectMeta>, StoreError> {
         let root = self.layout.root().clone();
-        self.inner
-            .list(Some(&root))
-            .try_collect()
+        let list = || self.inner.list(Some(&root)).try_collect();
+        retrying(self.options.retry_deadline, "list", &root, list)
             .await
             .map_err(|e| StoreError::backend("list", &root, e))
     }
 
     /// Deletes an object (gone already counts as deleted).
     pub async fn delete(&self, path: &Path) -> Result<(), StoreError> {
-        match self.inner.delete(path).await {
+        let delete = || self.inner.delete(path);
+        match retrying(self.options.retry_deadline, "delete", path, delete).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(StoreError::backend("delete", path, e)),
         }
@@ -535,11 +535,13 @@ impl Store {
     /// The names of all refs.
     pub async fn ref_names(&self) -> Result<Vec<String>, StoreError> {
         let dir = self.layout.refs_dir();
-        let mut names: Vec<String> = self
-            .inner
-            .list(Some(&dir))
-            .map_ok(|meta| meta.location.filename().unwrap_or_default().to_string())
-            .try_collect()
+        let list = || {
+            self.inner
+                .list(Some(&dir))
+                .map_ok(|meta| meta.location.filename().unwrap_or_default().to_string())
+                .try_collect::<Vec<String>>()
+        };
+        let mut names = retrying(self.options.retry_deadline, "list", &dir, list)
             .await
             .map_err(|e| StoreError::backend("list", &dir, e))?;
         // Lock files and temporaries of the local ref backend are not refs.
