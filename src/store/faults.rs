@@ -54,7 +54,8 @@ pub struct Faults {
     /// This many next LISTs fail with a transient error.
     pub fail_next_lists: AtomicU64,
     /// This many next conditional puts of refs fail as if another writer
-    /// had moved the ref first.
+    /// had moved the ref first (refs of object stores; a local
+    /// directory's refs do not go through the store).
     pub lose_next_cas: AtomicU64,
     /// GETs seen so far.
     pub gets: AtomicU64,
