@@ -162,7 +162,7 @@ pub enum Command {
         dry_run: bool,
         /// Keep unreachable objects younger than this (a writer may not have
         /// moved its ref yet): e.g. 24h, 30m, 0s.
-        #[arg(long, default_value = "24h", value_parser = parse_duration)]
+        #[arg(long, default_value = "24h", value_parser = packfs::store::parse_duration)]
         grace: std::time::Duration,
     },
     /// Create a branch: a new ref at the Manifest of another.
@@ -262,6 +262,14 @@ pub struct MountArgs {
     /// Group of every file and directory [default: the mounting user's].
     #[arg(long)]
     pub gid: Option<u32>,
+    /// Permission bits of stored files, in octal [default: 0644, or 0444
+    /// with --read-only]. Files created through the mount keep their own.
+    #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
+    pub file_mode: Option<u16>,
+    /// Permission bits of stored directories, in octal [default: 0755, or
+    /// 0555 with --read-only].
+    #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
+    pub dir_mode: Option<u16>,
     /// Log file of the daemonized mount (default: logs are discarded).
     #[arg(long)]
     pub log_file: Option<PathBuf>,
@@ -315,6 +323,8 @@ impl MountArgs {
             allow_other: self.allow_other,
             uid: self.uid,
             gid: self.gid,
+            file_mode: self.file_mode,
+            dir_mode: self.dir_mode,
             log_file: self.log_file.clone(),
             cache: CacheOptions {
                 cache_bytes: self.cache_bytes,
@@ -337,6 +347,14 @@ impl MountArgs {
             },
         }
     }
+}
+
+/// Parses permission bits in octal (`0640`, `755`).
+fn parse_mode(s: &str) -> Result<u16, String> {
+    u16::from_str_radix(s, 8)
+        .ok()
+        .filter(|&m| m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not a mode: give octal permission bits such as 0644"))
 }
 
 /// Parses `1024`, `64KiB`, `64MiB`, `1GiB` (also `K`/`M`/`G`, `KB`/`MB`/`GB`
@@ -362,19 +380,6 @@ fn number_and_unit<'a>(s: &'a str, like: &str) -> Result<(u64, &'a str), String>
     let (digits, unit) = s.split_at(split);
     let n = digits.parse().map_err(|_| format!("{s:?} is not {like}"))?;
     Ok((n, unit))
-}
-
-/// Parses `90s`, `30m`, `24h`, `7d` (a bare number is seconds).
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let (n, unit) = number_and_unit(s, "a duration like 24h")?;
-    let secs = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        other => return Err(format!("unknown duration unit {other:?} (use s, m, h, d)")),
-    };
-    Ok(std::time::Duration::from_secs(n.saturating_mul(secs)))
 }
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;
@@ -574,13 +579,13 @@ mod tests {
     use super::parse_size;
 
     #[test]
-    fn durations() {
-        use super::parse_duration;
-        assert_eq!(parse_duration("90").unwrap().as_secs(), 90);
-        assert_eq!(parse_duration("30m").unwrap().as_secs(), 1800);
-        assert_eq!(parse_duration("2d").unwrap().as_secs(), 172_800);
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("3w").is_err());
+    fn modes() {
+        use super::parse_mode;
+        assert_eq!(parse_mode("0640"), Ok(0o640));
+        assert_eq!(parse_mode("755"), Ok(0o755));
+        assert!(parse_mode("0800").is_err());
+        assert!(parse_mode("4755").is_err());
+        assert!(parse_mode("rw-r--r--").is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::cache::{CacheOptions, DiskCache, DiskCacheError};
 use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
 use crate::fuse::PackFs;
-use crate::namespace::Namespace;
+use crate::namespace::{Modes, Namespace};
 use crate::reader::ItemReader;
 use crate::tree::{Tree, TreeError};
 use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
@@ -31,6 +31,10 @@ pub struct MountOptions {
     pub uid: Option<u32>,
     /// Group of every file and directory; `None`: the mounting user's.
     pub gid: Option<u32>,
+    /// Permission bits of stored files; `None`: 0644 (0444 read-only).
+    pub file_mode: Option<u16>,
+    /// Permission bits of stored directories; `None`: 0755 (0555 read-only).
+    pub dir_mode: Option<u16>,
     /// Where a daemonized mount writes its log.
     pub log_file: Option<PathBuf>,
     /// Block cache and read-ahead.
@@ -55,6 +59,8 @@ impl Default for MountOptions {
             allow_other: false,
             uid: None,
             gid: None,
+            file_mode: None,
+            dir_mode: None,
             log_file: None,
             cache: CacheOptions::default(),
             cache_dir: None,
@@ -306,7 +312,12 @@ fn open_session(
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let (uid, gid) = (options.uid.unwrap_or(uid), options.gid.unwrap_or(gid));
-    let ns = Arc::new(Namespace::new(tree, !options.read_only));
+    let defaults = Modes::default_for(!options.read_only);
+    let modes = Modes {
+        file: options.file_mode.unwrap_or(defaults.file),
+        dir: options.dir_mode.unwrap_or(defaults.dir),
+    };
+    let ns = Arc::new(Namespace::new(tree, !options.read_only).with_modes(modes));
     let writer = match spool {
         None => None,
         Some(spool) => {

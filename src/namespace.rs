@@ -260,6 +260,32 @@ pub struct Namespace {
     overlay: Option<RwLock<Overlay>>,
     /// Time of the mounted Manifest: the mtime of untouched nodes.
     base_mtime: SystemTime,
+    /// Permission bits of stored files and directories (until a chmod).
+    modes: Modes,
+}
+
+/// Permission bits the mount shows for stored files and directories.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Modes {
+    pub file: u16,
+    pub dir: u16,
+}
+
+impl Modes {
+    /// `0644`/`0755` on a writable mount, `0444`/`0555` on a read-only one.
+    pub fn default_for(writable: bool) -> Modes {
+        if writable {
+            Modes {
+                file: 0o644,
+                dir: 0o755,
+            }
+        } else {
+            Modes {
+                file: 0o444,
+                dir: 0o555,
+            }
+        }
+    }
 }
 
 fn tree_ino(id: NodeId) -> Ino {
@@ -282,7 +308,14 @@ impl Namespace {
                 })
             }),
             base_mtime,
+            modes: Modes::default_for(writable),
         }
+    }
+
+    /// The same namespace showing stored nodes with `modes`.
+    pub fn with_modes(mut self, modes: Modes) -> Self {
+        self.modes = modes;
+        self
     }
 
     pub fn tree(&self) -> &Arc<Tree> {
@@ -372,14 +405,13 @@ impl Namespace {
 
     fn tree_attr(&self, ino: Ino) -> Result<Attr, NsError> {
         let (_, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
-        let writable = self.is_writable();
         Ok(match &node.kind {
             NodeKind::Dir(children) => Attr {
                 ino,
                 kind: Kind::Dir,
                 size: 0,
                 mtime: self.base_mtime,
-                perm: if writable { 0o755 } else { 0o555 },
+                perm: self.modes.dir,
                 nlink: 2 + self.tree_subdirs(children),
             },
             NodeKind::File(item) => Attr {
@@ -387,7 +419,7 @@ impl Namespace {
                 kind: Kind::File,
                 size: self.tree.item(*item).size,
                 mtime: self.base_mtime,
-                perm: if writable { 0o644 } else { 0o444 },
+                perm: self.modes.file,
                 nlink: 1,
             },
         })
@@ -946,7 +978,7 @@ impl Change<'_> {
                 content: Content::Base(item),
                 size: self.ns.tree.item(item).size,
                 mtime: self.ns.base_mtime,
-                perm: 0o644,
+                perm: self.ns.modes.file,
                 generation: 0,
                 writers: 0,
                 opens: 0,
@@ -1180,7 +1212,6 @@ impl Change<'_> {
         }
         let children = entries;
         let subdirs = self.ns.tree_subdirs(tree_children);
-        let writable_perm = 0o755;
         self.o.dirs.insert(
             dir,
             DirNode {
@@ -1189,7 +1220,7 @@ impl Change<'_> {
                 children,
                 subdirs,
                 mtime: self.ns.base_mtime,
-                perm: writable_perm,
+                perm: self.ns.modes.dir,
             },
         );
         Ok(())

@@ -608,6 +608,25 @@ fn allow_other_lets_others_in_under_kernel_permission_checks() {
     m.unmount();
     let cat = home.packfs_ok(&["cat", home.location(), "t/seed/by-nobody"]);
     assert_eq!(cat.stdout, b"hello\n");
+
+    // --file-mode/--dir-mode set what stored nodes show, and the kernel
+    // enforces it for others.
+    let modes = ["--allow-other", "--file-mode", "0640", "--dir-mode", "0750"];
+    let m = home.mount(&mnt, &modes);
+    let mode = |rel: &str| {
+        std::fs::metadata(m.path.join(rel))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!((mode("t/seed"), mode("t/seed/readme.txt")), (0o750, 0o640));
+    let denied = as_nobody(&["ls", &p("t/seed")]);
+    assert!(
+        !denied.status.success(),
+        "nobody listed a 0750 root directory"
+    );
+    m.unmount();
 }
 
 on_local_and_s3!(

@@ -57,7 +57,7 @@ impl StoreOptions {
     }
 }
 
-/// Parses `30s`, `500ms`, `2m` or a plain number of seconds.
+/// Parses `500ms`, `30s`, `2m`, `24h`, `7d` or a plain number of seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
@@ -72,7 +72,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "ms" => number / 1000.0,
         "m" | "min" => number * 60.0,
         "h" => number * 3600.0,
-        other => return Err(format!("unknown unit {other:?} (use ms, s, m or h)")),
+        "d" => number * 86400.0,
+        other => return Err(format!("unknown unit {other:?} (use ms, s, m, h or d)")),
     };
     Duration::try_from_secs_f64(seconds).map_err(|e| e.to_string())
 }
@@ -87,6 +88,8 @@ mod tests {
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
+        assert!(parse_duration("3w").is_err());
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("5 fortnights").is_err());
         assert!(parse_duration("").is_err());
