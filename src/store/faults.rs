@@ -113,6 +113,30 @@ impl Faults {
         (fails, hit(&self.truncate_every_nth_get))
     }
 
+    /// Runs `put` with the PUT faults: a delay, a failure instead of it,
+    /// or a failure reported after it landed.
+    async fn around_put<T>(
+        &self,
+        what: &str,
+        location: &Path,
+        put: impl std::future::Future<Output = object_store::Result<T>>,
+    ) -> object_store::Result<T> {
+        if !self.put_delay.is_zero() {
+            tokio::time::sleep(self.put_delay).await;
+        }
+        if self.put_fails() || matches(&self.fail_puts_of, location) {
+            return Err(injected(what, location));
+        }
+        let result = put.await?;
+        if matches(&self.lie_about_puts_of, location) {
+            return Err(injected(
+                &format!("{what} (stored, reported failed)"),
+                location,
+            ));
+        }
+        Ok(result)
+    }
+
     /// Counts a PUT; whether it fails.
     fn put_fails(&self) -> bool {
         let n = self.puts.fetch_add(1, Ordering::Relaxed) + 1;
@@ -180,9 +204,6 @@ impl ObjectStore for FaultyStore {
         Self: 'async_trait,
     {
         Box::pin(async move {
-            if !self.faults.put_delay.is_zero() {
-                tokio::time::sleep(self.faults.put_delay).await;
-            }
             let is_ref = location.as_ref().contains(REFS_DIR);
             match &opts.mode {
                 PutMode::Update(_) if is_ref && take_one(&self.faults.lose_next_cas) => {
@@ -202,14 +223,8 @@ impl ObjectStore for FaultyStore {
             if self.faults.ignore_conditions.load(Ordering::Relaxed) {
                 opts.mode = PutMode::Overwrite;
             }
-            if self.faults.put_fails() || matches(&self.faults.fail_puts_of, location) {
-                return Err(injected("put", location));
-            }
-            let result = self.inner.put_opts(location, payload, opts).await?;
-            if matches(&self.faults.lie_about_puts_of, location) {
-                return Err(injected("put (stored, reported failed)", location));
-            }
-            Ok(result)
+            let put = self.inner.put_opts(location, payload, opts);
+            self.faults.around_put("put", location, put).await
         })
     }
 
@@ -336,21 +351,16 @@ impl MultipartUpload for FaultyUpload {
         Self: 'async_trait,
     {
         Box::pin(async move {
-            if !self.faults.put_delay.is_zero() {
-                tokio::time::sleep(self.faults.put_delay).await;
-            }
-            if self.faults.put_fails() || matches(&self.faults.fail_puts_of, &self.location) {
-                return Err(injected("multipart put", &self.location));
-            }
-            let result = self.inner.complete().await?;
-            self.faults.multipart_puts.fetch_add(1, Ordering::Relaxed);
-            if matches(&self.faults.lie_about_puts_of, &self.location) {
-                return Err(injected(
-                    "multipart put (stored, reported failed)",
-                    &self.location,
-                ));
-            }
-            Ok(result)
+            let faults = self.faults.clone();
+            let location = self.location.clone();
+            let complete = async {
+                let result = self.inner.complete().await?;
+                faults.multipart_puts.fetch_add(1, Ordering::Relaxed);
+                Ok(result)
+            };
+            faults
+                .around_put("multipart put", &location, complete)
+                .await
         })
     }
 
