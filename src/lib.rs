@@ -3,8 +3,11 @@
 //! Layers, top to bottom (each uses only those below it):
 //!
 //! - [`mount`] and [`fuse`]: the FUSE session and the thin adapter that turns
-//!   kernel requests into namespace lookups and item reads (errno mapping
-//!   lives in `fuse` alone).
+//!   kernel requests into calls of the core (errno mapping lives in `fuse`
+//!   alone).
+//! - [`fs`]: the filesystem core: every operation a mount answers, on
+//!   inodes, names and byte ranges, with no kernel types; tests drive it
+//!   without `/dev/fuse`.
 //! - [`namespace`]: inodes, names and attributes of the mount: the snapshot's
 //!   tree plus, on a read-write mount, an overlay of the changes.
 //! - [`tree`]: the `/<timeline>/<modality>/<name…>` tree of a snapshot.
@@ -27,6 +30,7 @@ mod daemon;
 pub mod dataset;
 pub mod engine;
 pub mod format;
+pub mod fs;
 pub mod fuse;
 pub mod gc;
 pub mod import;

@@ -11,6 +11,7 @@ use tracing::{debug, info, warn};
 use crate::cache::{CacheOptions, DiskCache, DiskCacheError};
 use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
+use crate::fs::{Fs, Owner};
 use crate::fuse::PackFs;
 use crate::namespace::{Modes, Namespace};
 use crate::reader::ItemReader;
@@ -270,70 +271,11 @@ fn open_session(
     options: &MountOptions,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<fuser::Session<PackFs>, MountError> {
-    let disk = match &options.cache_dir {
-        Some(dir) => Some(DiskCache::open(dir, options.cache_dir_bytes)?),
-        None => None,
-    };
-    let reader = ItemReader::new(dataset.store().clone(), options.cache.clone(), disk);
-    let spool = (!options.read_only).then(|| {
-        options.write.spool_dir.clone().unwrap_or_else(|| {
-            default_spool_dir(dataset.store().location(), &options.ref_name, mountpoint)
-        })
+    let spool_dir = options.write.spool_dir.clone().unwrap_or_else(|| {
+        default_spool_dir(dataset.store().location(), &options.ref_name, mountpoint)
     });
-    let tree = runtime.block_on(async {
-        if spool.is_some() {
-            // A writer must be able to move the ref safely before it
-            // accepts anything.
-            dataset
-                .store()
-                .ensure_atomic_refs()
-                .await
-                .map_err(DatasetError::from)?;
-        }
-        // What a mount that died left in this spool is committed first.
-        if let Some(spool) = &spool {
-            recover(
-                dataset,
-                &options.ref_name,
-                reader.clone(),
-                spool,
-                &options.write,
-            )
-            .await?;
-        }
-        Ok::<_, MountError>(Tree::build(dataset.snapshot(&options.ref_name).await?)?)
-    })?;
-    info!(
-        "loaded manifest {} ({} nodes, {} bytes)",
-        tree.manifest_id(),
-        tree.node_count(),
-        tree.total_bytes()
-    );
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let (uid, gid) = (options.uid.unwrap_or(uid), options.gid.unwrap_or(gid));
-    let defaults = Modes::default_for(!options.read_only);
-    let modes = Modes {
-        file: options.file_mode.unwrap_or(defaults.file),
-        dir: options.dir_mode.unwrap_or(defaults.dir),
-    };
-    let ns = Arc::new(Namespace::new(tree, !options.read_only).with_modes(modes));
-    let writer = match spool {
-        None => None,
-        Some(spool) => {
-            let writer = Writer::new(
-                ns.clone(),
-                dataset.clone(),
-                &options.ref_name,
-                reader.clone(),
-                &spool,
-                options.write.clone(),
-            )?;
-            runtime.spawn(writer.clone().run_flusher());
-            Some(writer)
-        }
-    };
-    let fs = PackFs::new(ns, writer, reader, runtime.handle().clone(), uid, gid);
+    let fs = open_fs(dataset, &spool_dir, options, runtime.handle())?;
+    let fs = PackFs::new(fs, runtime.handle().clone());
     let mut config = Config::default();
     let fsname =
         format!("packfs:{}", dataset.store().location()).replace([',', ' ', '\t', '\n'], "_");
@@ -359,6 +301,80 @@ fn open_session(
         })?;
     raise_readahead(mountpoint);
     Ok(session)
+}
+
+/// The filesystem core of a mount of `dataset`, without the kernel: the
+/// snapshot loaded, what a mount that died left in the spool at
+/// `spool_dir` committed first (read-write mounts), and the flusher
+/// running on `runtime`. [`spawn`] and `packfs mount` serve it through
+/// FUSE; tests drive it directly.
+pub fn open_fs(
+    dataset: &Dataset,
+    spool_dir: &Path,
+    options: &MountOptions,
+    runtime: &tokio::runtime::Handle,
+) -> Result<Arc<Fs>, MountError> {
+    let disk = match &options.cache_dir {
+        Some(dir) => Some(DiskCache::open(dir, options.cache_dir_bytes)?),
+        None => None,
+    };
+    let reader = ItemReader::new(dataset.store().clone(), options.cache.clone(), disk);
+    let writable = !options.read_only;
+    let tree = runtime.block_on(async {
+        if writable {
+            // A writer must be able to move the ref safely before it
+            // accepts anything.
+            dataset
+                .store()
+                .ensure_atomic_refs()
+                .await
+                .map_err(DatasetError::from)?;
+            // What a mount that died left in this spool is committed first.
+            recover(
+                dataset,
+                &options.ref_name,
+                reader.clone(),
+                spool_dir,
+                &options.write,
+            )
+            .await?;
+        }
+        Ok::<_, MountError>(Tree::build(dataset.snapshot(&options.ref_name).await?)?)
+    })?;
+    info!(
+        "loaded manifest {} ({} nodes, {} bytes)",
+        tree.manifest_id(),
+        tree.node_count(),
+        tree.total_bytes()
+    );
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let owner = Owner {
+        uid: options.uid.unwrap_or(uid),
+        gid: options.gid.unwrap_or(gid),
+    };
+    let defaults = Modes::default_for(writable);
+    let modes = Modes {
+        file: options.file_mode.unwrap_or(defaults.file),
+        dir: options.dir_mode.unwrap_or(defaults.dir),
+    };
+    let ns = Arc::new(Namespace::new(tree, writable).with_modes(modes));
+    let writer = match writable {
+        false => None,
+        true => {
+            let writer = Writer::new(
+                ns.clone(),
+                dataset.clone(),
+                &options.ref_name,
+                reader.clone(),
+                spool_dir,
+                options.write.clone(),
+            )?;
+            runtime.spawn(writer.clone().run_flusher());
+            Some(writer)
+        }
+    };
+    Ok(Arc::new(Fs::new(ns, writer, reader, owner)))
 }
 
 /// Kernel read-ahead for the mount, in KiB. The kernel's default of 128 KiB

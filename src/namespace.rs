@@ -93,6 +93,13 @@ pub struct SpoolFile {
     pub path: PathBuf,
 }
 
+impl SpoolFile {
+    /// Its name in the spool (what the journal records).
+    pub fn file_name(&self) -> Option<String> {
+        Some(self.path.file_name()?.to_string_lossy().into_owned())
+    }
+}
+
 /// An item this mount committed: how to read it, and its Track entry.
 #[derive(Debug)]
 pub struct CommittedItem {
@@ -136,6 +143,9 @@ pub struct FileNode {
     pub link: Option<(Ino, Box<str>)>,
     /// Some version of it is committed (it is not new since the last commit).
     pub stored: bool,
+    /// The `(generation, journal epoch)` last journaled as complete, so a
+    /// close journals a version once (see `write::Writer::closed`).
+    pub journaled: Option<(u64, u64)>,
 }
 
 #[derive(Clone, Debug)]
@@ -538,6 +548,7 @@ impl Namespace {
                     modality,
                     link: Some((parent, name.clone())),
                     stored: false,
+                    journaled: None,
                 },
             );
             c.insert(parent, name, ino, now)?;
@@ -713,14 +724,44 @@ impl Namespace {
         })
     }
 
-    /// Updates file `ino` through `f` if the overlay knows it.
+    /// Updates file `ino` through `f` if the overlay knows it. Files it
+    /// does not know (stored files never changed) cost only a read lock.
     pub fn update_existing_file<T>(
         &self,
         ino: Ino,
         f: impl FnOnce(&mut FileNode) -> T,
     ) -> Option<T> {
-        let mut o = self.overlay.as_ref()?.write();
-        o.files.get_mut(&ino).map(f)
+        let overlay = self.overlay.as_ref()?;
+        if !overlay.read().files.contains_key(&ino) {
+            return None;
+        }
+        overlay.write().files.get_mut(&ino).map(f)
+    }
+
+    /// Files open for writing, each with the spool file being written and
+    /// whether that version was journaled as complete (a descriptor of it
+    /// was closed and nothing was written since).
+    pub fn open_versions(&self) -> Vec<(Ino, SpoolFile, bool)> {
+        let Some(overlay) = &self.overlay else {
+            return Vec::new();
+        };
+        let o = overlay.read();
+        o.files
+            .iter()
+            .filter(|(_, f)| f.writers > 0)
+            .filter_map(|(ino, f)| match &f.content {
+                Content::Spool(s) => {
+                    let complete = f.journaled.is_some_and(|(g, _)| g == f.generation);
+                    Some((*ino, s.clone(), complete))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// How many files the overlay holds (changed, created or open ones).
+    pub fn overlay_files(&self) -> usize {
+        self.overlay.as_ref().map_or(0, |o| o.read().files.len())
     }
 
     /// Forgets file `ino` if it has no name and no open handle; returns
@@ -987,6 +1028,7 @@ impl Change<'_> {
                 // A tree file that was moved is in the overlay already.
                 link: Some((parent, node.name.clone())),
                 stored: true,
+                journaled: None,
             },
         );
         Ok(())

@@ -6,6 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
@@ -327,7 +328,14 @@ fn kill_9(home: Home, tmp: &Path) {
     std::fs::remove_file(p("t/seed/dir/f1")).unwrap();
     closed.remove("t/seed/dir/f1");
     std::fs::remove_file(p("t/seed/readme.txt")).unwrap();
-    // Half-written at the kill: must not be committed as if complete.
+    let log = home.log();
+    assert!(
+        !log.contains(" mount"),
+        "nothing may be committed yet: {log}"
+    );
+    // Half-written at the kill: must not be committed as if complete. (No
+    // process may start while it is open: the child's copy of the
+    // descriptor, closed at exec, would be a close of the file.)
     let open = OpenOptions::new()
         .create(true)
         .write(true)
@@ -335,12 +343,6 @@ fn kill_9(home: Home, tmp: &Path) {
         .open(p("t/seed/open"))
         .unwrap();
     open.write_all_at(b"half", 0).unwrap();
-
-    let log = home.log();
-    assert!(
-        !log.contains(" mount"),
-        "nothing may be committed yet: {log}"
-    );
     // SAFETY: killing the daemon this test started.
     unsafe { libc::kill(m.pid.expect("daemon pid") as i32, libc::SIGKILL) };
     wait_until(
@@ -368,6 +370,78 @@ fn kill_9(home: Home, tmp: &Path) {
     // The half-written file's bytes are kept aside, not deleted.
     let lost = walk(&spool.join("lost+found")).1;
     assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(
+        lost[0].ends_with("t/seed/open"),
+        "kept under its path: {lost:?}"
+    );
+    let kept = std::fs::read(spool.join("lost+found").join(&lost[0])).unwrap();
+    assert_eq!(kept, b"half");
+}
+
+/// The README's `cat MOUNT/.packfs/stats` on a read-write mount, then more
+/// writes: each must reach the writer and be committed at unmount (an
+/// answer to the control file's OPEN that switched the kernel's no-open
+/// mode on used to send later opens nowhere).
+#[test]
+fn writes_after_reading_the_stats_file_are_committed() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = seeded(Home::local(&tmp.path().join("ds")), tmp.path());
+    let m = home.mount_rw(&tmp.path().join("mnt"), &tmp.path().join("spool"), &[]);
+    let p = |rel: &str| m.path.join(rel);
+    let append = |rel: &str, text: &str| {
+        let mut f = OpenOptions::new().append(true).open(p(rel)).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    append("t/seed/readme.txt", "X\n");
+    let stats = std::fs::read_to_string(p(".packfs/stats")).unwrap();
+    assert!(stats.contains("gets"), "{stats}");
+    std::fs::write(p("t/seed/b.txt"), "b\n").unwrap();
+    append("t/seed/b.txt", "Y\n");
+    std::fs::write(p("t/seed/c.txt"), "Z\n").unwrap();
+    let readme = std::fs::read_to_string(p("t/seed/readme.txt")).unwrap();
+    m.unmount();
+    let cat = |rel: &str| {
+        String::from_utf8(home.packfs_ok(&["cat", home.location(), rel]).stdout).unwrap()
+    };
+    assert_eq!(cat("t/seed/c.txt"), "Z\n");
+    assert_eq!(cat("t/seed/b.txt"), "b\nY\n");
+    assert_eq!(cat("t/seed/readme.txt"), readme);
+    assert!(readme.ends_with("X\n"));
+}
+
+/// `echo x > f` and a SIGKILL right after, with no pause: `close` had
+/// returned, so the file must be there after the next mount, under its name.
+#[test]
+fn a_file_closed_just_before_kill_9_is_kept() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = seeded(Home::local(&tmp.path().join("ds")), tmp.path());
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    for round in 0..3 {
+        let m = home.mount_rw(&mnt, &spool, &["--idle-flush", "3600"]);
+        let name = format!("t/seed/echo{round}.txt");
+        std::fs::write(m.path.join(&name), format!("x{round}\n")).unwrap();
+        // SAFETY: killing the daemon this test started.
+        unsafe { libc::kill(m.pid.expect("daemon pid") as i32, libc::SIGKILL) };
+        wait_until(
+            "the daemon to die",
+            std::time::Duration::from_secs(10),
+            || !Path::new(&format!("/proc/{}", m.pid.unwrap())).exists(),
+        );
+        m.unmount();
+    }
+    let m = home.mount_rw(&mnt, &spool, &[]);
+    m.unmount();
+    for round in 0..3 {
+        let name = format!("t/seed/echo{round}.txt");
+        let out = home.packfs_ok(&["cat", home.location(), &name]).stdout;
+        assert_eq!(out, format!("x{round}\n").as_bytes(), "{name}");
+    }
+    assert!(
+        !spool.join("lost+found").exists(),
+        "nothing was half-written"
+    );
 }
 
 #[test]

@@ -3,9 +3,11 @@
 //! committed files at their new items.
 
 use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use futures::FutureExt;
 use tracing::{info, warn};
 
 use super::journal::{Journal, Record};
@@ -112,7 +114,13 @@ impl Flusher {
             true => (Vec::new(), Vec::new()),
             false => self.defer_partial_packs(&mut export),
         };
-        let done = match self.commit(&mut state, &export).await {
+        // A panic is a failed commit too: the changes stay marked for the
+        // next attempt, and whoever waits for this flush hears of it.
+        let committed = AssertUnwindSafe(self.commit(&mut state, &export))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| Err(WriteError::Panicked(panic_message(&*panic))));
+        let done = match committed {
             Ok(done) => done,
             Err(e) => {
                 self.ns.restore_dirty(&export.dirty);
@@ -128,12 +136,37 @@ impl Flusher {
         // The journal moves to the new base before committed spool files
         // go: a crash in between replays nothing that is gone. Deferred
         // files are journaled again, as they were at the export.
-        if let Err(e) = self.journal.compact(state.own_tip, &deferred_puts, mark) {
+        let mut carried = deferred_puts;
+        carried.extend(self.open_records());
+        let (journal, base) = (self.journal.clone(), state.own_tip);
+        let compacted =
+            tokio::task::spawn_blocking(move || journal.compact(base, &carried, mark)).await;
+        let compacted = compacted.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        if let Err(e) = compacted {
             warn!("rewriting the spool journal after a commit: {e}");
             self.ns.restore_dirty(&export.dirty);
             return Ok(Vec::new()); // keep the spool files the journal names
         }
         Ok(self.ns.mark_committed(done))
+    }
+
+    /// Journal records that keep what files open for writing have journaled
+    /// (an `Open`, and a `Put` once a close made the version complete)
+    /// across a compaction: none of it is committed yet.
+    fn open_records(&self) -> Vec<Record> {
+        let mut records = Vec::new();
+        for (ino, spool, complete) in self.ns.open_versions() {
+            let (Ok(Some(path)), Some(file)) = (self.ns.file_path(ino), spool.file_name()) else {
+                continue;
+            };
+            if complete {
+                let size = std::fs::metadata(&spool.path).map_or(0, |m| m.len());
+                records.push(Record::Put { path, file, size });
+            } else {
+                records.push(Record::Open { path, file });
+            }
+        }
+        records
     }
 
     /// Leaves out of `export` the new spooled files beyond the last full
@@ -464,4 +497,13 @@ impl Flusher {
             source: source_of,
         })
     }
+}
+
+/// The message of a caught panic.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }

@@ -25,6 +25,12 @@ use crate::format::ObjectId;
 pub enum Record {
     /// The Manifest the records after it apply to.
     Base(ObjectId),
+    /// The file at `path` is being written in spool file `file`; unless a
+    /// `Put` of that file follows, it was never closed.
+    Open {
+        path: String,
+        file: String,
+    },
     /// The file at `path` is complete with the bytes of spool file `file`.
     Put {
         path: String,
@@ -59,6 +65,7 @@ impl Record {
                     Value::Integer((*size).into()),
                 ]
             }
+            Record::Open { path, file } => vec![text("open"), text(path), text(file)],
             Record::Unlink { path } => vec![text("unlink"), text(path)],
             Record::Mkdir { path } => vec![text("mkdir"), text(path)],
             Record::Rmdir { path } => vec![text("rmdir"), text(path)],
@@ -75,6 +82,10 @@ impl Record {
                 path: text(1)?,
                 file: text(2)?,
                 size: u64::try_from(items.get(3)?.as_integer()?).ok()?,
+            },
+            "open" => Record::Open {
+                path: text(1)?,
+                file: text(2)?,
             },
             "unlink" => Record::Unlink { path: text(1)? },
             "mkdir" => Record::Mkdir { path: text(1)? },
@@ -120,6 +131,8 @@ pub struct Journal {
     /// The file and its length (records before a length are covered by a
     /// flush that took that length as its mark).
     file: Mutex<(File, u64)>,
+    /// Compactions so far: a record made in an earlier epoch may be gone.
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 impl Journal {
@@ -130,6 +143,7 @@ impl Journal {
         Ok(Journal {
             path: path.to_path_buf(),
             file: Mutex::new((file, bytes.len() as u64)),
+            epoch: Default::default(),
         })
     }
 
@@ -140,6 +154,7 @@ impl Journal {
         Ok(Journal {
             path: path.to_path_buf(),
             file: Mutex::new((file, len)),
+            epoch: Default::default(),
         })
     }
 
@@ -150,6 +165,12 @@ impl Journal {
         guard.0.write_all(&bytes)?;
         guard.1 += bytes.len() as u64;
         Ok(())
+    }
+
+    /// How many compactions have run: records made in an earlier epoch
+    /// and not carried may be gone.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The current length: what a flush starting now covers.
@@ -173,6 +194,7 @@ impl Journal {
         bytes.extend_from_slice(&tail);
         let file = replace(&self.path, &bytes)?;
         *guard = (file, bytes.len() as u64);
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 }
@@ -206,6 +228,10 @@ mod tests {
         let records = [
             Record::Mkdir {
                 path: "t/m/d".into(),
+            },
+            Record::Open {
+                path: "t/m/d/f".into(),
+                file: "7".into(),
             },
             Record::Put {
                 path: "t/m/d/f".into(),

@@ -30,7 +30,7 @@ use tracing::{info, warn};
 
 use crate::dataset::{Dataset, DatasetError};
 use crate::import::ImportError;
-use crate::namespace::{Attr, Content, Ino, Namespace, NsError, SpoolFile};
+use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, SpoolFile};
 use crate::reader::{ItemReader, ReadError};
 use journal::{Journal, Record};
 pub use recover::recover;
@@ -115,6 +115,10 @@ pub enum WriteError {
     Commit(#[from] DatasetError),
     #[error("the dataset tree of the spool journal's base: {0}")]
     Tree(#[from] crate::tree::TreeError),
+    /// A bug: the commit panicked. Nothing was lost: the changes stay in
+    /// the spool and the next flush tries again.
+    #[error("the commit panicked ({0}); the data stays in the spool for the next attempt")]
+    Panicked(String),
     /// A flush this request waited for failed.
     #[error("the flush failed: {0}; the data stays in the spool for the next attempt")]
     Flush(String),
@@ -153,14 +157,15 @@ pub struct Writer {
     spool: Spool,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
-    /// Write-opens run one at a time: the first writer of a file copies its
-    /// old bytes into the spool before anyone writes.
-    open_lock: tokio::sync::Mutex<()>,
+    /// Write-opens of one file run one at a time: the first writer copies
+    /// its old bytes into the spool before anyone writes. Other files go on.
+    opening: InodeLocks,
     /// Closed files and bytes waiting for a flush.
     pending: Mutex<(usize, u64)>,
     journal: Arc<Journal>,
-    /// Spool files waiting to be deleted between flushes (`retire`).
-    graveyard: Mutex<Vec<SpoolFile>>,
+    /// Spool files no version uses any more, deleted between flushes
+    /// (see [`Writer::retire`]).
+    retired: Mutex<Vec<SpoolFile>>,
     flusher: flush::Flusher,
     wake: Notify,
     /// The next flush must commit everything (set by a full spool).
@@ -192,7 +197,7 @@ impl Writer {
             });
         }
         spool
-            .quarantine_leftovers()
+            .quarantine_leftovers(&HashMap::new())
             .map_err(spool.error("move leftovers of"))?;
         let journal = Journal::create(&spool.journal_path(), ns.tree().manifest_id())
             .map_err(spool.error("start the journal of"))?;
@@ -219,10 +224,10 @@ impl Writer {
             spool,
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
-            open_lock: tokio::sync::Mutex::new(()),
+            opening: InodeLocks::default(),
             pending: Mutex::new((0, 0)),
             journal,
-            graveyard: Mutex::new(Vec::new()),
+            retired: Mutex::new(Vec::new()),
             flusher,
             wake: Notify::new(),
             want_full: std::sync::atomic::AtomicBool::new(false),
@@ -246,15 +251,36 @@ impl Writer {
         let Content::Spool(spool) = version else {
             return;
         };
-        let (Ok(Some(path)), Some(file)) = (self.ns.file_path(ino), spool.path.file_name()) else {
+        let (Ok(Some(path)), Some(file)) = (self.ns.file_path(ino), spool.file_name()) else {
             return; // unlinked meanwhile: nothing to keep
         };
         let size = std::fs::metadata(&spool.path).map_or(0, |m| m.len());
-        self.journal(Record::Put {
-            path,
-            file: file.to_string_lossy().into_owned(),
-            size,
+        self.journal(Record::Put { path, file, size });
+    }
+
+    /// Journals that file `ino` is being written in spool file `spool`: if
+    /// the mount dies before it is closed, the next mount moves that file
+    /// to `lost+found` under this path.
+    fn journal_open(&self, ino: Ino, spool: &SpoolFile) {
+        if let (Ok(Some(path)), Some(file)) = (self.ns.file_path(ino), spool.file_name()) {
+            self.journal(Record::Open { path, file });
+        }
+    }
+
+    /// Journals the version handle `fh` writes as complete, unless this
+    /// very version is journaled already (since the last compaction).
+    fn journal_current(&self, ino: Ino) {
+        let epoch = self.journal.epoch();
+        let due = self.ns.update_existing_file(ino, |f| {
+            let now = Some((f.generation, epoch));
+            (f.journaled != now).then(|| {
+                f.journaled = now;
+                f.content.clone()
+            })
         });
+        if let Some(Some(version)) = due {
+            self.journal_put(ino, &version);
+        }
     }
 
     /// The path of entry `name` of directory `parent`.
@@ -326,6 +352,7 @@ impl Writer {
                 return Err(e.into());
             }
         };
+        self.journal_open(attr.ino, &spool);
         let fh = self.add_handle(Handle {
             ino: attr.ino,
             file: Some(Arc::new(file)),
@@ -350,7 +377,7 @@ impl Writer {
                 counted,
             }));
         }
-        let _one_at_a_time = self.open_lock.lock().await;
+        let _one_at_a_time = self.opening.lock(ino).await;
         let (first, old) = self.ns.update_file(ino, false, |f| {
             f.opens += 1;
             f.writers += 1;
@@ -364,7 +391,7 @@ impl Writer {
         match opened {
             Ok(file) => Ok(self.add_handle(Handle {
                 ino,
-                file: Some(Arc::new(file)),
+                file: Some(file),
                 counted: true,
             })),
             Err(e) => {
@@ -383,23 +410,26 @@ impl Writer {
         ino: Ino,
         old: Content,
         truncate: bool,
-    ) -> Result<File, WriteError> {
-        let (spool, file) = match (&old, truncate) {
-            (Content::Spool(s), false) => self.spool.copy_of(s),
-            _ => self.spool.new_file(),
-        }
-        .map_err(|source| WriteError::Spool {
+    ) -> Result<Arc<File>, WriteError> {
+        let (spool, file) = self.spool.new_file().map_err(|source| WriteError::Spool {
             op: "create a file in",
             dir: self.spool.dir().to_path_buf(),
             source,
         })?;
+        let file = Arc::new(file);
         if !truncate {
-            if let Err(e) = self.copy_up(&old, &file).await {
+            if let Err(e) = self.copy_up(&old, &spool, &file).await {
                 self.spool.remove(&[spool]);
                 return Err(e);
             }
         }
+        self.journal_open(ino, &spool);
+        let epoch = self.journal.epoch();
         self.ns.update_file(ino, truncate, |f| {
+            // The copy is the complete version it came from until written.
+            if !truncate {
+                f.journaled = Some((f.generation, epoch));
+            }
             f.origin = Some(old);
             f.content = Content::Spool(spool);
             if truncate {
@@ -412,7 +442,7 @@ impl Writer {
     }
 
     /// Opens the spool version another writer of `ino` already uses.
-    fn join_version(&self, ino: Ino, truncate: bool) -> Result<File, WriteError> {
+    fn join_version(&self, ino: Ino, truncate: bool) -> Result<Arc<File>, WriteError> {
         let Content::Spool(spool) = self.ns.content(ino)? else {
             unreachable!("a file with writers has a spool version")
         };
@@ -429,27 +459,38 @@ impl Writer {
                 f.mtime = SystemTime::now();
             })?;
         }
-        Ok(file)
+        Ok(Arc::new(file))
     }
 
-    /// Copies a stored item's bytes into `file` (spool versions are
-    /// copied by [`Spool::copy_of`] already).
-    async fn copy_up(&self, old: &Content, file: &File) -> Result<(), WriteError> {
+    /// Copies the bytes of version `old` into spool file `to` (open as
+    /// `file`): a spool version by the kernel (`copy_file_range`), a
+    /// stored item through the cache. File I/O runs on blocking threads.
+    async fn copy_up(
+        &self,
+        old: &Content,
+        to: &SpoolFile,
+        file: &Arc<File>,
+    ) -> Result<(), WriteError> {
         const STEP: u64 = 8 << 20;
         let item = match old {
-            Content::Spool(_) => return Ok(()),
+            Content::Spool(from) => {
+                let copied = blocking(copy_file(from.clone(), to.clone())).await?;
+                self.spool.resized(copied, 0);
+                return Ok(());
+            }
             Content::Base(i) => self.ns.tree().item(*i).clone(),
             Content::Committed(c) => c.item.clone(),
         };
         let mut offset = 0;
         while offset < item.size {
             let bytes = self.reader.read(&item, offset, STEP).await?;
-            file.write_all_at(&bytes, offset)
-                .map_err(|source| WriteError::SpoolFile {
-                    path: PathBuf::from("(copy-up)"),
-                    source,
-                })?;
-            offset += bytes.len() as u64;
+            let (file, path, len) = (file.clone(), to.path.clone(), bytes.len() as u64);
+            blocking(move || {
+                file.write_all_at(&bytes, offset)
+                    .map_err(WriteError::file(&path))
+            })
+            .await?;
+            offset += len;
         }
         self.spool.resized(item.size, 0);
         Ok(())
@@ -461,30 +502,38 @@ impl Writer {
         Ok((h.ino, h.file.clone().ok_or(WriteError::BadHandle)?))
     }
 
-    /// Writes `data` at `offset` through handle `fh`.
-    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<Attr, WriteError> {
+    /// Writes `data` at `offset` through handle `fh`. Until it returns it
+    /// has changed nothing but waited for spool room, so it may be dropped
+    /// while pending.
+    pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<(), WriteError> {
         let (ino, file) = self.writable(fh)?;
         let end = offset + data.len() as u64;
         let grown = end.saturating_sub(self.ns.attr(ino)?.size);
-        self.make_room(grown)?;
+        self.make_room(grown).await?;
         file.write_all_at(data, offset)
-            .map_err(|source| WriteError::SpoolFile {
-                path: PathBuf::from(format!("(inode {ino})")),
-                source,
-            })?;
+            .map_err(|source| self.spool_file_error(ino, source))?;
         self.spool.resized(grown, 0);
         self.ns.update_file(ino, true, |f| {
             f.size = f.size.max(end);
             f.generation += 1;
             f.mtime = SystemTime::now();
         })?;
-        Ok(self.ns.attr(ino)?)
+        Ok(())
+    }
+
+    /// An I/O error on the spool version of `ino`, naming its spool file.
+    fn spool_file_error(&self, ino: Ino, source: std::io::Error) -> WriteError {
+        let path = match self.ns.content(ino) {
+            Ok(Content::Spool(s)) => s.path,
+            _ => self.spool.dir().to_path_buf(),
+        };
+        WriteError::SpoolFile { path, source }
     }
 
     /// Waits until the spool has room for `bytes` more: flushes free what
     /// they commit. Gives up with `SpoolFull` when no flush can help (no
-    /// closed file waits) or none has after a while. Blocks the caller.
-    fn make_room(&self, bytes: u64) -> Result<(), WriteError> {
+    /// closed file waits) or none has after a while.
+    async fn make_room(&self, bytes: u64) -> Result<(), WriteError> {
         const PATIENCE: Duration = Duration::from_secs(60);
         // A flush that just committed frees its files a moment later:
         // "nothing left to commit" must hold this long before it counts.
@@ -510,7 +559,7 @@ impl Writer {
             }
             self.want_full.store(true, Ordering::SeqCst);
             self.wake.notify_one();
-            std::thread::sleep(Duration::from_millis(50));
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ok(())
     }
@@ -526,7 +575,7 @@ impl Writer {
             }
         };
         let old = self.ns.attr(ino)?.size;
-        if let Err(e) = self.make_room(size.saturating_sub(old)) {
+        if let Err(e) = self.make_room(size.saturating_sub(old)).await {
             if let Some(fh) = session {
                 self.release(fh);
             }
@@ -536,10 +585,7 @@ impl Writer {
             .resized(size.saturating_sub(old), old.saturating_sub(size));
         let result = file
             .set_len(size)
-            .map_err(|source| WriteError::SpoolFile {
-                path: PathBuf::from(format!("(inode {ino})")),
-                source,
-            })
+            .map_err(|source| self.spool_file_error(ino, source))
             .and_then(|()| {
                 Ok(self.ns.update_file(ino, true, |f| {
                     f.size = size;
@@ -553,19 +599,36 @@ impl Writer {
         result
     }
 
+    /// A descriptor of handle `fh` was closed (FLUSH, which `close(2)`
+    /// waits for): the version written through it is journaled as
+    /// complete, so it survives a crash before the last close (RELEASE,
+    /// which the kernel sends after `close` has returned).
+    pub fn closed(&self, fh: u64) {
+        let ino = match self.handles.lock().get(&fh) {
+            Some(h) if h.file.is_some() => h.ino,
+            _ => return,
+        };
+        self.journal_current(ino);
+    }
+
     /// Closes handle `fh`. The last writer's close makes its version the
     /// file's complete one, due at the next flush.
     pub fn release(&self, fh: u64) {
         let Some(h) = self.handles.lock().remove(&fh) else {
             return;
         };
-        let writer = h.file.is_some();
-        let released = self.ns.update_file(h.ino, writer, |f| {
+        if h.file.is_none() {
+            // A reader changes nothing: a stored file it read stays out of
+            // the overlay.
+            if h.counted {
+                self.ns.update_existing_file(h.ino, |f| f.opens -= 1);
+                self.retire(self.ns.release_if_unused(h.ino));
+            }
+            return;
+        }
+        let released = self.ns.update_file(h.ino, true, |f| {
             if h.counted {
                 f.opens -= 1;
-            }
-            if !writer {
-                return (None, false);
             }
             f.writers -= 1;
             if f.writers > 0 {
@@ -583,9 +646,7 @@ impl Writer {
         if sealed {
             // Journaled before the old version goes: a crash in between
             // leaves a record pointing at the new one.
-            if let Ok(version) = self.ns.content(h.ino) {
-                self.journal_put(h.ino, &version);
-            }
+            self.journal_current(h.ino);
         }
         if let Some(Content::Spool(old)) = superseded {
             self.retire(vec![old]);
@@ -610,17 +671,35 @@ impl Writer {
     }
 
     /// Spool files no version uses any more. A flush running now may still
-    /// be uploading them, so they go when no flush runs (see `bury`).
+    /// be uploading them, so they are deleted when no flush runs (see
+    /// [`Writer::delete_retired`]).
     fn retire(&self, files: Vec<SpoolFile>) {
         if !files.is_empty() {
-            self.graveyard.lock().extend(files);
+            self.retired.lock().extend(files);
         }
     }
 
     /// Deletes the retired spool files; the flusher calls it between flushes.
-    fn bury(&self) {
-        let files = std::mem::take(&mut *self.graveyard.lock());
+    fn delete_retired(&self) {
+        let files = std::mem::take(&mut *self.retired.lock());
         self.spool.remove(&files);
+    }
+
+    /// Sets the mode and/or mtime of `ino`.
+    pub fn set_times_and_mode(
+        &self,
+        ino: Ino,
+        perm: Option<u16>,
+        mtime: Option<SystemTime>,
+    ) -> Result<(), WriteError> {
+        match self.ns.attr(ino)?.kind {
+            Kind::Dir => self.ns.update_dir(ino, perm, mtime)?,
+            Kind::File => self.ns.update_file(ino, false, |f| {
+                f.perm = perm.unwrap_or(f.perm);
+                f.mtime = mtime.unwrap_or(f.mtime);
+            })?,
+        }
+        Ok(())
     }
 
     /// `fsync` of file `ino`: its bytes as they are now, even while it is
@@ -633,11 +712,13 @@ impl Writer {
         if let Some(Some(Content::Spool(current))) = current {
             // The open version keeps changing: commit a copy of it as the
             // file's complete version.
-            let _one_at_a_time = self.open_lock.lock().await;
+            let _one_at_a_time = self.opening.lock(ino).await;
             let (copy, _) = self
                 .spool
-                .copy_of(&current)
-                .map_err(WriteError::file(&current.path))?;
+                .new_file()
+                .map_err(self.spool.error("create a file in"))?;
+            let copied = blocking(copy_file(current.clone(), copy.clone())).await?;
+            self.spool.resized(copied, 0);
             let replaced = self.ns.update_file(ino, true, |f| {
                 f.origin.replace(Content::Spool(copy.clone()))
             })?;
@@ -673,7 +754,7 @@ impl Writer {
             let ticket = self.requested.load(Ordering::SeqCst);
             let idle = woken.is_err();
             if idle && !self.flusher.has_changes() && ticket == self.status.borrow().done {
-                self.bury();
+                self.delete_retired();
                 continue;
             }
             // Only a flush for pack thresholds may leave a partial pack for
@@ -727,7 +808,7 @@ impl Writer {
 
     async fn flush_some(&self, full: bool) -> Result<(), WriteError> {
         let result = self.flusher.flush(full).await;
-        self.bury();
+        self.delete_retired();
         self.spool.remove(&result?);
         Ok(())
     }
@@ -745,5 +826,57 @@ impl Writer {
         }
         buf.truncate(filled);
         Ok(buf)
+    }
+}
+
+/// Runs blocking file I/O on tokio's blocking threads, off the async ones.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, WriteError> + Send + 'static,
+) -> Result<T, WriteError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+/// Copies spool file `from` over `to` (`copy_file_range`: a reflink or an
+/// in-kernel copy); returns the bytes copied.
+fn copy_file(from: SpoolFile, to: SpoolFile) -> impl FnOnce() -> Result<u64, WriteError> {
+    move || std::fs::copy(&from.path, &to.path).map_err(WriteError::file(&from.path))
+}
+
+/// One async lock per inode, made on demand and dropped with its last user.
+#[derive(Default)]
+struct InodeLocks {
+    locks: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// Holds the lock of one inode.
+struct InodeGuard<'a> {
+    locks: &'a InodeLocks,
+    ino: Ino,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl InodeLocks {
+    async fn lock(&self, ino: Ino) -> InodeGuard<'_> {
+        let lock = self.locks.lock().entry(ino).or_default().clone();
+        InodeGuard {
+            locks: self,
+            ino,
+            _guard: lock.lock_owned().await,
+        }
+    }
+}
+
+impl Drop for InodeGuard<'_> {
+    fn drop(&mut self) {
+        let mut locks = self.locks.locks.lock();
+        // Only the map and this guard's lock left: nobody waits.
+        if locks
+            .get(&self.ino)
+            .is_some_and(|l| Arc::strong_count(l) == 2)
+        {
+            locks.remove(&self.ino);
+        }
     }
 }

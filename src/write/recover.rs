@@ -3,6 +3,7 @@
 //! replays them onto the Manifest the journal names and commits them before
 //! it serves anything.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -56,19 +57,48 @@ pub async fn recover(
         journal,
         options.clone(),
     );
+    // Files being written when the mount died, by spool file: their path,
+    // kept up to date through renames, names them in lost+found.
+    let mut unclosed: HashMap<String, String> = HashMap::new();
     for record in changes {
+        match record {
+            Record::Open { path, file } => {
+                unclosed.insert(file.clone(), path.clone());
+            }
+            Record::Put { file, .. } => {
+                unclosed.remove(file);
+            }
+            Record::Rename { from, to } => {
+                for path in unclosed.values_mut() {
+                    if let Some(rest) = path.strip_prefix(from.as_str()) {
+                        if rest.is_empty() || rest.starts_with('/') {
+                            *path = format!("{to}{rest}");
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
         if let Err(e) = replay(&writer, &ns, record) {
             warn!("journal: cannot replay {record:?} ({e}); skipped");
         }
     }
     writer.flush().await?;
+    writer
+        .spool
+        .quarantine_leftovers(&unclosed)
+        .map_err(writer.spool.error("move leftovers of"))?;
+    // Everything is committed or in lost+found: nothing is left to replay
+    // (a flush that committed nothing did not rewrite the journal).
+    Journal::create(&writer.spool.journal_path(), *base)
+        .map_err(writer.spool.error("reset the journal of"))?;
     Ok(changes.len())
 }
 
 /// Applies one journaled change to `ns`.
 fn replay(writer: &Writer, ns: &Namespace, record: &Record) -> Result<(), WriteError> {
     match record {
-        Record::Base(_) => {}
+        Record::Base(_) | Record::Open { .. } => {}
         Record::Put { path, file, size } => {
             let (parent, name) = parent_of(ns, path)?;
             let spool = writer.spool.named(file);

@@ -141,8 +141,13 @@ impl Spool {
     }
 
     /// Moves files nothing refers to (a dead mount's unfinished writes) to
-    /// `lost+found/<unix time>/` and reports them: never deleted.
-    pub fn quarantine_leftovers(&self) -> std::io::Result<()> {
+    /// `lost+found/<unix time>/`, each under the path `names` gives it (the
+    /// journal's `Open` records) or else its number, and reports them:
+    /// never deleted.
+    pub fn quarantine_leftovers(
+        &self,
+        names: &std::collections::HashMap<String, String>,
+    ) -> std::io::Result<()> {
         let mut leftovers = Vec::new();
         for entry in fs::read_dir(&self.data)? {
             let entry = entry?;
@@ -173,8 +178,23 @@ impl Spool {
             .mode(0o700)
             .create(&lost)?;
         for file in &leftovers {
-            let name = file.file_name().expect("a directory entry has a name");
-            fs::rename(file, lost.join(name))?;
+            let number = file.file_name().expect("a directory entry has a name");
+            let mut to = match names.get(&*number.to_string_lossy()) {
+                Some(path) => lost.join(path),
+                None => lost.join(number),
+            };
+            if to.exists() {
+                // Opened twice before the crash: keep both.
+                to.as_mut_os_string().push(".");
+                to.as_mut_os_string().push(number);
+            }
+            if let Some(dir) = to.parent() {
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)?;
+            }
+            fs::rename(file, to)?;
         }
         warn!(
             "spool {}: {} file(s) of an earlier mount were never closed; \
@@ -198,15 +218,6 @@ impl Spool {
             Some(f) => Ok(f),
             None => create(&self.data, &self.next),
         }
-    }
-
-    /// A new spool file holding a copy of `from`, open for reading and
-    /// writing (`copy_file_range`: a reflink or in-kernel copy).
-    pub fn copy_of(&self, from: &SpoolFile) -> std::io::Result<(SpoolFile, File)> {
-        let (to, file) = self.new_file()?;
-        let copied = fs::copy(&from.path, &to.path)?;
-        self.used.fetch_add(copied, Ordering::Relaxed);
-        Ok((to, file))
     }
 
     /// Deletes spool files no version of any file uses any more.

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod s3;
+pub mod store;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
