@@ -1281,6 +1281,7 @@ async fn build_many(dataset_dir: &Path, items: usize) -> Result<()> {
         track_items.extend(entries.into_iter().map(|(i, offset, byte_size)| TrackItem {
             name: format!("d{:04}/item-{i:06}.jpg", i % TINY_DIRS),
             media_type: media_type.clone(),
+            attrs: Default::default(),
             entry: FragmentEntry {
                 t_start: i as i64,
                 t_end: i as i64 + 1,

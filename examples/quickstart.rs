@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use packfs::dataset::Dataset;
 use packfs::import::{import, ImportOptions};
 use packfs::mount::{mount, MountOptions};
-use packfs::reader::ItemReader;
+use packfs::reader::Reader;
 use packfs::tree::Tree;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -44,8 +44,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Read one file back through the library, without FUSE.
         let tree = Tree::build(dataset.snapshot("main").await?)?;
         let item = tree.resolve_file("train/caption/sample-00007.txt")?;
-        let bytes = ItemReader::new(dataset.store().clone(), Default::default(), None)
-            .read(item, 0, item.size)
+        let bytes = Reader::new(dataset.store().clone(), Default::default(), None)
+            .read_item(item, 0, item.size)
             .await?;
         println!(
             "train/caption/sample-00007.txt says: {}",

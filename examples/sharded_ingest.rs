@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use packfs::dataset::{writer_string, Dataset, MergeOutcome};
 use packfs::import::{import, ImportOptions};
-use packfs::reader::ItemReader;
+use packfs::reader::Reader;
 use packfs::tree::Tree;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -108,7 +108,7 @@ async fn run(dataset_dir: &Path, slices: &[std::path::PathBuf], files: usize) ->
 
     // Every source file is in main with its exact bytes.
     let tree = Tree::build(dataset.snapshot("main").await?)?;
-    let reader = ItemReader::new(dataset.store().clone(), Default::default(), None);
+    let reader = Reader::new(dataset.store().clone(), Default::default(), None);
     let mut checked = 0;
     for slice in slices {
         for entry in walk(slice)? {
@@ -117,7 +117,7 @@ async fn run(dataset_dir: &Path, slices: &[std::path::PathBuf], files: usize) ->
                 .to_str()
                 .ok_or("non-UTF-8 name")?;
             let item = tree.resolve_file(rel)?;
-            let bytes = reader.read(item, 0, item.size).await?;
+            let bytes = reader.read_item(item, 0, item.size).await?;
             if bytes != std::fs::read(&entry)? {
                 return Err(format!("{rel}: bytes differ after the merge").into());
             }

@@ -10,7 +10,7 @@ use packfs::cache::CacheOptions;
 use packfs::dataset::{writer_string, Dataset, MergeOutcome};
 use packfs::import::{import_files, prepare, ImportOptions};
 use packfs::mount::MountOptions;
-use packfs::reader::ItemReader;
+use packfs::reader::Reader;
 use packfs::tree::{NodeKind, Tree};
 use packfs::write::WriteOptions;
 
@@ -262,12 +262,13 @@ pub struct MountArgs {
     /// Group of every file and directory [default: the mounting user's].
     #[arg(long)]
     pub gid: Option<u32>,
-    /// Permission bits of stored files, in octal [default: 0644, or 0444
-    /// with --read-only]. Files created through the mount keep their own.
+    /// Permission bits every file shows, in octal, whatever mode was stored
+    /// with it (the stored modes are kept) [default: the stored mode, else
+    /// 0644, or 0444 with --read-only].
     #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
     pub file_mode: Option<u16>,
-    /// Permission bits of stored directories, in octal [default: 0755, or
-    /// 0555 with --read-only].
+    /// Permission bits every directory shows, in octal [default: the stored
+    /// mode, else 0755, or 0555 with --read-only].
     #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
     pub dir_mode: Option<u16>,
     /// Log file of the daemonized mount (default: logs are discarded).
@@ -453,11 +454,11 @@ pub async fn run_cat(at: DatasetAt, path: String) -> CliResult {
     const STEP: u64 = 8 << 20;
     let (dataset, tree) = load_tree(&at).await?;
     let item = tree.resolve_file(&path)?;
-    let reader = ItemReader::new(dataset.store().clone(), CacheOptions::default(), None);
+    let reader = Reader::new(dataset.store().clone(), CacheOptions::default(), None);
     let mut out = std::io::stdout().lock();
     let mut offset = 0;
     while offset < item.size {
-        let bytes = reader.read(item, offset, STEP).await?;
+        let bytes = reader.read_item(item, offset, STEP).await?;
         match out.write_all(&bytes) {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
             r => r?,

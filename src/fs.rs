@@ -6,29 +6,30 @@
 //! `setattr` changes a file) is here, and tests drive it without
 //! `/dev/fuse`.
 //!
-//! Besides the dataset's tree the mount has one control directory,
-//! `/.packfs`, whose `stats` file shows the read path's counters. It is
-//! found by name but not listed, so `find`, `cp -r`, `tar` and `diff -r`
-//! see exactly the dataset.
+//! Besides the dataset's tree (the [`Namespace`], writable) the root has
+//! read-only [`Catalog`]s attached at names: `/.packfs`, the control
+//! directory, is the first ([`crate::catalog::control`]). They are found by
+//! name but not listed, so `find`, `cp -r`, `tar` and `diff -r` see exactly
+//! the dataset.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
 use thiserror::Error;
 use tracing::warn;
 
-use crate::format::CONTROL_DIR;
+use crate::catalog::Catalog;
 use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, ROOT_INO};
-use crate::reader::{ItemReader, ReadError};
+use crate::reader::{ReadError, Reader};
 use crate::write::{WriteError, Writer};
 
-/// Inode numbers of the control directory and its stats file: above every
-/// inode of the namespace.
-pub const CONTROL_INO: Ino = 1 << 40;
-const STATS_INO: Ino = CONTROL_INO + 1;
-const STATS_FILE: &str = "stats";
-/// The handle of an open control file: it needs no state.
-const CONTROL_FH: u64 = 0;
+/// Inodes of attached catalogs start here, one span of ids each: above
+/// every inode of the namespace.
+const CATALOG_INOS: Ino = 1 << 40;
+const CATALOG_SPAN: Ino = 1 << 32;
+/// The handle of an open catalog file: reads need no state.
+const CATALOG_FH: u64 = 0;
 /// A read that finds its spool version committed (and deleted) under it
 /// looks the file up again this many times.
 const SPOOL_RACE_RETRIES: usize = 3;
@@ -125,43 +126,76 @@ pub struct FsStats {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Node {
     Ns(Ino),
-    Control,
-    Stats,
+    /// Entry `id` of attached catalog `index`.
+    Catalog(usize, u64),
 }
 
-impl Node {
-    fn of(ino: Ino) -> Node {
-        match ino {
-            CONTROL_INO => Node::Control,
-            STATS_INO => Node::Stats,
-            n => Node::Ns(n),
-        }
-    }
+/// A catalog attached at `name` in the root.
+struct Attached {
+    name: &'static str,
+    catalog: Arc<dyn Catalog>,
 }
 
-/// A mounted snapshot: its namespace, its reads and, on a read-write
-/// mount, its writer.
+/// A mounted snapshot: its namespace, the catalogs attached to it, its
+/// reads and, on a read-write mount, its writer.
 pub struct Fs {
-    ns: std::sync::Arc<Namespace>,
-    writer: Option<std::sync::Arc<Writer>>,
-    reader: ItemReader,
+    ns: Arc<Namespace>,
+    attached: Vec<Attached>,
+    writer: Option<Arc<Writer>>,
+    reader: Reader,
     owner: Owner,
 }
 
 impl Fs {
-    /// Serves `ns`, reading item bytes through `reader`; with `writer`,
-    /// changes are accepted. Every node is owned by `owner`.
+    /// Serves `ns`, reading file bytes through `reader`; with `writer`,
+    /// changes are accepted. Every node is owned by `owner`. The control
+    /// catalog is attached at `/.packfs`.
     pub fn new(
-        ns: std::sync::Arc<Namespace>,
-        writer: Option<std::sync::Arc<Writer>>,
-        reader: ItemReader,
+        ns: Arc<Namespace>,
+        writer: Option<Arc<Writer>>,
+        reader: Reader,
         owner: Owner,
     ) -> Self {
+        let control = crate::catalog::control::Control::new(
+            reader.stats().clone(),
+            ns.attr(ROOT_INO)
+                .map_or(SystemTime::UNIX_EPOCH, |a| a.mtime),
+        );
         Fs {
             ns,
+            attached: vec![Attached {
+                name: crate::catalog::control::NAME,
+                catalog: Arc::new(control),
+            }],
             writer,
             reader,
             owner,
+        }
+    }
+
+    fn node(&self, ino: Ino) -> Node {
+        if ino < CATALOG_INOS {
+            return Node::Ns(ino);
+        }
+        let (index, id) = (
+            (ino - CATALOG_INOS) / CATALOG_SPAN,
+            (ino - CATALOG_INOS) % CATALOG_SPAN,
+        );
+        match usize::try_from(index) {
+            Ok(index) if index < self.attached.len() => Node::Catalog(index, id),
+            _ => Node::Ns(ino), // no such inode: the namespace says so
+        }
+    }
+
+    fn catalog_ino(index: usize, id: u64) -> Ino {
+        CATALOG_INOS + index as u64 * CATALOG_SPAN + id
+    }
+
+    /// `ino` if it is the namespace's; entries of catalogs cannot change.
+    fn changeable(&self, ino: Ino) -> Result<Ino, FsError> {
+        match self.node(ino) {
+            Node::Ns(ino) => Ok(ino),
+            Node::Catalog(..) => Err(NsError::ReadOnly.into()),
         }
     }
 
@@ -191,49 +225,49 @@ impl Fs {
 
     /// The attributes of `ino`.
     pub fn getattr(&self, ino: Ino) -> Result<Stat, FsError> {
-        Ok(match Node::of(ino) {
-            Node::Ns(ino) => self.stat_of(self.ns.attr(ino)?, false),
-            Node::Control => self.stat_of(
-                Attr {
-                    ino: CONTROL_INO,
-                    kind: Kind::Dir,
-                    size: 0,
-                    mtime: self.ns.attr(ROOT_INO)?.mtime,
-                    perm: 0o555,
-                    nlink: 2,
-                },
-                false,
-            ),
-            // A new mtime on every getattr makes the kernel drop pages it
-            // cached of an earlier rendering (FUSE_AUTO_INVAL_DATA).
-            Node::Stats => self.stat_of(
-                Attr {
-                    ino: STATS_INO,
-                    kind: Kind::File,
-                    size: self.stats_text().len() as u64,
-                    mtime: SystemTime::now(),
-                    perm: 0o444,
-                    nlink: 1,
-                },
-                true,
-            ),
-        })
-    }
-
-    fn stats_text(&self) -> String {
-        self.reader.stats().render()
+        match self.node(ino) {
+            Node::Ns(ino) => Ok(self.stat_of(self.ns.attr(ino)?, false)),
+            Node::Catalog(index, id) => {
+                let e = self.attached[index]
+                    .catalog
+                    .entry(id)
+                    .ok_or(NsError::NotFound)?;
+                let attr = Attr {
+                    ino,
+                    kind: e.kind,
+                    size: e.size,
+                    mtime: e.mtime,
+                    perm: e.perm,
+                    // Catalog directories do not count their subdirectories.
+                    nlink: if e.kind == Kind::Dir { 2 } else { 1 },
+                };
+                Ok(self.stat_of(attr, e.volatile))
+            }
+        }
     }
 
     /// The child `name` of directory `parent`.
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Stat, FsError> {
-        let node = match Node::of(parent) {
-            Node::Ns(ROOT_INO) if name == CONTROL_DIR.as_bytes() => CONTROL_INO,
+        let found = match self.node(parent) {
+            Node::Ns(ROOT_INO) => {
+                match self.attached.iter().position(|a| a.name.as_bytes() == name) {
+                    Some(index) => Self::catalog_ino(index, 0),
+                    None => self.ns.lookup(ROOT_INO, name)?,
+                }
+            }
             Node::Ns(ino) => self.ns.lookup(ino, name)?,
-            Node::Control if name == STATS_FILE.as_bytes() => STATS_INO,
-            Node::Control => return Err(NsError::NotFound.into()),
-            Node::Stats => return Err(NsError::NotADirectory.into()),
+            Node::Catalog(index, dir) => {
+                let catalog = &self.attached[index].catalog;
+                match catalog.entry(dir).map(|e| e.kind) {
+                    Some(Kind::Dir) => {}
+                    Some(Kind::File) => return Err(NsError::NotADirectory.into()),
+                    None => return Err(NsError::NotFound.into()),
+                }
+                let id = catalog.lookup(dir, name).ok_or(NsError::NotFound)?;
+                Self::catalog_ino(index, id)
+            }
         };
-        self.getattr(node)
+        self.getattr(found)
     }
 
     /// Feeds the entries of directory `ino` from cookie `offset` to `add`,
@@ -244,25 +278,36 @@ impl Fs {
         offset: u64,
         mut add: impl FnMut(&str, &Stat, u64) -> bool,
     ) -> Result<(), FsError> {
-        match Node::of(ino) {
-            Node::Ns(ino) => Ok(self.ns.list(ino, offset, |name, attr, cookie| {
-                add(name, &self.stat_of(attr, false), cookie)
-            })?),
-            Node::Control => {
-                let entries = [
-                    (CONTROL_INO, "."),
-                    (ROOT_INO, ".."),
-                    (STATS_INO, STATS_FILE),
-                ];
-                let start = usize::try_from(offset).unwrap_or(usize::MAX);
-                for (i, (ino, name)) in entries.into_iter().enumerate().skip(start) {
-                    if add(name, &self.getattr(ino)?, i as u64 + 1) {
-                        break;
-                    }
-                }
-                Ok(())
+        let (index, dir) = match self.node(ino) {
+            Node::Ns(ino) => {
+                return Ok(self.ns.list(ino, offset, |name, attr, cookie| {
+                    add(name, &self.stat_of(attr, false), cookie)
+                })?)
             }
-            Node::Stats => Err(NsError::NotADirectory.into()),
+            Node::Catalog(index, dir) => (index, dir),
+        };
+        if self.getattr(ino)?.attr.kind != Kind::Dir {
+            return Err(NsError::NotADirectory.into());
+        }
+        let catalog = &self.attached[index].catalog;
+        let parent = catalog
+            .parent(dir)
+            .map_or(ROOT_INO, |p| Self::catalog_ino(index, p));
+        // Entry i (`.`, `..`, then the children) carries cookie i + 1.
+        let mut i = usize::try_from(offset).unwrap_or(usize::MAX);
+        loop {
+            let (entry, name) = match i {
+                0 => (ino, ".".into()),
+                1 => (parent, "..".into()),
+                i => match catalog.child(dir, i - 2) {
+                    Some((id, name)) => (Self::catalog_ino(index, id), name),
+                    None => return Ok(()),
+                },
+            };
+            i += 1;
+            if add(&name, &self.getattr(entry)?, i as u64) {
+                return Ok(());
+            }
         }
     }
 
@@ -291,7 +336,7 @@ impl Fs {
                 false => Ok(Opened::Stateless),
             };
         };
-        match Node::of(ino) {
+        match self.node(ino) {
             Node::Ns(ino) => {
                 let fh = writer.open(ino, write, truncate).await?;
                 Ok(Opened::Handle {
@@ -299,33 +344,38 @@ impl Fs {
                     direct_io: false,
                 })
             }
-            _ if write => Err(NsError::ReadOnly.into()),
-            _ => Ok(Opened::Handle {
-                fh: CONTROL_FH,
-                direct_io: true,
+            Node::Catalog(..) if write => Err(NsError::ReadOnly.into()),
+            Node::Catalog(..) => Ok(Opened::Handle {
+                fh: CATALOG_FH,
+                direct_io: self.getattr(ino)?.volatile,
             }),
         }
     }
 
     /// Creates file `name` in `parent` with `perm`, open for writing.
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<(Stat, u64), FsError> {
+        let parent = self.changeable(parent)?;
         let (attr, fh) = self.writer()?.create(parent, name, perm)?;
         Ok((self.stat_of(attr, false), fh))
     }
 
     /// Up to `size` bytes of file `ino` from `offset` (fewer only at its end).
     pub async fn read(&self, ino: Ino, offset: u64, size: u32) -> Result<Bytes, FsError> {
-        let ino = match Node::of(ino) {
+        let range = offset..offset.saturating_add(u64::from(size));
+        let ino = match self.node(ino) {
             Node::Ns(ino) => ino,
-            Node::Stats => {
-                let text = Bytes::from(self.stats_text());
-                let start = text
-                    .len()
-                    .min(usize::try_from(offset).unwrap_or(usize::MAX));
-                let end = text.len().min(start + size as usize);
-                return Ok(text.slice(start..end));
+            Node::Catalog(index, id) => {
+                let entry = self.getattr(ino)?.attr;
+                if entry.kind == Kind::Dir {
+                    return Err(NsError::IsADirectory.into());
+                }
+                let range = range.start.min(entry.size)..range.end.min(entry.size);
+                let extents = self.attached[index]
+                    .catalog
+                    .extents(id, range)
+                    .ok_or(NsError::NotFound)?;
+                return Ok(self.reader.read(extents).await?);
             }
-            Node::Control => return Err(NsError::IsADirectory.into()),
         };
         let mut attempt = 0;
         loop {
@@ -353,7 +403,7 @@ impl Fs {
                     }
                 },
             };
-            return match self.reader.read(&item, offset, u64::from(size)).await {
+            return match self.reader.read_item(&item, offset, u64::from(size)).await {
                 Ok(bytes) => Ok(bytes),
                 Err(e) => {
                     warn!("read {} at {offset}: {e}", item.name);
@@ -385,7 +435,7 @@ impl Fs {
     /// kernel stops asking.
     pub fn flush(&self, fh: u64) -> Result<(), FsError> {
         let writer = self.writer.as_ref().ok_or(FsError::Unsupported)?;
-        if fh != CONTROL_FH {
+        if fh != CATALOG_FH {
             writer.closed(fh);
         }
         Ok(())
@@ -393,7 +443,7 @@ impl Fs {
 
     /// The last close of handle `fh`.
     pub fn release(&self, fh: u64) {
-        if let (Some(writer), false) = (&self.writer, fh == CONTROL_FH) {
+        if let (Some(writer), false) = (&self.writer, fh == CATALOG_FH) {
             writer.release(fh);
         }
     }
@@ -404,9 +454,9 @@ impl Fs {
         let Some(writer) = &self.writer else {
             return Ok(()); // nothing is ever pending
         };
-        let synced = match ino.map(Node::of) {
+        let synced = match ino.map(|ino| self.node(ino)) {
             Some(Node::Ns(ino)) => writer.sync_file(ino).await,
-            Some(_) => Ok(()),
+            Some(Node::Catalog(..)) => Ok(()),
             None => writer.sync().await,
         };
         synced.map_err(|e| {
@@ -418,9 +468,7 @@ impl Fs {
     /// Changes size, mode and/or mtime of `ino` (through handle `fh` if
     /// the kernel names one).
     pub async fn setattr(&self, ino: Ino, fh: Option<u64>, set: SetAttr) -> Result<Stat, FsError> {
-        let Node::Ns(ino) = Node::of(ino) else {
-            return Err(NsError::ReadOnly.into());
-        };
+        let ino = self.changeable(ino)?;
         let writer = self.writer()?;
         if let Some(size) = set.size {
             writer.set_size(ino, fh, size).await?;
@@ -437,16 +485,16 @@ impl Fs {
     }
 
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Stat, FsError> {
-        let attr = self.writer()?.mkdir(parent, name, perm)?;
+        let attr = self.writer()?.mkdir(self.changeable(parent)?, name, perm)?;
         Ok(self.stat_of(attr, false))
     }
 
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), FsError> {
-        Ok(self.writer()?.unlink(parent, name)?)
+        Ok(self.writer()?.unlink(self.changeable(parent)?, name)?)
     }
 
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), FsError> {
-        Ok(self.writer()?.rmdir(parent, name)?)
+        Ok(self.writer()?.rmdir(self.changeable(parent)?, name)?)
     }
 
     pub fn rename(
@@ -458,6 +506,8 @@ impl Fs {
         if flags != RenameFlags::default() {
             return Err(FsError::UnsupportedFlags);
         }
+        let from = (self.changeable(from.0)?, from.1);
+        let to = (self.changeable(to.0)?, to.1);
         Ok(self.writer()?.rename(from, to)?)
     }
 

@@ -11,8 +11,10 @@
 //! - [`namespace`]: inodes, names and attributes of the mount: the snapshot's
 //!   tree plus, on a read-write mount, an overlay of the changes.
 //! - [`tree`]: the `/<timeline>/<modality>/<name…>` tree of a snapshot.
-//! - [`reader`]: item byte ranges → a byte-range map over the item's objects,
-//!   executed by the engine against the cache.
+//! - [`catalog`]: what is mounted besides the dataset's tree (read-only
+//!   catalogs attached at names), and [`catalog::Extents`], the one
+//!   description of any file's bytes: a byte-range map over sources.
+//! - [`reader`]: executes extents through the engine against the cache.
 //! - [`engine`]: byte-range maps (destination ranges → source ranges or
 //!   explicit PAD), checked, compiled into coalesced reads and executed.
 //! - [`cache`]: the shared block cache with in-flight dedupe, per-object
@@ -26,6 +28,7 @@
 //!   wiring: locations, object paths, refs moved by compare-and-swap).
 
 pub mod cache;
+pub mod catalog;
 mod daemon;
 pub mod dataset;
 pub mod engine;

@@ -14,7 +14,7 @@ use crate::dataset::{Dataset, DatasetError};
 use crate::fs::{Fs, Owner};
 use crate::fuse::PackFs;
 use crate::namespace::{Modes, Namespace};
-use crate::reader::ItemReader;
+use crate::reader::Reader;
 use crate::tree::{Tree, TreeError};
 use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
 
@@ -32,9 +32,11 @@ pub struct MountOptions {
     pub uid: Option<u32>,
     /// Group of every file and directory; `None`: the mounting user's.
     pub gid: Option<u32>,
-    /// Permission bits of stored files; `None`: 0644 (0444 read-only).
+    /// Permission bits every file shows; `None`: the mode its writer
+    /// recorded, else 0644 (0444 read-only).
     pub file_mode: Option<u16>,
-    /// Permission bits of stored directories; `None`: 0755 (0555 read-only).
+    /// Permission bits every directory shows; `None`: the recorded mode,
+    /// else 0755 (0555 read-only).
     pub dir_mode: Option<u16>,
     /// Where a daemonized mount writes its log.
     pub log_file: Option<PathBuf>,
@@ -318,7 +320,7 @@ pub fn open_fs(
         Some(dir) => Some(DiskCache::open(dir, options.cache_dir_bytes)?),
         None => None,
     };
-    let reader = ItemReader::new(dataset.store().clone(), options.cache.clone(), disk);
+    let reader = Reader::new(dataset.store().clone(), options.cache.clone(), disk);
     let writable = !options.read_only;
     let tree = runtime.block_on(async {
         if writable {
@@ -357,6 +359,8 @@ pub fn open_fs(
     let modes = Modes {
         file: options.file_mode.unwrap_or(defaults.file),
         dir: options.dir_mode.unwrap_or(defaults.dir),
+        force_file: options.file_mode.is_some(),
+        force_dir: options.dir_mode.is_some(),
     };
     let ns = Arc::new(Namespace::new(tree, writable).with_modes(modes));
     let writer = match writable {

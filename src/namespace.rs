@@ -21,8 +21,8 @@ use parking_lot::RwLock;
 use thiserror::Error;
 
 use crate::dataset::Item;
-use crate::format::FragmentEntry;
 use crate::format::{validate_item_name, validate_segment};
+use crate::format::{Attrs, FragmentEntry, TrackDir};
 use crate::tree::{NodeId, NodeKind, Tree};
 
 /// An inode number.
@@ -240,18 +240,24 @@ pub struct ExportedFile {
     /// namespace tracks only the open version's size).
     pub size: u64,
     pub generation: u64,
-    /// No version of it is committed yet: leaving it out of a commit loses
-    /// nothing (a partial flush may wait for a fuller pack).
-    pub new: bool,
+    /// Some version of it is committed ([`FileNode::stored`]): leaving a
+    /// file that is not out of a commit loses nothing (a partial flush may
+    /// wait for a fuller pack).
+    pub stored: bool,
+    /// Its mode and mtime, to record.
+    pub attrs: Attrs,
 }
 
-/// A modality directory at flush time; `files` only if it changed.
+/// A modality directory at flush time; `files` and `dirs` only if it changed.
 #[derive(Clone, Debug)]
 pub struct ExportedModality {
     pub ino: Ino,
     pub timeline: String,
     pub modality: String,
     pub files: Option<Vec<ExportedFile>>,
+    /// The directories to record: the modality directory itself (`""`)
+    /// and those below it that are empty or have attributes.
+    pub dirs: Vec<TrackDir>,
 }
 
 /// What a flush commits.
@@ -274,26 +280,42 @@ pub struct Namespace {
     modes: Modes,
 }
 
-/// Permission bits the mount shows for stored files and directories.
+/// Permission bits the mount shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Modes {
+    /// Of files whose writer recorded no mode…
     pub file: u16,
+    /// …and of such directories.
     pub dir: u16,
+    /// Show `file` for every file, whatever mode it has (`--file-mode`):
+    /// presentation only, the recorded modes stay as they are.
+    pub force_file: bool,
+    /// Show `dir` for every directory (`--dir-mode`).
+    pub force_dir: bool,
 }
 
 impl Modes {
-    /// `0644`/`0755` on a writable mount, `0444`/`0555` on a read-only one.
+    /// `0644`/`0755` on a writable mount, `0444`/`0555` on a read-only one,
+    /// where nothing else was recorded.
     pub fn default_for(writable: bool) -> Modes {
-        if writable {
-            Modes {
-                file: 0o644,
-                dir: 0o755,
-            }
-        } else {
-            Modes {
-                file: 0o444,
-                dir: 0o555,
-            }
+        let (file, dir) = match writable {
+            true => (0o644, 0o755),
+            false => (0o444, 0o555),
+        };
+        Modes {
+            file,
+            dir,
+            force_file: false,
+            force_dir: false,
+        }
+    }
+
+    /// What a node of `kind` whose mode is `perm` shows.
+    fn shown(&self, kind: Kind, perm: u16) -> u16 {
+        match kind {
+            Kind::File if self.force_file => self.file,
+            Kind::Dir if self.force_dir => self.dir,
+            _ => perm,
         }
     }
 }
@@ -388,7 +410,7 @@ impl Namespace {
                 kind: Kind::File,
                 size: f.size,
                 mtime: f.mtime,
-                perm: f.perm,
+                perm: self.modes.shown(Kind::File, f.perm),
                 nlink: u32::from(f.link.is_some()),
             });
         }
@@ -398,7 +420,7 @@ impl Namespace {
                 kind: Kind::Dir,
                 size: 0,
                 mtime: d.mtime,
-                perm: d.perm,
+                perm: self.modes.shown(Kind::Dir, d.perm),
                 nlink: 2 + d.subdirs,
             });
         }
@@ -413,25 +435,43 @@ impl Namespace {
         children.iter().filter(is_dir).count() as u32
     }
 
+    /// Mode and mtime of a stored node: as its writer recorded them, else
+    /// the mount's mode for its kind and the Manifest's time.
+    fn stored_look(&self, attrs: Attrs, kind: Kind) -> (u16, SystemTime) {
+        let default = match kind {
+            Kind::Dir => self.modes.dir,
+            Kind::File => self.modes.file,
+        };
+        let mtime = attrs.mtime_ns.map_or(self.base_mtime, time_of_ns);
+        (attrs.mode.unwrap_or(default), mtime)
+    }
+
     fn tree_attr(&self, ino: Ino) -> Result<Attr, NsError> {
-        let (_, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
+        let (id, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
         Ok(match &node.kind {
-            NodeKind::Dir(children) => Attr {
-                ino,
-                kind: Kind::Dir,
-                size: 0,
-                mtime: self.base_mtime,
-                perm: self.modes.dir,
-                nlink: 2 + self.tree_subdirs(children),
-            },
-            NodeKind::File(item) => Attr {
-                ino,
-                kind: Kind::File,
-                size: self.tree.item(*item).size,
-                mtime: self.base_mtime,
-                perm: self.modes.file,
-                nlink: 1,
-            },
+            NodeKind::Dir(children) => {
+                let (perm, mtime) = self.stored_look(self.tree.dir_attrs(id), Kind::Dir);
+                Attr {
+                    ino,
+                    kind: Kind::Dir,
+                    size: 0,
+                    mtime,
+                    perm: self.modes.shown(Kind::Dir, perm),
+                    nlink: 2 + self.tree_subdirs(children),
+                }
+            }
+            NodeKind::File(item) => {
+                let item = self.tree.item(*item);
+                let (perm, mtime) = self.stored_look(item.attrs, Kind::File);
+                Attr {
+                    ino,
+                    kind: Kind::File,
+                    size: item.size,
+                    mtime,
+                    perm: self.modes.shown(Kind::File, perm),
+                    nlink: 1,
+                }
+            }
         })
     }
 
@@ -574,8 +614,8 @@ impl Namespace {
                 },
             );
             c.insert(parent, name, ino, now)?;
-            // A new modality is a new (empty) Track; deeper directories
-            // exist only through the items below them.
+            // A new modality is a new (empty) Track; a deeper directory is
+            // recorded in its modality's Track.
             c.touch(ino)?;
             c.ns.attr_in(c.o, ino)
         })
@@ -759,6 +799,16 @@ impl Namespace {
             .collect()
     }
 
+    /// The mode and mtime of file `ino` as they are to be recorded, if the
+    /// overlay knows it.
+    pub fn file_attrs(&self, ino: Ino) -> Option<Attrs> {
+        let o = self.overlay.as_ref()?.read();
+        o.files.get(&ino).map(|f| Attrs {
+            mode: Some(f.perm),
+            mtime_ns: Some(ns_of_time(f.mtime)),
+        })
+    }
+
     /// How many files the overlay holds (changed, created or open ones).
     pub fn overlay_files(&self) -> usize {
         self.overlay.as_ref().map_or(0, |o| o.read().files.len())
@@ -803,15 +853,19 @@ impl Namespace {
                 }
                 // Unknown modalities (new, or without a committed Track) are
                 // exported whole as well.
-                let files = match dirty.contains(&m_ino) || !known.contains(&m_ino) {
-                    true => Some(c.files_below(m_ino)?),
-                    false => None,
+                let (files, dirs) = match dirty.contains(&m_ino) || !known.contains(&m_ino) {
+                    true => {
+                        let (files, dirs) = c.contents_below(m_ino)?;
+                        (Some(files), dirs)
+                    }
+                    false => (None, Vec::new()),
                 };
                 modalities.push(ExportedModality {
                     ino: m_ino,
                     timeline: timeline.clone(),
                     modality,
                     files,
+                    dirs,
                 });
             }
         }
@@ -924,8 +978,25 @@ impl Namespace {
         Ok(ino)
     }
 
+    /// Sets the mode and/or mtime of file or directory `ino`; the change is
+    /// committed with its modality.
+    pub fn set_attrs(
+        &self,
+        ino: Ino,
+        perm: Option<u16>,
+        mtime: Option<SystemTime>,
+    ) -> Result<(), NsError> {
+        match self.attr(ino)?.kind {
+            Kind::Dir => self.update_dir(ino, perm, mtime),
+            Kind::File => self.update_file(ino, true, |f| {
+                f.perm = perm.unwrap_or(f.perm);
+                f.mtime = mtime.unwrap_or(f.mtime);
+            }),
+        }
+    }
+
     /// Sets the mode and/or mtime of directory `ino`.
-    pub fn update_dir(
+    fn update_dir(
         &self,
         ino: Ino,
         perm: Option<u16>,
@@ -940,7 +1011,7 @@ impl Namespace {
             if let Some(t) = mtime {
                 dir.mtime = t;
             }
-            Ok(())
+            c.touch(ino)
         })
     }
 
@@ -1013,13 +1084,16 @@ impl Change<'_> {
         let modality = self
             .modality_of(parent)?
             .expect("tree files are below a modality");
+        let (perm, mtime) = self
+            .ns
+            .stored_look(self.ns.tree.item(item).attrs, Kind::File);
         self.o.files.insert(
             ino,
             FileNode {
                 content: Content::Base(item),
                 size: self.ns.tree.item(item).size,
-                mtime: self.ns.base_mtime,
-                perm: self.ns.modes.file,
+                mtime,
+                perm,
                 generation: 0,
                 writers: 0,
                 opens: 0,
@@ -1058,43 +1132,79 @@ impl Change<'_> {
     }
 
     /// Every file below modality directory `dir`, as a flush commits it.
-    fn files_below(&self, dir: Ino) -> Result<Vec<ExportedFile>, NsError> {
-        let mut out = Vec::new();
+    /// Every file below modality directory `dir`, as a flush commits it,
+    /// and the directories to record (see [`ExportedModality::dirs`]).
+    fn contents_below(&self, dir: Ino) -> Result<(Vec<ExportedFile>, Vec<TrackDir>), NsError> {
+        let (mut files, mut dirs) = (Vec::new(), Vec::new());
         let mut pending = vec![(dir, String::new())];
-        while let Some((d, prefix)) = pending.pop() {
-            for (name, ino, kind) in self.named_children(d)? {
+        while let Some((d, path)) = pending.pop() {
+            let children = self.named_children(d)?;
+            let attrs = self.dir_attrs(d)?;
+            if path.is_empty() || children.is_empty() || attrs != Attrs::default() {
+                dirs.push(TrackDir {
+                    name: path.clone(),
+                    attrs,
+                });
+            }
+            let prefix = if path.is_empty() { path } else { path + "/" };
+            for (name, ino, kind) in children {
                 let path = format!("{prefix}{name}");
                 if kind == Kind::Dir {
-                    pending.push((ino, format!("{path}/")));
+                    pending.push((ino, path));
                     continue;
                 }
-                let (content, size, generation, new) = match self.o.files.get(&ino) {
+                let recorded = |f: &FileNode| Attrs {
+                    mode: Some(f.perm),
+                    mtime_ns: Some(ns_of_time(f.mtime)),
+                };
+                let (content, size, generation, stored, attrs) = match self.o.files.get(&ino) {
                     Some(f) if f.writers > 0 => match &f.origin {
-                        Some(origin) => (origin.clone(), self.size_of(origin), 0, !f.stored),
+                        Some(origin) => {
+                            let size = self.size_of(origin);
+                            (origin.clone(), size, 0, f.stored, recorded(f))
+                        }
                         None => continue, // never complete yet
                     },
-                    Some(f) => (f.content.clone(), f.size, f.generation, !f.stored),
+                    Some(f) => (
+                        f.content.clone(),
+                        f.size,
+                        f.generation,
+                        f.stored,
+                        recorded(f),
+                    ),
                     None => match self.ns.tree_node(ino).map(|(_, n)| &n.kind) {
-                        Some(NodeKind::File(item)) => (
-                            Content::Base(*item),
-                            self.ns.tree.item(*item).size,
-                            0,
-                            false,
-                        ),
+                        Some(NodeKind::File(index)) => {
+                            let item = self.ns.tree.item(*index);
+                            (Content::Base(*index), item.size, 0, true, item.attrs)
+                        }
                         _ => return Err(NsError::NotFound),
                     },
                 };
-                out.push(ExportedFile {
+                files.push(ExportedFile {
                     ino,
                     name: path,
                     content,
                     size,
                     generation,
-                    new,
+                    stored,
+                    attrs,
                 });
             }
         }
-        Ok(out)
+        Ok((files, dirs))
+    }
+
+    /// The attributes to record for directory `dir`: what a change set
+    /// (the overlay), else what its Track recorded.
+    fn dir_attrs(&self, dir: Ino) -> Result<Attrs, NsError> {
+        if let Some(d) = self.o.dirs.get(&dir) {
+            return Ok(Attrs {
+                mode: Some(d.perm),
+                mtime_ns: Some(ns_of_time(d.mtime)),
+            });
+        }
+        let (id, _) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
+        Ok(self.ns.tree.dir_attrs(id))
     }
 
     /// The size of a complete version (spool versions record none here:
@@ -1240,11 +1350,12 @@ impl Change<'_> {
         if self.o.files.contains_key(&dir) {
             return Err(NsError::NotADirectory);
         }
-        let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
+        let (id, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
         let NodeKind::Dir(tree_children) = &node.kind else {
             return Err(NsError::NotADirectory);
         };
         let tree = &self.ns.tree;
+        let (perm, mtime) = self.ns.stored_look(tree.dir_attrs(id), Kind::Dir);
         let mut entries = Children::default();
         for &c in tree_children {
             entries.insert(
@@ -1261,8 +1372,8 @@ impl Change<'_> {
                 name: node.name.clone(),
                 children,
                 subdirs,
-                mtime: self.ns.base_mtime,
-                perm: self.ns.modes.dir,
+                mtime,
+                perm,
             },
         );
         Ok(())
@@ -1300,6 +1411,24 @@ impl Change<'_> {
     }
 }
 
+/// A time as nanoseconds since the Unix epoch (negative before it).
+pub fn ns_of_time(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
+    }
+}
+
+/// The time `ns` nanoseconds after (or before) the Unix epoch.
+pub fn time_of_ns(ns: i64) -> SystemTime {
+    let magnitude = Duration::from_nanos(ns.unsigned_abs());
+    if ns >= 0 {
+        UNIX_EPOCH + magnitude
+    } else {
+        UNIX_EPOCH - magnitude
+    }
+}
+
 /// The spool files a file node holds.
 fn spool_files(f: &FileNode) -> Vec<SpoolFile> {
     [Some(&f.content), f.origin.as_ref()]
@@ -1327,12 +1456,14 @@ mod tests {
             source: ItemSource::Whole {
                 object: Arc::new(object_store::path::Path::from("x")),
             },
+            attrs: Default::default(),
         };
         let track = |modality: &str, items| SnapshotTrack {
             timeline: "t".into(),
             modality: modality.into(),
             track_id: ObjectId::of(modality.as_bytes()),
             items,
+            dirs: Vec::new(),
         };
         Tree::build(Snapshot {
             manifest_id: ObjectId::of(b"m"),

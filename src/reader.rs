@@ -1,43 +1,45 @@
-//! Item reads: bytes `[offset, offset + len)` of an item become a
-//! [`ByteRangeMap`] over the objects that hold them (a pack range, the whole
-//! object, or a span of chunk objects), compiled and executed by the
-//! byte-range engine against the shared block cache.
+//! Reads of file bytes: [`Extents`] (a byte-range map over sources) are
+//! compiled and executed by the byte-range engine, store objects through
+//! the shared block cache. Every file of a mount is read here: dataset
+//! items and catalog files alike.
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use thiserror::Error;
 
 use crate::cache::{BlockCache, CacheOptions, DiskCache, ObjectRef, Stats};
-use crate::dataset::{Item, ItemSource};
+use crate::catalog::dataset::item_extents;
+use crate::catalog::{Extents, Source};
+use crate::dataset::Item;
 use crate::engine::{
-    ByteRangeMap, ByteRangeProgram, CoalesceLimits, ExecuteError, MapError, SeekableSource,
-    SourceError, SourceIndex,
+    ByteRangeProgram, CoalesceLimits, ExecuteError, MapError, MemorySource, SeekableSource,
+    SourceError,
 };
 use crate::store::Store;
 
-/// Why item bytes could not be read.
+/// Why file bytes could not be read.
 #[derive(Debug, Error)]
 pub enum ReadError {
-    /// The item's metadata does not describe its bytes completely.
+    /// The metadata does not describe the bytes completely.
     #[error(transparent)]
     Map(#[from] MapError),
-    /// A source object could not deliver its bytes (missing, wrong length,
-    /// store failure).
+    /// A source could not deliver its bytes (missing, wrong length, store
+    /// failure).
     #[error(transparent)]
     Execute(#[from] ExecuteError),
 }
 
-/// Reads item bytes through the block cache.
+/// Reads file bytes through the block cache.
 #[derive(Clone)]
-pub struct ItemReader {
+pub struct Reader {
     cache: BlockCache,
     limits: CoalesceLimits,
 }
 
-impl ItemReader {
+impl Reader {
     /// A reader over `store`; with `disk`, cached blocks also persist there.
     pub fn new(store: Store, options: CacheOptions, disk: Option<DiskCache>) -> Self {
-        ItemReader {
+        Reader {
             cache: BlockCache::new(store, options, disk),
             limits: CoalesceLimits::default(),
         }
@@ -48,70 +50,32 @@ impl ItemReader {
         self.cache.stats()
     }
 
-    /// Reads up to `len` bytes of `item` from `offset`; fewer only at the
-    /// end of the item.
-    pub async fn read(&self, item: &Item, offset: u64, len: u64) -> Result<Bytes, ReadError> {
-        let end = item.size.min(offset.saturating_add(len));
-        if offset >= end {
+    /// Up to `len` bytes of `item` from `offset`; fewer only at its end.
+    pub async fn read_item(&self, item: &Item, offset: u64, len: u64) -> Result<Bytes, ReadError> {
+        self.read(item_extents(item, offset..offset.saturating_add(len)))
+            .await
+    }
+
+    /// The bytes `extents` describe.
+    pub async fn read(&self, extents: Extents) -> Result<Bytes, ReadError> {
+        let program = ByteRangeProgram::compile(&extents.map.normalize()?, &self.limits);
+        if program.dest_len() == 0 {
             return Ok(Bytes::new());
         }
-        let mut map = ByteRangeMap::new(end - offset);
-        let mut objects = Vec::new();
-        match &item.source {
-            ItemSource::Whole { object } => {
-                objects.push(ObjectRef {
-                    path: object.clone(),
-                    len: item.size,
-                    drop_behind: true,
-                });
-                map.push_data(0, end - offset, SourceIndex(0), offset);
-            }
-            ItemSource::Packed {
-                pack,
-                offset: base,
-                pack_len,
-            } => {
-                objects.push(ObjectRef {
-                    path: pack.clone(),
-                    len: *pack_len,
-                    drop_behind: false,
-                });
-                map.push_data(0, end - offset, SourceIndex(0), base + offset);
-            }
-            ItemSource::Chunked { chunks } => {
-                let mut chunk_start = 0u64;
-                for chunk in chunks.iter() {
-                    let chunk_end = chunk_start + chunk.size;
-                    let (from, to) = (offset.max(chunk_start), end.min(chunk_end));
-                    if from < to {
-                        map.push_data(
-                            from - offset,
-                            to - from,
-                            SourceIndex(objects.len()),
-                            from - chunk_start,
-                        );
-                        objects.push(ObjectRef {
-                            path: chunk.object.clone(),
-                            len: chunk.size,
-                            drop_behind: true,
-                        });
-                    }
-                    chunk_start = chunk_end;
+        let sources: Vec<Box<dyn SeekableSource + '_>> = extents
+            .sources
+            .into_iter()
+            .map(|source| -> Box<dyn SeekableSource + '_> {
+                match source {
+                    Source::Object(object) => Box::new(CachedObject {
+                        cache: &self.cache,
+                        object,
+                    }),
+                    Source::Memory(bytes) => Box::new(MemorySource::new(bytes)),
                 }
-            }
-        }
-        let program = ByteRangeProgram::compile(&map.normalize()?, &self.limits);
-        let mut cached = Vec::with_capacity(objects.len());
-        for object in objects {
-            cached.push(CachedObject {
-                cache: &self.cache,
-                object,
-            });
-        }
-        let mut sources: Vec<&dyn SeekableSource> = Vec::with_capacity(cached.len());
-        for source in &cached {
-            sources.push(source);
-        }
+            })
+            .collect();
+        let sources: Vec<&dyn SeekableSource> = sources.iter().map(|s| &**s).collect();
         Ok(program.execute(&sources).await?)
     }
 }

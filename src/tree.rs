@@ -4,7 +4,7 @@
 use thiserror::Error;
 
 use crate::dataset::{Item, Snapshot};
-use crate::format::ObjectId;
+use crate::format::{Attrs, ObjectId};
 
 /// Index of a node; the root is [`Tree::ROOT`].
 pub type NodeId = u32;
@@ -55,6 +55,8 @@ pub struct TrackSpan {
 #[derive(Debug)]
 pub struct Tree {
     nodes: Vec<Node>,
+    /// Attributes recorded for directories (few have any).
+    dir_attrs: foldhash::HashMap<NodeId, Attrs>,
     items: Vec<Item>,
     tracks: Vec<TrackSpan>,
     manifest_id: ObjectId,
@@ -75,6 +77,7 @@ impl Tree {
                 kind: NodeKind::Dir(Vec::new()),
             }],
             dirs: foldhash::HashMap::default(),
+            dir_attrs: foldhash::HashMap::default(),
         };
         for timeline in &snapshot.manifest.timelines {
             b.dir(Self::ROOT, timeline)?;
@@ -90,6 +93,17 @@ impl Tree {
                 modality: track.modality.clone(),
                 track: track.track_id,
             });
+            let mut dir_attrs = Vec::new();
+            for dir in &track.dirs {
+                let mut at = modality;
+                for part in dir.name.split('/').filter(|p| !p.is_empty()) {
+                    at = b.dir(at, part)?;
+                }
+                if dir.attrs != Attrs::default() {
+                    dir_attrs.push((at, dir.attrs));
+                }
+            }
+            b.dir_attrs.extend(dir_attrs);
             items.reserve(track.items.len());
             for item in track.items {
                 let index = u32::try_from(items.len()).map_err(|_| TreeError::TooLarge)?;
@@ -102,8 +116,10 @@ impl Tree {
                 items.push(item);
             }
         }
+        let dir_attrs = std::mem::take(&mut b.dir_attrs);
         let nodes = b.finish()?;
         Ok(Tree {
+            dir_attrs,
             total_bytes: items.iter().map(|i| i.size).sum(),
             nodes,
             items,
@@ -119,6 +135,11 @@ impl Tree {
 
     pub fn item(&self, index: u32) -> &Item {
         &self.items[index as usize]
+    }
+
+    /// The attributes recorded for directory `id` (none for most).
+    pub fn dir_attrs(&self, id: NodeId) -> Attrs {
+        self.dir_attrs.get(&id).copied().unwrap_or_default()
     }
 
     /// The child `name` of directory `dir`.
@@ -196,6 +217,7 @@ struct Builder {
     /// names are unique, and a file meeting a directory of the same name is
     /// found when the children are sorted.
     dirs: foldhash::HashMap<NodeId, foldhash::HashMap<Box<str>, NodeId>>,
+    dir_attrs: foldhash::HashMap<NodeId, Attrs>,
 }
 
 impl Builder {

@@ -7,15 +7,20 @@ mod common;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
+use bytes::Bytes;
 use common::store::{TestStore, TestStoreControl};
 use common::{write_file, Rng};
-use packfs::dataset::Dataset;
-use packfs::fs::{Fs, FsError, Opened};
+use packfs::cache::ObjectRef;
+use packfs::catalog::{Extents, Source};
+use packfs::dataset::{Dataset, ItemSource};
+use packfs::engine::{ByteRangeMap, SourceIndex};
+use packfs::fs::{Fs, FsError, Opened, SetAttr};
 use packfs::import::ImportOptions;
 use packfs::mount::{open_fs, MountOptions};
-use packfs::namespace::{Ino, ROOT_INO};
+use packfs::namespace::{Ino, Kind, NsError, ROOT_INO};
+use packfs::reader::Reader;
 use packfs::store::Store;
 use packfs::write::WriteOptions;
 
@@ -403,4 +408,135 @@ fn a_file_never_closed_is_kept_in_lost_found_under_its_path() {
             ("t/m/unfinished".to_string(), b"half of it".to_vec()),
         ]
     );
+}
+
+#[test]
+fn modes_times_and_empty_directories_survive_a_crash() {
+    let bench = small_dataset();
+    let core = bench.mount();
+    let m = core.path("t/m").unwrap();
+    core.fs().mkdir(m, b"empty", 0o700).unwrap();
+    let long_ago = UNIX_EPOCH + Duration::from_nanos(1_000_000_000_123_456_789);
+    let stored = core.path("t/m/f01").unwrap();
+    let set = SetAttr {
+        perm: Some(0o640),
+        mtime: Some(long_ago),
+        size: None,
+    };
+    core.block_on(core.fs().setattr(stored, None, set)).unwrap();
+    let fh = core.create_open("t/m", "private", b"p");
+    core.block_on(
+        core.fs()
+            .setattr(core.path("t/m/private").unwrap(), Some(fh), set),
+    )
+    .unwrap();
+    core.close(fh);
+    core.crash();
+    bench.mount().unmount(); // recovers and commits
+    let view = bench.mount_read_only();
+    let attr = |p: &str| view.fs().getattr(view.path(p).unwrap()).unwrap().attr;
+    assert_eq!(attr("t/m/empty").kind, Kind::Dir);
+    assert_eq!(attr("t/m/empty").perm, 0o700);
+    for file in ["t/m/f01", "t/m/private"] {
+        assert_eq!(
+            (attr(file).perm, attr(file).mtime),
+            (0o640, long_ago),
+            "{file}"
+        );
+    }
+    // Untouched stored files show the read-only defaults.
+    assert_eq!(attr("t/m/f02").perm, 0o444);
+}
+
+#[test]
+fn the_control_catalog_is_found_by_name_listed_alone_and_read_only() {
+    let bench = small_dataset();
+    let core = bench.mount();
+    let fs = core.fs();
+    let mut root = Vec::new();
+    fs.readdir(ROOT_INO, 0, |name, _, _| {
+        root.push(name.to_string());
+        false
+    })
+    .unwrap();
+    assert_eq!(root, [".", "..", "t"], ".packfs is never listed");
+    let control = core.path(".packfs").unwrap();
+    let mut listed = Vec::new();
+    fs.readdir(control, 0, |name, stat, _| {
+        listed.push((name.to_string(), stat.attr.ino));
+        false
+    })
+    .unwrap();
+    let stats = core.path(".packfs/stats").unwrap();
+    assert_eq!(
+        listed,
+        [
+            (".".to_string(), control),
+            ("..".to_string(), ROOT_INO),
+            ("stats".to_string(), stats)
+        ]
+    );
+    // Read through the same reader as any file: its bytes as `stat` says.
+    let text = core.read_all(stats);
+    assert_eq!(text.len() as u64, fs.getattr(stats).unwrap().attr.size);
+    assert!(fs.getattr(stats).unwrap().volatile);
+    let refused = |e: FsError| matches!(e, FsError::Namespace(NsError::ReadOnly));
+    assert!(refused(fs.mkdir(control, b"x", 0o755).unwrap_err()));
+    assert!(refused(fs.create(control, b"x", 0o644).unwrap_err()));
+    assert!(refused(fs.unlink(control, b"stats").unwrap_err()));
+    let chmod = SetAttr {
+        perm: Some(0o777),
+        ..SetAttr::default()
+    };
+    assert!(refused(
+        core.block_on(fs.setattr(stats, None, chmod)).unwrap_err()
+    ));
+    assert!(refused(
+        core.block_on(fs.open(stats, true, false)).unwrap_err()
+    ));
+}
+
+/// The read model views and bundles build on: one file's bytes from a
+/// store object, memory and PAD in any order, in one read through the cache.
+#[test]
+fn extents_mix_store_ranges_memory_and_pad() {
+    let bench = small_dataset();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let snapshot = runtime.block_on(bench.dataset.snapshot("main")).unwrap();
+    let tree = packfs::tree::Tree::build(snapshot).unwrap();
+    let item = tree.resolve_file("t/m/f03").unwrap();
+    let ItemSource::Packed {
+        pack,
+        offset,
+        pack_len,
+    } = &item.source
+    else {
+        panic!("small items are packed")
+    };
+    let object = Source::Object(ObjectRef {
+        path: pack.clone(),
+        len: *pack_len,
+        drop_behind: false,
+    });
+    // [header][item bytes 100..300][8 zeros][item bytes 0..50]
+    let header = Bytes::from_static(b"HEADER");
+    let mut map = ByteRangeMap::new(6 + 200 + 8 + 50);
+    map.push_data(6, 200, SourceIndex(0), offset + 100)
+        .push_data(0, 6, SourceIndex(1), 0)
+        .push_data(214, 50, SourceIndex(0), *offset)
+        .push_pad(206, 8);
+    let extents = Extents {
+        map,
+        sources: vec![object, Source::Memory(header)],
+    };
+    let reader = Reader::new(bench.dataset.store().clone(), Default::default(), None);
+    let got = runtime.block_on(reader.read(extents)).unwrap();
+    let whole = runtime
+        .block_on(reader.read_item(item, 0, item.size))
+        .unwrap();
+    let mut want = b"HEADER".to_vec();
+    want.extend_from_slice(&whole[100..300]);
+    want.extend_from_slice(&[0; 8]);
+    want.extend_from_slice(&whole[..50]);
+    assert_eq!(&got[..], &want[..]);
 }

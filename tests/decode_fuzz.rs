@@ -32,11 +32,13 @@ fn seeds() -> Vec<Vec<u8>> {
         TrackItem {
             name: "a/b.jpg".into(),
             media_type: "image/jpeg".into(),
+            attrs: Default::default(),
             entry: entry(Placement::Packed { offset: 0 }, 0),
         },
         TrackItem {
             name: "c".into(),
             media_type: "text/plain".into(),
+            attrs: Default::default(),
             entry: entry(Placement::Whole, 1),
         },
     ];

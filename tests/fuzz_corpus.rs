@@ -130,6 +130,7 @@ fn seeds() -> Vec<(&'static str, Vec<Vec<u8>>)> {
     let item = |name: &str, media_type: &str, entry| TrackItem {
         name: name.into(),
         media_type: media_type.into(),
+        attrs: Default::default(),
         entry,
     };
     let packed = |offset| Placement::Packed { offset };

@@ -82,7 +82,7 @@ async fn reimport_adds_and_replaces_by_name_and_keeps_other_tracks() {
     assert!(report.manifest.is_some());
 
     let t = tree(&dataset).await;
-    let reader = packfs::reader::ItemReader::new(dataset.store().clone(), Default::default(), None);
+    let reader = packfs::reader::Reader::new(dataset.store().clone(), Default::default(), None);
     for (path, want) in [
         ("train/image/x.jpg", &b"new x"[..]),
         ("train/image/y.jpg", b"y"),
@@ -91,7 +91,7 @@ async fn reimport_adds_and_replaces_by_name_and_keeps_other_tracks() {
     ] {
         let item = t.resolve_file(path).unwrap();
         assert_eq!(
-            &reader.read(item, 0, 100).await.unwrap()[..],
+            &reader.read_item(item, 0, 100).await.unwrap()[..],
             want,
             "{path}"
         );
@@ -214,9 +214,12 @@ async fn unchanged_reimport_commits_nothing_and_renamed_copies_share_bytes() {
     let copies = import(&dataset, &b, &options()).await.unwrap();
     assert_eq!(copies.objects_written, 0);
     let t = tree(&dataset).await;
-    let reader = packfs::reader::ItemReader::new(dataset.store().clone(), Default::default(), None);
+    let reader = packfs::reader::Reader::new(dataset.store().clone(), Default::default(), None);
     for name in ["t/m/07", "t/m/copy-07"] {
         let item = t.resolve_file(name).unwrap();
-        assert_eq!(&reader.read(item, 0, 100).await.unwrap()[..], b"bytes 7");
+        assert_eq!(
+            &reader.read_item(item, 0, 100).await.unwrap()[..],
+            b"bytes 7"
+        );
     }
 }

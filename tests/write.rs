@@ -6,8 +6,9 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
+use std::fs::Permissions;
 use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, PermissionsExt as _};
 use std::path::Path;
 use std::process::Command;
 
@@ -687,13 +688,7 @@ fn allow_other_lets_others_in_under_kernel_permission_checks() {
     // enforces it for others.
     let modes = ["--allow-other", "--file-mode", "0640", "--dir-mode", "0750"];
     let m = home.mount(&mnt, &modes);
-    let mode = |rel: &str| {
-        std::fs::metadata(m.path.join(rel))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o7777
-    };
+    let mode = |rel: &str| mode_of(&m.path.join(rel));
     assert_eq!((mode("t/seed"), mode("t/seed/readme.txt")), (0o750, 0o640));
     let denied = as_nobody(&["ls", &p("t/seed")]);
     assert!(
@@ -752,4 +747,110 @@ fn kill_9_mid_commit(home: Home, tmp: &Path) {
     for (rel, bytes) in &expected {
         assert_eq!(&std::fs::read(m.path.join(rel)).unwrap(), bytes, "{rel}");
     }
+}
+
+/// `rsync -a` into a mount twice, then after a remount a third time with
+/// `--itemize-changes`: nothing is left to transfer or fix, because modes,
+/// mtimes and directories (empty ones too) are stored.
+#[test]
+fn rsync_a_into_a_mount_is_idempotent_across_remounts() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = seeded(Home::local(&tmp.path().join("ds")), tmp.path());
+    let src = tmp.path().join("rsync-src");
+    let mut rng = Rng::new(21);
+    for i in 0..40 {
+        let rel = format!("d{}/f{i}.bin", i % 4);
+        let len = rng.below(20_000) as usize;
+        write_file(&src.join(&rel), &rng.bytes(len));
+    }
+    std::fs::create_dir_all(src.join("empty/deeper")).unwrap();
+    std::fs::set_permissions(src.join("d1/f1.bin"), Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(src.join("d2"), Permissions::from_mode(0o750)).unwrap();
+    std::fs::set_permissions(src.join("d3/f3.bin"), Permissions::from_mode(0o755)).unwrap();
+    // Times from the past, as a checkout or an unpacked archive has.
+    run_ok(
+        "touch",
+        &[
+            "-d",
+            "2001-02-03 04:05:06.789",
+            src.join("d0/f0.bin").to_str().unwrap(),
+        ],
+    );
+    run_ok(
+        "touch",
+        &[
+            "-d",
+            "1999-12-31 23:59:59",
+            src.join("empty").to_str().unwrap(),
+        ],
+    );
+
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    let rsync = |m: &Mounted, extra: &[&str]| {
+        let target = format!("{}/", m.path.join("t/seed/copy").display());
+        let mut args = vec!["-a"];
+        args.extend_from_slice(extra);
+        let from = format!("{}/", src.display());
+        args.extend_from_slice(&[&from, &target]);
+        String::from_utf8(run_ok("rsync", &args).stdout).unwrap()
+    };
+    let m = home.mount_rw(&mnt, &spool, &[]);
+    rsync(&m, &[]);
+    rsync(&m, &[]);
+    m.unmount();
+    let m = home.mount_rw(&mnt, &spool, &[]);
+    let changes = rsync(&m, &["--itemize-changes"]);
+    assert_eq!(changes, "", "rsync found differences after a remount");
+    assert!(m.path.join("t/seed/copy/empty/deeper").is_dir());
+    let mode = |rel: &str| mode_of(&m.path.join(rel));
+    assert_eq!(mode("t/seed/copy/d1/f1.bin"), 0o600);
+    assert_eq!(mode("t/seed/copy/d2"), 0o750);
+    m.unmount();
+    home.verify();
+}
+
+/// An empty directory made through a mount, its mode and time, and a
+/// chmod of a stored file survive unmount and remount.
+#[test]
+fn empty_directories_modes_and_times_persist() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = seeded(Home::local(&tmp.path().join("ds")), tmp.path());
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    let m = home.mount_rw(&mnt, &spool, &[]);
+    std::fs::create_dir_all(m.path.join("t/seed/out/run1")).unwrap();
+    std::fs::set_permissions(m.path.join("t/seed/out"), Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(
+        m.path.join("t/seed/readme.txt"),
+        Permissions::from_mode(0o751),
+    )
+    .unwrap();
+    run_ok(
+        "touch",
+        &[
+            "-m",
+            "-d",
+            "2010-01-01 00:00:00",
+            m.path.join("t/seed/out/run1").to_str().unwrap(),
+        ],
+    );
+    let before = std::fs::metadata(m.path.join("t/seed/out/run1"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    m.unmount();
+    let m = home.mount(&mnt, &[]);
+    let meta = |rel: &str| std::fs::metadata(m.path.join(rel)).unwrap();
+    assert!(
+        meta("t/seed/out/run1").is_dir(),
+        "the empty directory is gone"
+    );
+    assert_eq!(meta("t/seed/out/run1").modified().unwrap(), before);
+    assert_eq!(meta("t/seed/out").permissions().mode() & 0o7777, 0o700);
+    assert_eq!(
+        meta("t/seed/readme.txt").permissions().mode() & 0o7777,
+        0o751
+    );
+    m.unmount();
 }

@@ -23,7 +23,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use tracing::{info, warn};
 
 use super::{Dataset, DatasetError, TrackContent, TrackUpdate};
-use crate::format::{FragmentEntry, Manifest, ObjectId, Track, TrackItem, TRACK_KIND_FRAGMENT};
+use crate::format::{
+    Attrs, FragmentEntry, Manifest, ObjectId, Track, TrackDir, TrackItem, TRACK_KIND_FRAGMENT,
+};
 use crate::store::StoreError;
 
 /// Manifests visited per tip while looking for the common ancestor (the
@@ -315,7 +317,11 @@ fn refuse_other_kinds(id: ObjectId, manifest: &Manifest) -> Result<(), DatasetEr
 
 /// A three-way merge of one Track, one side at a time.
 struct TrackMerge {
-    base: HashMap<String, FragmentEntry>,
+    /// What each item of the base is: its entry and attributes.
+    base: HashMap<String, (FragmentEntry, Attrs)>,
+    /// Directories the base records, and the merged ones so far.
+    base_dirs: HashMap<String, Attrs>,
+    dirs: BTreeMap<String, Attrs>,
     /// The merged items so far, by name; the first side starts it.
     items: BTreeMap<String, TrackItem>,
     /// Every entry seen, for the packs' sake: `Track::new` keeps one of each
@@ -326,11 +332,16 @@ struct TrackMerge {
 impl TrackMerge {
     fn new(base: Option<&Track>) -> Self {
         let items = base.map(Track::items).unwrap_or_default();
+        let base_dirs: HashMap<String, Attrs> = base
+            .map(Track::dirs)
+            .unwrap_or_default()
+            .iter()
+            .map(|d| (d.name.clone(), d.attrs))
+            .collect();
         TrackMerge {
-            base: items
-                .iter()
-                .map(|i| (i.name.clone(), i.entry.clone()))
-                .collect(),
+            base: items.iter().map(|i| (i.name.clone(), version(i))).collect(),
+            dirs: base_dirs.iter().map(|(n, a)| (n.clone(), *a)).collect(),
+            base_dirs,
             items: items.iter().map(|i| (i.name.clone(), i.clone())).collect(),
             entries: items
                 .iter()
@@ -358,20 +369,21 @@ impl TrackMerge {
             .cloned()
             .collect();
         for name in removed {
-            if self.items.get(&name).map(|i| &i.entry) == self.base.get(&name) {
+            if self.items.get(&name).map(version).as_ref() == self.base.get(&name) {
                 self.items.remove(&name);
             }
         }
+        self.apply_dirs(side);
         let mut conflicts = Vec::new();
         for item in side_items {
             let base = self.base.get(&item.name);
-            if base == Some(&item.entry) {
+            if base == Some(&version(item)) {
                 continue; // unchanged on this side
             }
             match self.items.get(&item.name) {
-                Some(current) if current.entry == item.entry => {}
+                Some(current) if version(current) == version(item) => {}
                 // Untouched by earlier sides: this side's version.
-                Some(current) if Some(&current.entry) == base => {
+                Some(current) if Some(&version(current)) == base => {
                     self.items.insert(item.name.clone(), item.clone());
                 }
                 None => {
@@ -387,6 +399,28 @@ impl TrackMerge {
             }
         }
         conflicts
+    }
+
+    /// Applies one side's directory changes since the base: a directory
+    /// it removed goes unless an earlier side changed it; one it added or
+    /// changed takes its attributes.
+    fn apply_dirs(&mut self, side: Option<&Track>) {
+        let side_dirs: HashMap<&str, Attrs> = side
+            .map(Track::dirs)
+            .unwrap_or_default()
+            .iter()
+            .map(|d| (d.name.as_str(), d.attrs))
+            .collect();
+        for (name, attrs) in &self.base_dirs {
+            if !side_dirs.contains_key(name.as_str()) && self.dirs.get(name) == Some(attrs) {
+                self.dirs.remove(name);
+            }
+        }
+        for (name, attrs) in side_dirs {
+            if self.base_dirs.get(name) != Some(&attrs) {
+                self.dirs.insert(name.to_string(), attrs);
+            }
+        }
     }
 
     /// `<stem>.conflict-<id>[-n][.<ext>]`, in the name's last path segment,
@@ -415,8 +449,18 @@ impl TrackMerge {
     fn finish(self, what: &str) -> Result<Track, crate::format::FormatError> {
         let mut items: Vec<TrackItem> = self.items.into_values().collect();
         items.sort_by(|a, b| (a.entry.t_start, &a.name).cmp(&(b.entry.t_start, &b.name)));
-        Track::new(items, self.entries, what)
+        let dirs = self
+            .dirs
+            .into_iter()
+            .map(|(name, attrs)| TrackDir { name, attrs });
+        Track::new(items, self.entries, what)?.with_dirs(dirs.collect(), what)
     }
+}
+
+/// What an item is, for telling whether a side changed it: its bytes
+/// (entry) and its attributes.
+fn version(item: &TrackItem) -> (FragmentEntry, Attrs) {
+    (item.entry.clone(), item.attrs)
 }
 
 #[cfg(test)]
@@ -428,6 +472,7 @@ mod tests {
         TrackItem {
             name: name.into(),
             media_type: "application/octet-stream".into(),
+            attrs: Default::default(),
             entry: FragmentEntry {
                 t_start: t,
                 t_end: t + 1,
@@ -454,6 +499,46 @@ mod tests {
 
     fn id(n: u8) -> ObjectId {
         ObjectId::of(&[0xee, n])
+    }
+
+    #[test]
+    fn a_chmod_and_a_new_directory_on_one_side_survive_the_merge() {
+        let dir = |name: &str, mode| TrackDir {
+            name: name.into(),
+            attrs: Attrs {
+                mode,
+                mtime_ns: None,
+            },
+        };
+        let base = track(vec![item("a", 1, 0), item("b", 2, 1)])
+            .with_dirs(vec![dir("gone", None), dir("kept", None)], "base")
+            .unwrap();
+        // Ours chmods a and removes the directory "gone"; theirs adds c
+        // and an empty directory.
+        let mut a = item("a", 1, 0);
+        a.attrs.mode = Some(0o600);
+        let ours = track(vec![a, item("b", 2, 1)])
+            .with_dirs(vec![dir("kept", None)], "ours")
+            .unwrap();
+        let theirs = track(vec![item("a", 1, 0), item("b", 2, 1), item("c", 3, 2)])
+            .with_dirs(
+                vec![
+                    dir("gone", None),
+                    dir("kept", None),
+                    dir("new", Some(0o700)),
+                ],
+                "theirs",
+            )
+            .unwrap();
+        let mut m = TrackMerge::new(Some(&base));
+        assert!(m.apply(Some(&ours), &id(0)).is_empty());
+        assert!(m.apply(Some(&theirs), &id(1)).is_empty());
+        let merged = m.finish("test").unwrap();
+        let a = merged.items().iter().find(|i| i.name == "a").unwrap();
+        assert_eq!(a.attrs.mode, Some(0o600));
+        assert_eq!(merged.items().len(), 3);
+        let dirs: Vec<_> = merged.dirs().iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(dirs, ["kept", "new"]);
     }
 
     #[test]
@@ -552,6 +637,7 @@ mod tests {
         let packed = |name: &str, offset: u64, t: i64| TrackItem {
             name: name.into(),
             media_type: "application/octet-stream".into(),
+            attrs: Default::default(),
             entry: FragmentEntry {
                 t_start: t,
                 t_end: t + 1,

@@ -8,7 +8,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 
 use super::{Dataset, DatasetError, METADATA_CONCURRENCY};
-use crate::format::{Manifest, ObjectId, Placement, Track, TrackEntry};
+use crate::format::{Attrs, Manifest, ObjectId, Placement, Track, TrackDir, TrackEntry};
 
 /// One chunk object of a chunked item.
 #[derive(Clone, Debug)]
@@ -40,6 +40,8 @@ pub struct Item {
     pub size: u64,
     pub media_type: Arc<str>,
     pub source: ItemSource,
+    /// Mode and mtime its writer recorded.
+    pub attrs: Attrs,
 }
 
 /// The items of one (timeline, modality).
@@ -49,6 +51,8 @@ pub struct SnapshotTrack {
     pub modality: String,
     pub track_id: ObjectId,
     pub items: Vec<Item>,
+    /// Directories the Track records (empty ones, and attributes).
+    pub dirs: Vec<TrackDir>,
 }
 
 /// A Manifest with all its Tracks loaded.
@@ -76,7 +80,7 @@ impl SnapshotTrack {
                 .or_insert_with(|| Arc::new(data_path(id)))
                 .clone()
         };
-        let (items, pack_lens) = track.into_parts();
+        let (items, pack_lens, dirs) = track.into_parts();
         let items = items
             .into_iter()
             .map(|it| {
@@ -99,6 +103,7 @@ impl SnapshotTrack {
                     size: e.byte_size,
                     media_type: it.media_type,
                     source,
+                    attrs: it.attrs,
                 }
             })
             .collect();
@@ -107,6 +112,7 @@ impl SnapshotTrack {
             modality: entry.modality.clone(),
             track_id: entry.track,
             items,
+            dirs,
         })
     }
 }

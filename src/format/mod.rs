@@ -22,4 +22,4 @@ pub use name::{
 };
 pub use object_id::ObjectId;
 pub use reference::{decode_ref, encode_ref};
-pub use track::{PackLengths, Track, TrackItem, TRACK_KIND_FRAGMENT};
+pub use track::{Attrs, PackLengths, Track, TrackDir, TrackItem, TRACK_KIND_FRAGMENT};

@@ -8,6 +8,11 @@
 //! seed and a Track written by another DreamDB writer (no names) still
 //! decodes, with names synthesized as `item-<index>`.
 //!
+//! Optional keys record what a filesystem shows of items and directories:
+//! `modes` and `mtimes` (parallel to `object_index`, null where not
+//! recorded) and `dirs` (directories below the modality, empty ones
+//! included, each `[name, mode, mtime]`). Tracks without them still decode.
+//!
 //! A `null` name marks a *retired* entry: an item that was replaced or
 //! removed while other items of its pack are still live. It is kept so the
 //! pack invariants (entries contiguous from 0, summing to the pack length)
@@ -34,6 +39,16 @@ pub const TRACK_KIND_FRAGMENT: &str = "fragment";
 /// Media type used when a Track does not record one.
 const DEFAULT_MEDIA_TYPE: &str = "application/octet-stream";
 
+/// What a writer recorded of a file or directory for `stat`; `None`:
+/// not recorded (a mount shows its defaults).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Attrs {
+    /// Permission bits (at most `0o7777`).
+    pub mode: Option<u16>,
+    /// Modification time, in nanoseconds since the Unix epoch.
+    pub mtime_ns: Option<i64>,
+}
+
 /// One item of a Track.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrackItem {
@@ -41,6 +56,16 @@ pub struct TrackItem {
     pub name: String,
     pub media_type: Arc<str>,
     pub entry: FragmentEntry,
+    pub attrs: Attrs,
+}
+
+/// A directory below a Track's modality directory: recorded so that an
+/// empty one, and the attributes of any, survive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrackDir {
+    /// Path below the modality directory; `""` is the modality directory.
+    pub name: String,
+    pub attrs: Attrs,
 }
 
 /// The length each pack of a Track must have: the sum of its entries' sizes.
@@ -52,6 +77,8 @@ pub struct Track {
     items: Vec<TrackItem>,
     /// Entries of removed items whose packs still hold live items.
     retired: Vec<FragmentEntry>,
+    /// Recorded directories, sorted by name.
+    dirs: Vec<TrackDir>,
     /// Length every pack must have: the sum of its entries' sizes (seed §3.4).
     pack_lengths: PackLengths,
 }
@@ -143,8 +170,35 @@ impl Track {
         Ok(Track {
             items,
             retired,
+            dirs: Vec::new(),
             pack_lengths,
         })
+    }
+
+    /// The same Track recording `dirs`: names follow the item-name rules
+    /// (or are `""`, the modality directory) and are unique.
+    pub fn with_dirs(mut self, mut dirs: Vec<TrackDir>, what: &str) -> Result<Self, FormatError> {
+        dirs.sort_by(|a, b| a.name.cmp(&b.name));
+        for (i, dir) in dirs.iter().enumerate() {
+            if !dir.name.is_empty() {
+                validate_item_name(&dir.name, &format!("{what} dirs[{i}]"))?;
+            }
+            check_mode(dir.attrs.mode, || format!("{what} dirs[{i}]"))?;
+            if i > 0 && dirs[i - 1].name == dir.name {
+                return Err(FormatError::Name {
+                    what: format!("{what} dirs"),
+                    name: dir.name.clone(),
+                    reason: "duplicate name",
+                });
+            }
+        }
+        self.dirs = dirs;
+        Ok(self)
+    }
+
+    /// The recorded directories, by name.
+    pub fn dirs(&self) -> &[TrackDir] {
+        &self.dirs
     }
 
     /// Removes the items `remove` selects. Packed entries among them are
@@ -170,9 +224,10 @@ impl Track {
         &self.items
     }
 
-    /// The items, and the length each pack must have.
-    pub fn into_parts(self) -> (Vec<TrackItem>, PackLengths) {
-        (self.items, self.pack_lengths)
+    /// The items, the length each pack must have, and the recorded
+    /// directories.
+    pub fn into_parts(self) -> (Vec<TrackItem>, PackLengths, Vec<TrackDir>) {
+        (self.items, self.pack_lengths, self.dirs)
     }
 
     /// Entries of removed items kept for their packs' sake.
@@ -191,17 +246,22 @@ impl Track {
         let mut entries = Vec::with_capacity(self.items.len() + self.retired.len());
         let mut names = Vec::with_capacity(entries.capacity());
         let mut media = Vec::with_capacity(entries.capacity());
+        let (mut modes, mut mtimes) = (Vec::new(), Vec::new());
         for it in &self.items {
             entries.push(it.entry.to_cbor());
             names.push(cbor::text(&it.name));
             media.push(intern(&mut table, &mut index, &it.media_type));
+            modes.push(mode_value(it.attrs.mode));
+            mtimes.push(mtime_value(it.attrs.mtime_ns));
         }
         for e in &self.retired {
             entries.push(e.to_cbor());
             names.push(Value::Null);
             media.push(intern(&mut table, &mut index, DEFAULT_MEDIA_TYPE));
+            modes.push(Value::Null);
+            mtimes.push(Value::Null);
         }
-        cbor::encode(&Value::Map(vec![
+        let mut map = vec![
             (cbor::text("kind"), cbor::text(TRACK_KIND_FRAGMENT)),
             (cbor::text("object_index"), Value::Array(entries)),
             (cbor::text("names"), Value::Array(names)),
@@ -210,7 +270,26 @@ impl Track {
                 Value::Array(table.iter().map(|t| cbor::text(t)).collect()),
             ),
             (cbor::text("media_types"), Value::Array(media)),
-        ]))
+        ];
+        // Written only when recorded, so a Track without them encodes (and
+        // hashes) exactly as before they existed.
+        if self.items.iter().any(|i| i.attrs.mode.is_some()) {
+            map.push((cbor::text("modes"), Value::Array(modes)));
+        }
+        if self.items.iter().any(|i| i.attrs.mtime_ns.is_some()) {
+            map.push((cbor::text("mtimes"), Value::Array(mtimes)));
+        }
+        if !self.dirs.is_empty() {
+            let dirs = self.dirs.iter().map(|d| {
+                Value::Array(vec![
+                    cbor::text(&d.name),
+                    mode_value(d.attrs.mode),
+                    mtime_value(d.attrs.mtime_ns),
+                ])
+            });
+            map.push((cbor::text("dirs"), Value::Array(dirs.collect())));
+        }
+        cbor::encode(&Value::Map(map))
     }
 
     /// Decodes and validates a Track; `what` names the object for errors.
@@ -231,19 +310,27 @@ impl Track {
             None => (0..len).map(|i| Some(format!("item-{i:08}"))).collect(),
         };
         let media = media_types(raw.media_table, raw.media_types, len, what)?;
+        let modes = raw.modes.unwrap_or_else(|| vec![None; len]);
+        parallel(modes.len(), len, what, "modes")?;
+        let mtimes = raw.mtimes.unwrap_or_else(|| vec![None; len]);
+        parallel(mtimes.len(), len, what, "mtimes")?;
         let mut items = Vec::with_capacity(len);
         let mut retired = Vec::new();
-        for ((entry, name), media_type) in raw.index.into_iter().zip(names).zip(media) {
+        let attrs = modes.into_iter().zip(mtimes);
+        let fields = raw.index.into_iter().zip(names).zip(media).zip(attrs);
+        for (i, (((entry, name), media_type), (mode, mtime_ns))) in fields.enumerate() {
+            check_mode(mode, || format!("{what} modes[{i}]"))?;
             match name {
                 Some(name) => items.push(TrackItem {
                     name,
                     media_type,
                     entry,
+                    attrs: Attrs { mode, mtime_ns },
                 }),
                 None => retired.push(entry),
             }
         }
-        Track::new(items, retired, what)
+        Track::new(items, retired, what)?.with_dirs(raw.dirs.unwrap_or_default(), what)
     }
 }
 
@@ -257,6 +344,9 @@ struct RawTrack {
     names: Option<Vec<Option<String>>>,
     media_table: Option<Vec<String>>,
     media_types: Option<Vec<u64>>,
+    modes: Option<Vec<Option<u16>>>,
+    mtimes: Option<Vec<Option<i64>>>,
+    dirs: Option<Vec<TrackDir>>,
 }
 
 impl<'de> Deserialize<'de> for RawTrack {
@@ -282,6 +372,9 @@ impl<'de> Deserialize<'de> for RawTrack {
                         Some("names") => raw.names = Some(map.next_value::<Elements<Name>>()?.0),
                         Some("media_type_table") => raw.media_table = Some(map.next_value()?),
                         Some("media_types") => raw.media_types = Some(map.next_value()?),
+                        Some("modes") => raw.modes = Some(map.next_value()?),
+                        Some("mtimes") => raw.mtimes = Some(map.next_value()?),
+                        Some("dirs") => raw.dirs = Some(map.next_value::<Elements<Dir>>()?.0),
                         _ => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -336,6 +429,56 @@ impl Element for Name {
                 ),
             )),
         }
+    }
+}
+
+/// `dirs` elements: `[name, mode or null, mtime or null]`.
+struct Dir;
+
+impl Element for Dir {
+    type Out = TrackDir;
+    fn decode(value: Value, i: usize) -> Result<TrackDir, FormatError> {
+        let bad = |detail: &str| FormatError::shape(format!("dirs[{i}]"), detail.to_string());
+        let Value::Array(fields) = value else {
+            return Err(bad("expected [name, mode, mtime]"));
+        };
+        let [name, mode, mtime] =
+            <[Value; 3]>::try_from(fields).map_err(|_| bad("expected [name, mode, mtime]"))?;
+        let name = name.into_text().map_err(|_| bad("the name is not text"))?;
+        // Null, or an integer that fits `T`.
+        fn optional<T: TryFrom<ciborium::value::Integer>>(v: Value) -> Result<Option<T>, ()> {
+            match v {
+                Value::Null => Ok(None),
+                v => Ok(Some(
+                    T::try_from(v.as_integer().ok_or(())?).map_err(|_| ())?,
+                )),
+            }
+        }
+        let mode = optional(mode).map_err(|()| bad("the mode is not a small unsigned integer"))?;
+        let mtime_ns = optional(mtime).map_err(|()| bad("the mtime is not an integer"))?;
+        Ok(TrackDir {
+            name,
+            attrs: Attrs { mode, mtime_ns },
+        })
+    }
+}
+
+fn mode_value(mode: Option<u16>) -> Value {
+    mode.map_or(Value::Null, |m| cbor::uint(u64::from(m)))
+}
+
+fn mtime_value(mtime_ns: Option<i64>) -> Value {
+    mtime_ns.map_or(Value::Null, |t| Value::Integer(t.into()))
+}
+
+/// Permission bits fit in `0o7777`.
+fn check_mode(mode: Option<u16>, what: impl FnOnce() -> String) -> Result<(), FormatError> {
+    match mode {
+        Some(m) if m > 0o7777 => Err(FormatError::shape(
+            what(),
+            format!("mode {m:#o} has bits outside 0o7777"),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -425,6 +568,7 @@ mod tests {
         TrackItem {
             name: name.into(),
             media_type: "image/jpeg".into(),
+            attrs: Default::default(),
             entry: FragmentEntry {
                 t_start: 0,
                 t_end: 1,
@@ -454,6 +598,67 @@ mod tests {
         let back = Track::decode(&t.encode(), "t").unwrap();
         assert_eq!(back, t);
         assert_eq!(back.pack_len(&ObjectId::of(b"p")), Some(12));
+    }
+
+    #[test]
+    fn modes_mtimes_and_dirs_round_trip_and_are_absent_unless_recorded() {
+        let plain = Track::new(
+            vec![item("a", b"p", 0, 5), item("b", b"p", 5, 1)],
+            vec![],
+            "t",
+        )
+        .unwrap();
+        let bytes = plain.encode();
+        for key in ["modes", "mtimes", "dirs"] {
+            let found = bytes.windows(key.len()).any(|w| w == key.as_bytes());
+            assert!(!found, "{key} written with nothing recorded");
+        }
+        let decoded = Track::decode(&bytes, "t").unwrap();
+        assert!(decoded.items().iter().all(|i| i.attrs == Attrs::default()));
+        assert!(decoded.dirs().is_empty());
+
+        let mut a = item("a", b"p", 0, 5);
+        a.attrs = Attrs {
+            mode: Some(0o600),
+            mtime_ns: Some(-1_500_000_000),
+        };
+        let mut b = item("sub/b", b"p", 5, 1);
+        b.attrs.mtime_ns = Some(1_700_000_000_123_456_789);
+        let dirs = vec![
+            TrackDir {
+                name: "sub/empty".into(),
+                attrs: Attrs::default(),
+            },
+            TrackDir {
+                name: "".into(),
+                attrs: Attrs {
+                    mode: Some(0o750),
+                    mtime_ns: None,
+                },
+            },
+        ];
+        let t = Track::new(vec![a, b], vec![], "t")
+            .unwrap()
+            .with_dirs(dirs, "t")
+            .unwrap();
+        let back = Track::decode(&t.encode(), "t").unwrap();
+        assert_eq!(back, t);
+        assert_eq!(back.dirs()[0].name, "", "sorted by name");
+
+        let dup = vec![
+            TrackDir {
+                name: "d".into(),
+                attrs: Attrs::default(),
+            };
+            2
+        ];
+        let e = plain.clone().with_dirs(dup, "t").unwrap_err();
+        assert!(e.to_string().contains("duplicate"), "{e}");
+        let mut bad = item("a", b"p", 0, 5);
+        bad.attrs.mode = Some(0o10000);
+        let bytes = Track::new(vec![bad], vec![], "t").unwrap().encode();
+        let e = Track::decode(&bytes, "t").unwrap_err();
+        assert!(e.to_string().contains("outside 0o7777"), "{e}");
     }
 
     #[test]

@@ -135,6 +135,7 @@ pub async fn import_files(
                 name: file.name.clone(),
                 media_type: media_type(&file.name).into(),
                 entry,
+                attrs: Default::default(),
             });
     }
     // Another writer may move the ref between our read and our CAS; the
@@ -236,6 +237,7 @@ fn check_options(o: &ImportOptions) -> Result<(), ImportError> {
 /// the kept ones.
 fn merge_items(old: Track, new: Vec<TrackItem>, what: &str) -> Result<Track, FormatError> {
     let replaced: HashSet<String> = new.iter().map(|i| i.name.clone()).collect();
+    let dirs = old.dirs().to_vec();
     let (mut items, retired) = old.remove_items(|i| replaced.contains(&i.name));
     let first = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
     for (t, mut item) in (first..).zip(new) {
@@ -243,7 +245,7 @@ fn merge_items(old: Track, new: Vec<TrackItem>, what: &str) -> Result<Track, For
         item.entry.t_end = t + 1;
         items.push(item);
     }
-    Track::new(items, retired, what)
+    Track::new(items, retired, what)?.with_dirs(dirs, what)
 }
 
 /// A media type from the file extension; the bytes are never sniffed.

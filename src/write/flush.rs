@@ -161,7 +161,13 @@ impl Flusher {
             };
             if complete {
                 let size = std::fs::metadata(&spool.path).map_or(0, |m| m.len());
-                records.push(Record::Put { path, file, size });
+                let attrs = self.ns.file_attrs(ino).unwrap_or_default();
+                records.push(Record::Put {
+                    path,
+                    file,
+                    size,
+                    attrs,
+                });
             } else {
                 records.push(Record::Open { path, file });
             }
@@ -179,7 +185,7 @@ impl Flusher {
             let Some(files) = &mut m.files else { continue };
             let mut fresh: Vec<&str> = files
                 .iter()
-                .filter(|f| f.new && matches!(f.content, Content::Spool(_)))
+                .filter(|f| !f.stored && matches!(f.content, Content::Spool(_)))
                 .map(|f| f.name.as_str())
                 .collect();
             let wait = fresh.len() % per_pack;
@@ -206,6 +212,7 @@ impl Flusher {
                         path: format!("{}/{}/{}", m.timeline, m.modality, f.name),
                         file: file.to_string_lossy().into_owned(),
                         size,
+                        attrs: f.attrs,
                     });
                 }
                 false
@@ -363,6 +370,7 @@ impl Flusher {
                 name: f.name.clone(),
                 media_type,
                 entry,
+                attrs: f.attrs,
             });
         }
         let first = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
@@ -376,10 +384,13 @@ impl Flusher {
                 name: f.name.clone(),
                 media_type: media_type(&f.name).into(),
                 entry: entry.clone(),
+                attrs: f.attrs,
             });
         }
         let what = format!("track {}/{}", m.timeline, m.modality);
-        Ok(Track::new(items, retired, &what).map_err(DatasetError::from)?)
+        let track =
+            Track::new(items, retired, &what).and_then(|t| t.with_dirs(m.dirs.clone(), &what));
+        Ok(track.map_err(DatasetError::from)?)
     }
 
     /// The Track item of tree item `index` in the mounted Manifest (its
@@ -400,7 +411,7 @@ impl Flusher {
                     .track(&span.track, "the mounted manifest")
                     .await?;
                 retired.extend(track.items().iter().map(|i| i.entry.clone()));
-                let (items, _) = track.into_parts();
+                let (items, _, _) = track.into_parts();
                 e.insert(items.into_iter().map(|i| (i.name.clone(), i)).collect())
             }
         };
@@ -495,6 +506,8 @@ impl Flusher {
             size: entry.byte_size,
             media_type: media_type(&source.name).into(),
             source: source_of,
+            // The file's node in the overlay keeps showing its own.
+            attrs: Default::default(),
         })
     }
 }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use ciborium::value::Value;
 use parking_lot::Mutex;
 
-use crate::format::ObjectId;
+use crate::format::{Attrs, ObjectId};
 
 /// One journaled change. Paths are `/`-separated from the mount's root.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,17 +31,20 @@ pub enum Record {
         path: String,
         file: String,
     },
-    /// The file at `path` is complete with the bytes of spool file `file`.
+    /// The file at `path` is complete with the bytes of spool file `file`,
+    /// with mode and mtime `attrs`.
     Put {
         path: String,
         file: String,
         size: u64,
+        attrs: Attrs,
     },
     Unlink {
         path: String,
     },
     Mkdir {
         path: String,
+        mode: Option<u16>,
     },
     Rmdir {
         path: String,
@@ -50,6 +53,12 @@ pub enum Record {
         from: String,
         to: String,
     },
+    /// `chmod`/`utimens` of the file or directory at `path`.
+    SetAttr {
+        path: String,
+        mode: Option<u16>,
+        mtime_ns: Option<i64>,
+    },
 }
 
 impl Record {
@@ -57,42 +66,79 @@ impl Record {
         let text = |s: &str| Value::Text(s.to_string());
         Value::Array(match self {
             Record::Base(id) => vec![text("base"), text(&id.to_hex())],
-            Record::Put { path, file, size } => {
+            Record::Put {
+                path,
+                file,
+                size,
+                attrs,
+            } => {
                 vec![
                     text("put"),
                     text(path),
                     text(file),
                     Value::Integer((*size).into()),
+                    optional(attrs.mode),
+                    optional(attrs.mtime_ns),
                 ]
             }
             Record::Open { path, file } => vec![text("open"), text(path), text(file)],
             Record::Unlink { path } => vec![text("unlink"), text(path)],
-            Record::Mkdir { path } => vec![text("mkdir"), text(path)],
+            Record::Mkdir { path, mode } => vec![text("mkdir"), text(path), optional(*mode)],
             Record::Rmdir { path } => vec![text("rmdir"), text(path)],
             Record::Rename { from, to } => vec![text("rename"), text(from), text(to)],
+            Record::SetAttr {
+                path,
+                mode,
+                mtime_ns,
+            } => vec![
+                text("setattr"),
+                text(path),
+                optional(*mode),
+                optional(*mtime_ns),
+            ],
         })
     }
 
     fn from_cbor(v: &Value) -> Option<Record> {
         let items = v.as_array()?;
         let text = |i: usize| items.get(i)?.as_text().map(str::to_string);
+        // An optional integer: null or missing (a record written before the
+        // field existed) is `None`; anything else must fit `T`.
+        fn int<T: TryFrom<i128>>(items: &[Value], i: usize) -> Option<Option<T>> {
+            match items.get(i) {
+                None | Some(Value::Null) => Some(None),
+                Some(v) => Some(Some(T::try_from(v.as_integer()?.into()).ok()?)),
+            }
+        }
         Some(match text(0)?.as_str() {
             "base" => Record::Base(ObjectId::from_hex(&text(1)?).ok()?),
             "put" => Record::Put {
                 path: text(1)?,
                 file: text(2)?,
                 size: u64::try_from(items.get(3)?.as_integer()?).ok()?,
+                attrs: Attrs {
+                    mode: int(items, 4)?,
+                    mtime_ns: int(items, 5)?,
+                },
             },
             "open" => Record::Open {
                 path: text(1)?,
                 file: text(2)?,
             },
             "unlink" => Record::Unlink { path: text(1)? },
-            "mkdir" => Record::Mkdir { path: text(1)? },
+            "mkdir" => Record::Mkdir {
+                path: text(1)?,
+                mode: int(items, 2)?,
+            },
             "rmdir" => Record::Rmdir { path: text(1)? },
             "rename" => Record::Rename {
                 from: text(1)?,
                 to: text(2)?,
+            },
+            "setattr" => Record::SetAttr {
+                path: text(1)?,
+                mode: int(items, 2)?,
+                mtime_ns: int(items, 3)?,
             },
             _ => return None,
         })
@@ -103,6 +149,10 @@ impl Record {
         ciborium::into_writer(&self.to_cbor(), &mut out).expect("writing to a Vec cannot fail");
         out
     }
+}
+
+fn optional<T: Into<ciborium::value::Integer>>(value: Option<T>) -> Value {
+    value.map_or(Value::Null, |v| Value::Integer(v.into()))
 }
 
 /// The records of the journal at `path` (empty if there is none), up to
@@ -228,6 +278,7 @@ mod tests {
         let records = [
             Record::Mkdir {
                 path: "t/m/d".into(),
+                mode: None,
             },
             Record::Open {
                 path: "t/m/d/f".into(),
@@ -237,6 +288,10 @@ mod tests {
                 path: "t/m/d/f".into(),
                 file: "7".into(),
                 size: 1234,
+                attrs: Attrs {
+                    mode: Some(0o640),
+                    mtime_ns: None,
+                },
             },
             Record::Rename {
                 from: "t/m/d/f".into(),
@@ -247,6 +302,16 @@ mod tests {
             },
             Record::Rmdir {
                 path: "t/m/d".into(),
+            },
+            Record::SetAttr {
+                path: "t/m/g".into(),
+                mode: Some(0o600),
+                mtime_ns: Some(-5),
+            },
+            Record::SetAttr {
+                path: "t/m".into(),
+                mode: None,
+                mtime_ns: Some(1_700_000_000_000_000_000),
             },
         ];
         for r in &records {
@@ -278,11 +343,13 @@ mod tests {
         let j = Journal::create(&path, ObjectId::of(b"a")).unwrap();
         j.append(&Record::Mkdir {
             path: "t/m/1".into(),
+            mode: None,
         })
         .unwrap();
         let mark = j.mark();
         j.append(&Record::Mkdir {
             path: "t/m/2".into(),
+            mode: None,
         })
         .unwrap();
         let new_base = ObjectId::of(b"b");
@@ -293,6 +360,7 @@ mod tests {
             .unwrap();
         j.append(&Record::Mkdir {
             path: "t/m/3".into(),
+            mode: None,
         })
         .unwrap();
         assert_eq!(
@@ -301,10 +369,12 @@ mod tests {
                 Record::Base(new_base),
                 carried,
                 Record::Mkdir {
-                    path: "t/m/2".into()
+                    path: "t/m/2".into(),
+                    mode: None,
                 },
                 Record::Mkdir {
-                    path: "t/m/3".into()
+                    path: "t/m/3".into(),
+                    mode: None,
                 },
             ]
         );

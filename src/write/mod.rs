@@ -30,8 +30,8 @@ use tracing::{info, warn};
 
 use crate::dataset::{Dataset, DatasetError};
 use crate::import::ImportError;
-use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, SpoolFile};
-use crate::reader::{ItemReader, ReadError};
+use crate::namespace::{ns_of_time, Attr, Content, Ino, Kind, Namespace, NsError, SpoolFile};
+use crate::reader::{ReadError, Reader};
 use journal::{Journal, Record};
 pub use recover::recover;
 pub use spool::{default_dir, Spool};
@@ -153,7 +153,7 @@ struct FlushStatus {
 /// The write side of a read-write mount.
 pub struct Writer {
     ns: Arc<Namespace>,
-    reader: ItemReader,
+    reader: Reader,
     spool: Spool,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
@@ -184,7 +184,7 @@ impl Writer {
         ns: Arc<Namespace>,
         dataset: Dataset,
         ref_name: &str,
-        reader: ItemReader,
+        reader: Reader,
         spool_dir: &std::path::Path,
         options: WriteOptions,
     ) -> Result<Arc<Writer>, WriteError> {
@@ -211,7 +211,7 @@ impl Writer {
         ns: Arc<Namespace>,
         dataset: Dataset,
         ref_name: &str,
-        reader: ItemReader,
+        reader: Reader,
         spool: Spool,
         journal: Journal,
         options: WriteOptions,
@@ -255,7 +255,13 @@ impl Writer {
             return; // unlinked meanwhile: nothing to keep
         };
         let size = std::fs::metadata(&spool.path).map_or(0, |m| m.len());
-        self.journal(Record::Put { path, file, size });
+        let attrs = self.ns.file_attrs(ino).unwrap_or_default();
+        self.journal(Record::Put {
+            path,
+            file,
+            size,
+            attrs,
+        });
     }
 
     /// Journals that file `ino` is being written in spool file `spool`: if
@@ -295,6 +301,7 @@ impl Writer {
         let attr = self.ns.mkdir(parent, name, perm)?;
         self.journal(Record::Mkdir {
             path: self.entry_path(parent, name)?,
+            mode: Some(perm),
         });
         Ok(attr)
     }
@@ -483,7 +490,7 @@ impl Writer {
         };
         let mut offset = 0;
         while offset < item.size {
-            let bytes = self.reader.read(&item, offset, STEP).await?;
+            let bytes = self.reader.read_item(&item, offset, STEP).await?;
             let (file, path, len) = (file.clone(), to.path.clone(), bytes.len() as u64);
             blocking(move || {
                 file.write_all_at(&bytes, offset)
@@ -685,19 +692,25 @@ impl Writer {
         self.spool.remove(&files);
     }
 
-    /// Sets the mode and/or mtime of `ino`.
+    /// Sets the mode and/or mtime of `ino` (`chmod`, `utimens`), journaled;
+    /// both are committed with the file or directory.
     pub fn set_times_and_mode(
         &self,
         ino: Ino,
         perm: Option<u16>,
         mtime: Option<SystemTime>,
     ) -> Result<(), WriteError> {
-        match self.ns.attr(ino)?.kind {
-            Kind::Dir => self.ns.update_dir(ino, perm, mtime)?,
-            Kind::File => self.ns.update_file(ino, false, |f| {
-                f.perm = perm.unwrap_or(f.perm);
-                f.mtime = mtime.unwrap_or(f.mtime);
-            })?,
+        self.ns.set_attrs(ino, perm, mtime)?;
+        let path = match self.ns.attr(ino)?.kind {
+            Kind::Dir => Some(self.ns.dir_path(ino)?.join("/")),
+            Kind::File => self.ns.file_path(ino)?,
+        };
+        if let Some(path) = path {
+            self.journal(Record::SetAttr {
+                path,
+                mode: perm,
+                mtime_ns: mtime.map(ns_of_time),
+            });
         }
         Ok(())
     }

@@ -12,8 +12,8 @@ use tracing::warn;
 use super::journal::{self, Journal, Record};
 use super::{Spool, WriteError, WriteOptions, Writer};
 use crate::dataset::Dataset;
-use crate::namespace::{Ino, Namespace, NsError, ROOT_INO};
-use crate::reader::ItemReader;
+use crate::namespace::{time_of_ns, Ino, Namespace, NsError, ROOT_INO};
+use crate::reader::Reader;
 use crate::tree::Tree;
 
 /// Commits what the journal of the spool at `spool_dir` holds for
@@ -21,7 +21,7 @@ use crate::tree::Tree;
 pub async fn recover(
     dataset: &Dataset,
     ref_name: &str,
-    reader: ItemReader,
+    reader: Reader,
     spool_dir: &Path,
     options: &WriteOptions,
 ) -> Result<usize, WriteError> {
@@ -99,7 +99,12 @@ pub async fn recover(
 fn replay(writer: &Writer, ns: &Namespace, record: &Record) -> Result<(), WriteError> {
     match record {
         Record::Base(_) | Record::Open { .. } => {}
-        Record::Put { path, file, size } => {
+        Record::Put {
+            path,
+            file,
+            size,
+            attrs,
+        } => {
             let (parent, name) = parent_of(ns, path)?;
             let spool = writer.spool.named(file);
             if !spool.path.exists() {
@@ -108,20 +113,33 @@ fn replay(writer: &Writer, ns: &Namespace, record: &Record) -> Result<(), WriteE
                     source: std::io::ErrorKind::NotFound.into(),
                 });
             }
-            ns.put_file(parent, name, spool, *size)?;
+            let ino = ns.put_file(parent, name, spool, *size)?;
+            let mtime = attrs.mtime_ns.map(time_of_ns);
+            ns.set_attrs(ino, attrs.mode, mtime)?;
         }
         Record::Unlink { path } => {
             let (parent, name) = parent_of(ns, path)?;
             let ino = ns.unlink(parent, name)?;
             writer.forget_if_unused(ino);
         }
-        Record::Mkdir { path } => {
+        Record::Mkdir { path, mode } => {
             let (parent, name) = parent_of(ns, path)?;
-            ns.mkdir(parent, name, 0o755)?;
+            ns.mkdir(parent, name, mode.unwrap_or(0o755))?;
         }
         Record::Rmdir { path } => {
             let (parent, name) = parent_of(ns, path)?;
             ns.rmdir(parent, name)?;
+        }
+        Record::SetAttr {
+            path,
+            mode,
+            mtime_ns,
+        } => {
+            let ino = path
+                .split('/')
+                .filter(|c| !c.is_empty())
+                .try_fold(ROOT_INO, |dir, c| ns.lookup(dir, c.as_bytes()))?;
+            ns.set_attrs(ino, *mode, mtime_ns.map(time_of_ns))?;
         }
         Record::Rename { from, to } => {
             let (parent, name) = parent_of(ns, from)?;

@@ -12,6 +12,12 @@ use std::time::{Duration, Instant};
 
 pub const PACKFS: &str = env!("CARGO_BIN_EXE_packfs");
 
+/// The permission bits of `path`.
+pub fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
 /// Runs packfs with `args`; panics with its output if it fails.
 pub fn packfs_ok(args: &[&str]) -> Output {
     run_ok(PACKFS, args)
