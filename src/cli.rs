@@ -161,7 +161,7 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
         /// Keep unreachable objects younger than this (a writer may not have
-        /// moved its ref yet): e.g. 24h, 30m, 0s.
+        /// moved its ref yet): e.g. 24h, 3h; at least 2h.
         #[arg(long, default_value = "24h", value_parser = packfs::store::parse_duration)]
         grace: std::time::Duration,
     },
@@ -496,6 +496,7 @@ pub async fn run_log(at: DatasetAt, max_count: usize) -> CliResult {
 }
 
 pub async fn run_gc(dataset: String, dry_run: bool, grace: std::time::Duration) -> CliResult {
+    packfs::gc::check_grace(grace)?;
     let dataset = Dataset::open(&dataset, false)?;
     let report = packfs::gc::gc(&dataset, grace, dry_run).await?;
     let verb = if dry_run { "would delete" } else { "deleted" };
@@ -514,6 +515,12 @@ pub async fn run_gc(dataset: String, dry_run: bool, grace: std::time::Duration) 
         report.too_young,
         grace
     );
+    if report.spared > 0 {
+        eprintln!(
+            "kept {} objects a writer reused or committed while gc ran",
+            report.spared
+        );
+    }
     Ok(())
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use futures::StreamExt;
 use object_store::path::Path;
 
-use crate::dataset::{Dataset, DatasetError, ItemSource};
+use crate::dataset::{check_hash, Dataset, DatasetError, ItemSource};
 use crate::format::{ObjectId, Placement};
 use crate::store::StoreError;
 use crate::tree::Tree;
@@ -114,12 +114,15 @@ async fn check_object(
     }
     let actual = ObjectId::from_hasher(&hasher);
     match path.filename().map(ObjectId::from_hex) {
-        Some(Ok(named)) if named == actual => (size, None),
+        Some(Ok(named)) => (
+            size,
+            check_hash(path, &named, actual)
+                .err()
+                .map(|e| e.to_string()),
+        ),
         _ => (
             size,
-            Some(format!(
-                "{path}: content hashes to {actual}, which is not its name (corrupt object)"
-            )),
+            Some(format!("{path}: not named by a content address")),
         ),
     }
 }

@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use packfs::format::ObjectId;
+use packfs::format::{Manifest, ObjectId};
 
 /// What a run of the binary did.
 struct Run {
@@ -235,17 +235,21 @@ fn intact_dataset_reads_and_verifies() {
     );
 }
 
-fn assert_malformed_manifest(f: &Fixture, variant: &str) {
-    let object = f.manifest_object();
-    for args in [
+/// `ls`, `cat` and (with `log`) `log` of `f` fail with stderr holding
+/// every needle and print nothing; `verify` fails and names them too; a
+/// mount fails with them and does not start.
+fn assert_refused(f: &Fixture, variant: &str, needles: &[&str], log: bool) {
+    let mut commands = vec![
         vec!["ls", f.ds()],
         vec!["ls", f.ds(), "train/image", "-l"],
         vec!["cat", f.ds(), "train/image/a.jpg"],
-        vec!["log", f.ds()],
-    ] {
+    ];
+    if log {
+        commands.push(vec!["log", f.ds()]);
+    }
+    for args in commands {
         let run = packfs(&args);
-        run.assert_failed()
-            .stderr_has(&[object.as_str(), "malformed CBOR"]);
+        run.assert_failed().stderr_has(needles);
         assert!(
             run.stdout.is_empty(),
             "{variant} {args:?}: {}",
@@ -256,39 +260,56 @@ fn assert_malformed_manifest(f: &Fixture, variant: &str) {
     verify.assert_failed();
     let out = verify.stdout_text() + &verify.stderr;
     assert!(
-        out.contains(&object) && out.contains("malformed CBOR"),
-        "{variant}: verify must name the manifest: {}",
+        needles.iter().all(|n| out.contains(n)),
+        "{variant}: verify must name {needles:?}: {}",
         verify.describe()
     );
     assert!(!out.contains("OK ref"), "{variant}: {}", verify.describe());
+
+    common::require_fuse();
+    let mnt = f.tmp.path().join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    let run = packfs(&["mount", f.ds(), s(&mnt)]);
+    let mounted = common::is_mounted(&mnt);
+    if mounted {
+        Command::new("umount").arg(&mnt).status().unwrap();
+    }
+    run.assert_failed().stderr_has(needles);
+    assert!(!mounted, "{variant}: mounted");
+}
+
+/// A Manifest damaged in place: its bytes no longer hash to its name.
+fn assert_damaged_manifest(f: &Fixture, variant: &str) {
+    let object = f.manifest_object();
+    assert_refused(f, variant, &[object.as_str(), "is damaged"], true);
 }
 
 #[test]
-fn truncated_manifest_is_malformed_cbor() {
+fn truncated_manifest_is_damaged() {
     let f = Fixture::new();
     let path = f.ds.join(f.manifest_object());
     let bytes = fs::read(&path).unwrap();
     fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
-    assert_malformed_manifest(&f, "truncated");
+    assert_damaged_manifest(&f, "truncated");
 }
 
 #[test]
-fn garbage_manifest_is_malformed_cbor() {
+fn garbage_manifest_is_damaged() {
     let f = Fixture::new();
     let path = f.ds.join(f.manifest_object());
     // 0xff is a "break" with no indefinite-length item open: never valid.
     fs::write(&path, b"\xff\x00garbage, not a manifest").unwrap();
-    assert_malformed_manifest(&f, "garbage");
+    assert_damaged_manifest(&f, "garbage");
 }
 
 #[test]
-fn manifest_with_trailing_bytes_is_malformed_cbor() {
+fn manifest_with_trailing_bytes_is_damaged() {
     let f = Fixture::new();
     let path = f.ds.join(f.manifest_object());
     let mut bytes = fs::read(&path).unwrap();
     bytes.extend_from_slice(b"\x00\x01");
     fs::write(&path, &bytes).unwrap();
-    assert_malformed_manifest(&f, "trailing bytes");
+    assert_damaged_manifest(&f, "trailing bytes");
 }
 
 #[test]
@@ -374,6 +395,90 @@ fn truncated_pack_names_pack_and_lengths() {
             "{item}"
         );
     }
+}
+
+/// The Track object of `timeline/modality` in the fixture's Manifest.
+fn track_object(f: &Fixture, timeline: &str, modality: &str) -> String {
+    let bytes = fs::read(f.ds.join(f.manifest_object())).unwrap();
+    let manifest = Manifest::decode(&bytes, "the fixture's manifest").unwrap();
+    let entry = manifest
+        .tracks
+        .iter()
+        .find(|t| t.timeline == timeline && t.modality == modality)
+        .unwrap();
+    format!("_packfs/tracks/{}", entry.track.to_hex())
+}
+
+/// A Track object whose bytes are not those its name is the hash of, but
+/// still a valid Track: a whole other Track copied over it, or one byte
+/// of a name changed. Every command refuses it, naming the object, its id
+/// and the hash of what is there.
+#[test]
+fn track_that_does_not_hash_to_its_name_is_refused() {
+    for variant in ["another track", "one byte changed"] {
+        let f = Fixture::new();
+        let object = track_object(&f, "train", "image");
+        let expected = object.rsplit('/').next().unwrap().to_string();
+        let path = f.ds.join(&object);
+        let damaged = if variant == "another track" {
+            fs::read(f.ds.join(track_object(&f, "train", "label"))).unwrap()
+        } else {
+            let mut bytes = fs::read(&path).unwrap();
+            let at = bytes.windows(5).position(|w| w == b"a.jpg").unwrap();
+            bytes[at] = b'q';
+            bytes
+        };
+        let found = ObjectId::of(&damaged).to_hex();
+        fs::write(&path, &damaged).unwrap();
+        assert_refused(
+            &f,
+            variant,
+            &[&object, "is damaged", &found, &expected],
+            false,
+        );
+    }
+}
+
+/// The ItemManifest of the chunked item with its two chunks listed the
+/// other way round: valid, the same total size, the wrong bytes. Refused,
+/// like a damaged Track.
+#[test]
+fn item_manifest_that_does_not_hash_to_its_name_is_refused() {
+    let f = Fixture::new();
+    // The smallest object of train/video is the ItemManifest (the other
+    // two are its 1 MiB and 12345-byte chunks).
+    let dir = f.ds.join("train/video/0");
+    let path = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .min_by_key(|p| fs::metadata(p).unwrap().len())
+        .unwrap();
+    let expected = path.file_name().unwrap().to_str().unwrap().to_string();
+    let object = format!("train/video/0/{expected}");
+    let mut manifest: ciborium::Value =
+        ciborium::from_reader(&fs::read(&path).unwrap()[..]).unwrap();
+    let ciborium::Value::Map(fields) = &mut manifest else {
+        panic!("an ItemManifest is a map")
+    };
+    let (_, ciborium::Value::Array(chunks)) = fields
+        .iter_mut()
+        .find(|(k, _)| k.as_text() == Some("chunks"))
+        .unwrap()
+    else {
+        panic!("chunks is an array")
+    };
+    assert_eq!(chunks.len(), 2);
+    chunks.swap(0, 1);
+    let mut damaged = Vec::new();
+    ciborium::into_writer(&manifest, &mut damaged).unwrap();
+    let found = ObjectId::of(&damaged).to_hex();
+    fs::write(&path, &damaged).unwrap();
+    assert_refused(
+        &f,
+        "chunks swapped",
+        &[&object, "is damaged", &found, &expected],
+        false,
+    );
 }
 
 #[test]

@@ -5,8 +5,15 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
+use bytes::Bytes;
 use common::*;
+use object_store::path::Path as ObjectPath;
+use packfs::dataset::{Dataset, TrackContent, TrackUpdate};
+use packfs::format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
+use packfs::gc::gc;
+use packfs::verify::verify;
 
 /// Writes an object nobody references at `rel` below the dataset, dated
 /// `age` ago (`touch -d`).
@@ -98,10 +105,157 @@ fn gc_deletes_old_unreachable_objects_and_keeps_all_history() {
     assert_eq!(std::fs::read(m.path.join("t/m/0")).unwrap(), b"replaced");
     m.unmount();
 
+    // A grace shorter than writers may take to commit what they reused
+    // is refused, unless overridden.
+    let out = Command::new(PACKFS)
+        .args(["gc", ds, "--grace", "1h"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("too short") && err.contains("PACKFS_UNSAFE_GRACE"),
+        "{err}"
+    );
+    assert!(young.exists());
     let out = Command::new(PACKFS)
         .args(["gc", ds, "--grace", "0s"])
+        .env(packfs::gc::UNSAFE_GRACE_ENV, "1")
         .output()
         .unwrap();
     assert!(out.status.success());
     assert!(!young.exists());
+}
+
+/// Sets the modification time of `path` (what a local store reports as an
+/// object's last-modified) to `age` ago (`touch -d`).
+fn age(path: &Path, age: &str) {
+    run_ok("touch", &["-d", age, path.to_str().unwrap()]);
+}
+
+/// Commits, as the first commit of `main`, a Track whose one item `item`
+/// is the whole object `address`, without writing that object.
+async fn commit_item(dataset: &Dataset, address: ObjectId, size: usize) {
+    let item = TrackItem {
+        name: "item".to_string(),
+        media_type: "application/octet-stream".into(),
+        entry: FragmentEntry {
+            t_start: 0,
+            t_end: 1,
+            byte_size: size as u64,
+            address,
+            placement: Placement::Whole,
+        },
+    };
+    let track = TrackUpdate {
+        timeline: "t".into(),
+        modality: "m".into(),
+        content: TrackContent::New(Track::new(vec![item], Vec::new(), "test track").unwrap()),
+    };
+    dataset
+        .commit("main", None, vec![track], "test")
+        .await
+        .unwrap();
+    let verified = verify(dataset, "main").await.unwrap();
+    assert!(verified.problems.is_empty(), "{:?}", verified.problems);
+}
+
+/// Runs `test` on a new local dataset in a directory (also passed) that
+/// lives as long as the returned guard.
+fn on_new_dataset<F>(test: impl FnOnce(Dataset, PathBuf) -> F) -> tempfile::TempDir
+where
+    F: std::future::Future<Output = ()>,
+{
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(test(dataset, dir));
+    tmp
+}
+
+/// An object no ref reaches, last modified 3 hours ago (an abandoned
+/// upload): returns its id, bytes and path.
+async fn old_orphan(
+    dataset: &Dataset,
+    dir: &Path,
+    bytes: &'static [u8],
+) -> (ObjectId, Bytes, ObjectPath) {
+    let store = dataset.store();
+    let id = ObjectId::of(bytes);
+    let object = store.layout().data_object("t", "m", &id);
+    let bytes = Bytes::from_static(bytes);
+    store.put_immutable(&object, bytes.clone()).await.unwrap();
+    age(&dir.join(object.as_ref()), "3 hours ago");
+    (id, bytes, object)
+}
+
+/// A grace the orphans' age is past.
+const GRACE: Duration = Duration::from_secs(2 * 3600);
+
+const ITEM: &[u8] = b"uploaded, never committed, then written again";
+
+/// A writer's dedupe hit on an old unreachable object (an abandoned
+/// upload), with a whole gc running between the dedupe and the writer's
+/// commit: the object must still be there for the commit.
+#[test]
+fn a_deduped_old_object_survives_a_gc_before_the_commit() {
+    let tmp = on_new_dataset(|dataset, dir| async move {
+        let (id, bytes, object) = old_orphan(&dataset, &dir, ITEM).await;
+        // The writer builds the same bytes: they are already stored.
+        dataset
+            .store()
+            .put_immutable(&object, bytes.clone())
+            .await
+            .unwrap();
+        let report = gc(&dataset, GRACE, false).await.unwrap();
+        commit_item(&dataset, id, bytes.len()).await;
+        assert!(report.unreachable.is_empty(), "{report:?}");
+    });
+    let ds = tmp.path().join("ds");
+    let cat = packfs_ok(&["cat", ds.to_str().unwrap(), "t/m/item"]);
+    assert_eq!(cat.stdout, ITEM);
+}
+
+/// gc chooses its victims, then a commit naming one of them lands (its
+/// writer reused the object without refreshing it: it was young enough
+/// then), then gc deletes: that victim survives, the other goes.
+#[test]
+fn a_commit_between_gc_plan_and_delete_keeps_its_objects() {
+    on_new_dataset(|dataset, dir| async move {
+        let (id, bytes, _) = old_orphan(&dataset, &dir, b"chosen by gc, then committed").await;
+        let (_, _, other) = old_orphan(&dataset, &dir, b"chosen by gc, nobody wants it").await;
+
+        let plan = packfs::gc::plan(&dataset, GRACE).await.unwrap();
+        assert_eq!(plan.report().unreachable.len(), 2, "{:?}", plan.report());
+        commit_item(&dataset, id, bytes.len()).await;
+        let report = plan.delete().await.unwrap();
+
+        assert_eq!(report.spared, 1, "{report:?}");
+        assert_eq!(report.unreachable, [(other, 29)], "{report:?}");
+        let verified = verify(&dataset, "main").await.unwrap();
+        assert!(verified.problems.is_empty(), "{:?}", verified.problems);
+    });
+}
+
+/// gc chooses its victims, then a writer reuses one (a dedupe hit, which
+/// refreshes an old object), then gc deletes, then the writer commits: the
+/// victim survives, because gc reads its age again just before deleting.
+#[test]
+fn a_victim_reused_between_gc_plan_and_delete_survives() {
+    on_new_dataset(|dataset, dir| async move {
+        let (id, bytes, object) = old_orphan(&dataset, &dir, b"chosen by gc, then reused").await;
+
+        let plan = packfs::gc::plan(&dataset, GRACE).await.unwrap();
+        assert_eq!(plan.report().unreachable.len(), 1, "{:?}", plan.report());
+        dataset
+            .store()
+            .put_immutable(&object, bytes.clone())
+            .await
+            .unwrap();
+        let report = plan.delete().await.unwrap();
+        assert_eq!((report.spared, report.unreachable.len()), (1, 0));
+        commit_item(&dataset, id, bytes.len()).await;
+    });
 }

@@ -85,8 +85,7 @@ fn damaged_manifest_refuses_to_mount_with_the_reason() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("malformed CBOR")
-            && err.contains(manifest.file_name().unwrap().to_str().unwrap()),
+        err.contains("is damaged") && err.contains(manifest.file_name().unwrap().to_str().unwrap()),
         "{err}"
     );
     assert!(!is_mounted(&mnt.canonicalize().unwrap()));

@@ -40,6 +40,8 @@ pub struct DiskCache {
     state: Mutex<State>,
     /// Held for the cache's lifetime: the flock is released on close.
     _lock: File,
+    #[cfg(test)]
+    pub(super) probe: probe::PutProbe,
 }
 
 struct State {
@@ -96,6 +98,8 @@ impl DiskCache {
             max_bytes,
             state: Mutex::new(state),
             _lock: lock,
+            #[cfg(test)]
+            probe: Default::default(),
         };
         cache.evict(&mut cache.state.lock());
         Ok(cache)
@@ -135,6 +139,8 @@ impl DiskCache {
 
     /// Stores a block (best effort: a full or failing disk only costs hits).
     pub fn put(&self, object: &Path, block_size: u64, block: u64, content: &[u8]) {
+        #[cfg(test)]
+        let _probe = self.probe.enter();
         let name = Self::name(object, block_size, block);
         let path = self.dir.join(&name);
         let tmp = self.dir.join(format!("{name}.tmp"));
@@ -168,6 +174,41 @@ impl DiskCache {
             };
             let _ = fs::remove_file(self.dir.join(name));
             state.bytes -= size;
+        }
+    }
+}
+
+/// A test instrument: slows every `put` and records how many ran at once.
+#[cfg(test)]
+pub(super) mod probe {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::time::Duration;
+
+    #[derive(Default)]
+    pub(in crate::cache) struct PutProbe {
+        pub delay: parking_lot::Mutex<Duration>,
+        running: AtomicUsize,
+        pub most: AtomicUsize,
+    }
+
+    pub(in crate::cache) struct Running<'a>(&'a PutProbe);
+
+    impl PutProbe {
+        pub(super) fn enter(&self) -> Running<'_> {
+            let now = self.running.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            std::thread::sleep(*self.delay.lock());
+            Running(self)
+        }
+
+        pub fn running(&self) -> usize {
+            self.running.load(SeqCst)
+        }
+    }
+
+    impl Drop for Running<'_> {
+        fn drop(&mut self) {
+            self.0.running.fetch_sub(1, SeqCst);
         }
     }
 }

@@ -14,6 +14,8 @@ pub struct Stats {
     pub prefetch_hits: AtomicU64,
     pub prefetch_skipped: AtomicU64,
     pub disk_hits: AtomicU64,
+    /// Blocks not written to the disk tier: its write-behind was full.
+    pub disk_skipped: AtomicU64,
     pub errors: AtomicU64,
 }
 
@@ -35,6 +37,7 @@ impl Stats {
             ("prefetch_hits", &self.prefetch_hits),
             ("prefetch_skipped", &self.prefetch_skipped),
             ("disk_hits", &self.disk_hits),
+            ("disk_skipped", &self.disk_skipped),
             ("errors", &self.errors),
         ] {
             let _ = writeln!(out, "{name:<16} {:>20}", c.load(Ordering::Relaxed));

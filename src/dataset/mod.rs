@@ -45,6 +45,14 @@ pub enum DatasetError {
         id: ObjectId,
         path: String,
     },
+    /// A content-addressed object whose bytes hash to something else than
+    /// the id it was fetched by (and is named by).
+    #[error("object {path} is damaged: its content hashes to {actual}, not to its id {expected}")]
+    Damaged {
+        path: String,
+        expected: ObjectId,
+        actual: ObjectId,
+    },
     #[error("{path}: ItemManifest chunks add up to {actual} bytes but the entry says {expected}")]
     ChunkedSize {
         path: String,
@@ -131,21 +139,28 @@ impl Dataset {
         })
     }
 
+    /// Manifests, Tracks and ItemManifests are checked against their id
+    /// before they are decoded, so a damaged one is reported as damaged
+    /// (not as whatever its changed bytes happen to decode to), and one
+    /// damaged into another valid object is never served.
     pub async fn manifest(&self, id: &ObjectId, referrer: &str) -> Result<Manifest, DatasetError> {
         let path = self.store.layout().manifest(id);
         let bytes = self.fetch(&path, "manifest", id, referrer).await?;
+        check_content(&path, id, &bytes)?;
         Ok(Manifest::decode(&bytes, &format!("manifest {path}"))?)
     }
 
     pub async fn track(&self, id: &ObjectId, referrer: &str) -> Result<Track, DatasetError> {
         let path = self.store.layout().track(id);
         let bytes = self.fetch(&path, "track", id, referrer).await?;
-        let what = format!("track {path}");
-        Ok(
-            tokio::task::spawn_blocking(move || Track::decode(&bytes, &what))
-                .await
-                .expect("track decode panicked")?,
-        )
+        let id = *id;
+        // Tracks can be tens of MB: hash and decode off the async threads.
+        tokio::task::spawn_blocking(move || {
+            check_content(&path, &id, &bytes)?;
+            Ok(Track::decode(&bytes, &format!("track {path}"))?)
+        })
+        .await
+        .expect("track decode panicked")
     }
 
     pub async fn item_manifest(
@@ -157,6 +172,7 @@ impl Dataset {
     ) -> Result<ItemManifest, DatasetError> {
         let path = self.store.layout().data_object(timeline, modality, id);
         let bytes = self.fetch(&path, "ItemManifest", id, referrer).await?;
+        check_content(&path, id, &bytes)?;
         Ok(ItemManifest::decode(
             &bytes,
             &format!("ItemManifest {path}"),
@@ -308,6 +324,29 @@ impl Dataset {
             .await?;
         Ok((id, manifest))
     }
+}
+
+/// Fails with [`DatasetError::Damaged`] unless `bytes`, fetched from `path`
+/// by `id`, hash to `id`.
+pub(crate) fn check_content(path: &Path, id: &ObjectId, bytes: &[u8]) -> Result<(), DatasetError> {
+    check_hash(path, id, ObjectId::of(bytes))
+}
+
+/// Fails with [`DatasetError::Damaged`] unless `actual`, the hash of the
+/// object at `path`, is `expected`, the id it is named by.
+pub(crate) fn check_hash(
+    path: &Path,
+    expected: &ObjectId,
+    actual: ObjectId,
+) -> Result<(), DatasetError> {
+    if actual == *expected {
+        return Ok(());
+    }
+    Err(DatasetError::Damaged {
+        path: path.to_string(),
+        expected: *expected,
+        actual,
+    })
 }
 
 fn now_unix_ns() -> u64 {

@@ -92,6 +92,16 @@ impl StoreError {
     }
 }
 
+/// A content-addressed object found already stored but last modified
+/// longer ago than this is uploaded again by [`Store::put_immutable`], so
+/// that what a writer is about to commit always looks young to `packfs gc`
+/// (whose grace is at least twice this: see `gc::MIN_GRACE`).
+pub const REFRESH_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+fn refresh_age() -> chrono::Duration {
+    chrono::Duration::from_std(REFRESH_AGE).expect("an hour fits")
+}
+
 /// Attempts of one request whose failure may pass (a network error, a
 /// 5xx the backend's own retries did not outlast, a short body), and the
 /// pause before the first retry (doubling after each). Bounded in count and
@@ -423,40 +433,63 @@ impl Store {
             .map_err(|e| StoreError::backend("get", path, e))
     }
 
-    /// The size of an object, or `None` if it does not exist.
-    pub async fn size(&self, path: &Path) -> Result<Option<u64>, StoreError> {
+    /// An object's size and last-modified time, or `None` if it does not
+    /// exist.
+    pub async fn head(&self, path: &Path) -> Result<Option<object_store::ObjectMeta>, StoreError> {
         match retrying(self.options.retry_deadline, "head", path, || {
             self.inner.head(path)
         })
         .await
         {
-            Ok(meta) => Ok(Some(meta.size)),
+            Ok(meta) => Ok(Some(meta)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(StoreError::backend("head", path, e)),
         }
+    }
+
+    /// The size of an object, or `None` if it does not exist.
+    pub async fn size(&self, path: &Path) -> Result<Option<u64>, StoreError> {
+        Ok(self.head(path).await?.map(|meta| meta.size))
     }
 
     /// Writes a content-addressed object unless it is already there.
     /// Returns whether bytes were uploaded. An object present with the wrong
     /// size is damaged and is replaced. Objects over
     /// [`StoreOptions::multipart_threshold`] go up in parts.
+    ///
+    /// An object already there but last modified more than [`REFRESH_AGE`]
+    /// ago is uploaded again (the same bytes, so harmless to any reader) to
+    /// make it young: the caller is about to commit something naming it,
+    /// and `packfs gc` deletes unreachable objects older than its grace
+    /// (at least [`crate::gc::MIN_GRACE`]), which an old abandoned upload
+    /// that this writer happened to rebuild may well be. A refreshed object
+    /// stays safe from gc for a grace after the refresh, and if gc deleted
+    /// it between the HEAD and the refresh, the refresh puts it back.
     pub async fn put_immutable(&self, path: &Path, bytes: Bytes) -> Result<bool, StoreError> {
-        let mode = match self.size(path).await? {
-            Some(size) if size == bytes.len() as u64 => return Ok(false),
+        let len = bytes.len() as u64;
+        let fresh = |meta: &object_store::ObjectMeta| {
+            meta.size == len && chrono::Utc::now() - meta.last_modified < refresh_age()
+        };
+        let mode = match self.head(path).await? {
+            Some(meta) if fresh(&meta) => return Ok(false),
+            Some(meta) if meta.size == len => {
+                tracing::debug!("{path} is older than {REFRESH_AGE:?}: uploading it again");
+                PutMode::Overwrite
+            }
             Some(_) => PutMode::Overwrite,
             None => PutMode::Create,
         };
         let deadline = self.options.retry_deadline;
-        if bytes.len() as u64 > self.options.multipart_threshold {
+        if len > self.options.multipart_threshold {
             // Multipart uploads cannot be create-only; for content-addressed
             // bytes a concurrent identical upload is harmless anyway.
-            // A completion whose answer was lost may have landed: retries
-            // look first.
+            // A completion whose answer was lost may have landed (the
+            // object is then there and young): retries look first.
             let tried = std::sync::atomic::AtomicBool::new(false);
             let put = || async {
                 if tried.swap(true, std::sync::atomic::Ordering::Relaxed) {
                     match self.inner.head(path).await {
-                        Ok(meta) if meta.size == bytes.len() as u64 => return Ok(()),
+                        Ok(meta) if fresh(&meta) => return Ok(()),
                         _ => {}
                     }
                 }
