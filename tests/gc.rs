@@ -139,6 +139,7 @@ async fn commit_item(dataset: &Dataset, address: ObjectId, size: usize) {
     let item = TrackItem {
         name: "item".to_string(),
         media_type: "application/octet-stream".into(),
+        attrs: Default::default(),
         entry: FragmentEntry {
             t_start: 0,
             t_end: 1,
