@@ -353,10 +353,8 @@ fn generate_tree(root: &Path, config: &Config) -> Result<Files> {
 async fn import_tree(src: &Path, dataset_dir: &Path) -> Result<()> {
     progress(format!("importing into {}", dataset_dir.display()));
     let dataset = Dataset::open(path_str(dataset_dir)?, true)?;
-    let options = ImportOptions {
-        progress: false,
-        ..ImportOptions::default()
-    };
+    let mut options = ImportOptions::default();
+    options.pack.progress = false;
     let report = import(&dataset, src, &options).await?;
     progress(format!(
         "imported {} items into {} objects",

@@ -28,11 +28,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         let dataset = Dataset::open(dataset_dir.to_str().ok_or("non-UTF-8 path")?, true)?;
-        let options = ImportOptions {
-            pack_items: 256,
-            chunk_bytes: 4 << 20,
-            ..ImportOptions::default()
-        };
+        let mut options = ImportOptions::default();
+        options.pack.pack_items = 256;
+        options.pack.chunk_bytes = 4 << 20;
         let report = import(&dataset, &source, &options).await?;
         println!(
             "imported {} files into {} objects at {}",

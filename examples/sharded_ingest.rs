@@ -62,10 +62,8 @@ async fn run(dataset_dir: &Path, slices: &[std::path::PathBuf], files: usize) ->
     let seed = dataset_dir.with_file_name("seed");
     std::fs::create_dir_all(seed.join("train/image"))?;
     std::fs::write(seed.join("train/image/README.txt"), b"sharded ingest\n")?;
-    let quiet = ImportOptions {
-        progress: false,
-        ..ImportOptions::default()
-    };
+    let mut quiet = ImportOptions::default();
+    quiet.pack.progress = false;
     import(&dataset, &seed, &quiet).await?;
 
     let started = Instant::now();

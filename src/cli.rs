@@ -10,6 +10,7 @@ use packfs::cache::CacheOptions;
 use packfs::dataset::{writer_string, Dataset, MergeOutcome};
 use packfs::import::{import_files, prepare, ImportOptions};
 use packfs::mount::MountOptions;
+use packfs::packer::PackOptions;
 use packfs::reader::Reader;
 use packfs::tree::{NodeKind, Tree};
 use packfs::write::WriteOptions;
@@ -217,7 +218,7 @@ pub struct ImportArgs {
     #[arg(long)]
     pub timeline: Option<String>,
     /// Most items per pack.
-    #[arg(long, default_value_t = ImportOptions::default().pack_items)]
+    #[arg(long, default_value_t = PackOptions::default().pack_items)]
     pub pack_items: usize,
     /// Most bytes per pack (e.g. 64MiB).
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
@@ -229,7 +230,7 @@ pub struct ImportArgs {
     #[arg(long = "ref", default_value = "main")]
     pub ref_name: String,
     /// Uploads in flight at once.
-    #[arg(long, default_value_t = ImportOptions::default().concurrency)]
+    #[arg(long, default_value_t = PackOptions::default().concurrency)]
     pub concurrency: usize,
     /// Never draw a progress bar.
     #[arg(long)]
@@ -388,13 +389,15 @@ type CliResult = Result<(), Box<dyn std::error::Error>>;
 pub async fn run_import(args: ImportArgs) -> CliResult {
     let options = ImportOptions {
         timeline: args.timeline,
-        pack_items: args.pack_items,
-        pack_bytes: args.pack_bytes,
-        chunk_bytes: args.chunk_bytes,
         ref_name: args.ref_name,
-        concurrency: args.concurrency,
-        progress: !args.no_progress,
-        ..ImportOptions::default()
+        pack: PackOptions {
+            pack_items: args.pack_items,
+            pack_bytes: args.pack_bytes,
+            chunk_bytes: args.chunk_bytes,
+            concurrency: args.concurrency,
+            progress: !args.no_progress,
+            ..PackOptions::default()
+        },
     };
     // Check the source before creating a dataset directory for it.
     let files = prepare(&args.src, &options)?;

@@ -1,6 +1,7 @@
 //! packfs: mount packed datasets in object storage as ordinary files.
 //!
-//! Layers, top to bottom (each uses only those below it):
+//! Layers, top to bottom (each uses only those below it;
+//! `docs/ARCHITECTURE.md` has the picture):
 //!
 //! - [`mount`] and [`fuse`]: the FUSE session and the thin adapter that turns
 //!   kernel requests into calls of the core (errno mapping lives in `fuse`
@@ -8,24 +9,27 @@
 //! - [`fs`]: the filesystem core: every operation a mount answers, on
 //!   inodes, names and byte ranges, with no kernel types; tests drive it
 //!   without `/dev/fuse`.
-//! - [`namespace`]: inodes, names and attributes of the mount: the snapshot's
-//!   tree plus, on a read-write mount, an overlay of the changes.
-//! - [`tree`]: the `/<timeline>/<modality>/<name…>` tree of a snapshot.
-//! - [`catalog`]: what is mounted besides the dataset's tree (read-only
-//!   catalogs attached at names), and [`catalog::Extents`], the one
-//!   description of any file's bytes: a byte-range map over sources.
+//! - [`write`]: read-write mounts: open handles, the spool of written
+//!   files, its journal, and the flusher that packs and commits them.
+//! - [`import`], [`verify`] and [`gc`]: commands that write a dataset from
+//!   a directory tree, check one, and delete what no ref reaches.
+//! - [`namespace`] and [`tree`]: inodes, names and attributes of the
+//!   dataset's `/<timeline>/<modality>/<name…>` tree, plus, on a read-write
+//!   mount, an overlay of the changes.
 //! - [`reader`]: executes extents through the engine against the cache.
+//! - [`catalog`]: read-only catalogs attached at names (the control
+//!   directory), and [`catalog::Extents`], the one description of any
+//!   file's bytes: a byte-range map over sources.
+//! - [`packer`]: local files into packs and chunks, uploaded (import and
+//!   the flusher both use it).
 //! - [`engine`]: byte-range maps (destination ranges → source ranges or
-//!   explicit PAD), checked, compiled into coalesced reads and executed.
-//! - [`cache`]: the shared block cache with in-flight dedupe, per-object
+//!   explicit PAD), checked, compiled into coalesced reads and executed;
+//!   [`cache`]: the shared block cache with in-flight dedupe, per-object
 //!   sequential read-ahead, and the read path's counters.
-//! - [`write`]: read-write mounts: the spool of written files and the
-//!   flusher that packs and commits them.
-//! - [`import`], [`verify`] and [`gc`]: writing a dataset from a directory
-//!   tree, checking one, and deleting what no ref reaches.
-//! - [`dataset`]: refs → Manifests → Tracks → items; commits.
+//! - [`dataset`]: refs → Manifests → Tracks → items; commits; merges.
 //! - [`format`] (pure CBOR codecs, no I/O) and [`store`] (object_store
-//!   wiring: locations, object paths, refs moved by compare-and-swap).
+//!   wiring: locations, object paths, retries, refs moved by
+//!   compare-and-swap).
 
 pub mod cache;
 pub mod catalog;
@@ -39,6 +43,7 @@ pub mod gc;
 pub mod import;
 pub mod mount;
 pub mod namespace;
+pub mod packer;
 pub mod private_dir;
 pub mod reader;
 pub mod store;

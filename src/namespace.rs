@@ -66,12 +66,7 @@ pub enum NsError {
     CrossModality,
 }
 
-/// File or directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Dir,
-    File,
-}
+pub use crate::catalog::Kind;
 
 /// What `stat` shows of a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -554,7 +549,7 @@ impl Namespace {
         let mut o = overlay.write();
         f(&mut Change {
             ns: self,
-            o: &mut o,
+            overlay: &mut o,
         })
     }
 
@@ -574,7 +569,7 @@ impl Namespace {
             ))?;
             let ino = c.alloc();
             let now = SystemTime::now();
-            c.o.files.insert(
+            c.overlay.files.insert(
                 ino,
                 FileNode {
                     content: Content::Spool(spool),
@@ -592,7 +587,7 @@ impl Namespace {
                 },
             );
             c.insert(parent, name, ino, now)?;
-            c.ns.attr_in(c.o, ino)
+            c.ns.attr_in(c.overlay, ino)
         })
     }
 
@@ -602,7 +597,7 @@ impl Namespace {
             let name = c.new_name(parent, name)?;
             let ino = c.alloc();
             let now = SystemTime::now();
-            c.o.dirs.insert(
+            c.overlay.dirs.insert(
                 ino,
                 DirNode {
                     parent,
@@ -617,7 +612,7 @@ impl Namespace {
             // A new modality is a new (empty) Track; a deeper directory is
             // recorded in its modality's Track.
             c.touch(ino)?;
-            c.ns.attr_in(c.o, ino)
+            c.ns.attr_in(c.overlay, ino)
         })
     }
 
@@ -646,7 +641,7 @@ impl Namespace {
                 return Err(NsError::NotEmpty);
             }
             c.remove(parent, name)?;
-            c.o.dirs.remove(&ino);
+            c.overlay.dirs.remove(&ino);
             c.touch(parent)?;
             Ok(())
         })
@@ -699,7 +694,7 @@ impl Namespace {
                     ));
                 }
             }
-            let replaced = c.o.dirs[&new_parent].children.get(&target_name);
+            let replaced = c.overlay.dirs[&new_parent].children.get(&target_name);
             if let Some(old) = replaced {
                 if old == ino {
                     return Ok(None); // same entry: nothing to do
@@ -721,19 +716,19 @@ impl Namespace {
             match kind {
                 Kind::Dir => {
                     c.materialize(ino)?;
-                    let dir = c.o.dirs.get_mut(&ino).expect("materialized");
+                    let dir = c.overlay.dirs.get_mut(&ino).expect("materialized");
                     dir.parent = new_parent;
                     dir.name = target_name.clone();
                 }
                 Kind::File => {
                     c.ensure_file(ino)?;
-                    let file = c.o.files.get_mut(&ino).expect("just ensured");
+                    let file = c.overlay.files.get_mut(&ino).expect("just ensured");
                     file.link = Some((new_parent, target_name.clone()));
                 }
             }
             c.insert(new_parent, target_name, ino, now)?;
             if let Some(old) = replaced {
-                c.o.dirs.remove(&old);
+                c.overlay.dirs.remove(&old);
                 c.unlinked(old);
             }
             c.touch(parent)?;
@@ -753,12 +748,12 @@ impl Namespace {
     ) -> Result<T, NsError> {
         self.change(|c| {
             c.ensure_file(ino)?;
-            let file = c.o.files.get_mut(&ino).expect("just ensured");
+            let file = c.overlay.files.get_mut(&ino).expect("just ensured");
             let out = f(file);
             if changes_content {
                 let modality = file.modality;
-                c.o.dirty.insert(modality);
-                c.o.changes += 1;
+                c.overlay.dirty.insert(modality);
+                c.overlay.changes += 1;
             }
             Ok(out)
         })
@@ -840,7 +835,7 @@ impl Namespace {
         let changes = o.changes;
         let c = Change {
             ns: self,
-            o: &mut o,
+            overlay: &mut o,
         };
         let mut modalities = Vec::new();
         for (timeline, t_ino, t_kind) in c.named_children(ROOT_INO)? {
@@ -1004,7 +999,7 @@ impl Namespace {
     ) -> Result<(), NsError> {
         self.change(|c| {
             c.materialize(ino)?;
-            let dir = c.o.dirs.get_mut(&ino).expect("materialized");
+            let dir = c.overlay.dirs.get_mut(&ino).expect("materialized");
             if let Some(p) = perm {
                 dir.perm = p;
             }
@@ -1038,16 +1033,16 @@ impl Namespace {
 /// One change to the overlay, under its write lock.
 struct Change<'a> {
     ns: &'a Namespace,
-    o: &'a mut Overlay,
+    overlay: &'a mut Overlay,
 }
 
 impl Change<'_> {
     /// Marks the modality holding directory `dir` (if any) changed.
     fn touch(&mut self, dir: Ino) -> Result<(), NsError> {
         if let Some(m) = self.modality_of(dir)? {
-            self.o.dirty.insert(m);
+            self.overlay.dirty.insert(m);
         }
-        self.o.changes += 1;
+        self.overlay.changes += 1;
         Ok(())
     }
 
@@ -1066,14 +1061,14 @@ impl Change<'_> {
     }
 
     fn unlinked(&mut self, ino: Ino) {
-        if let Some(f) = self.o.files.get_mut(&ino) {
+        if let Some(f) = self.overlay.files.get_mut(&ino) {
             f.link = None;
         }
     }
 
     /// Adds tree file `ino` to the overlay (unchanged) unless it is there.
     fn ensure_file(&mut self, ino: Ino) -> Result<(), NsError> {
-        if self.o.files.contains_key(&ino) {
+        if self.overlay.files.contains_key(&ino) {
             return Ok(());
         }
         let (_, node) = self.ns.tree_node(ino).ok_or(NsError::NotFound)?;
@@ -1087,7 +1082,7 @@ impl Change<'_> {
         let (perm, mtime) = self
             .ns
             .stored_look(self.ns.tree.item(item).attrs, Kind::File);
-        self.o.files.insert(
+        self.overlay.files.insert(
             ino,
             FileNode {
                 content: Content::Base(item),
@@ -1110,7 +1105,7 @@ impl Change<'_> {
 
     /// The children of `dir` with names and kinds.
     fn named_children(&self, dir: Ino) -> Result<Vec<(String, Ino, Kind)>, NsError> {
-        if let Some(d) = self.o.dirs.get(&dir) {
+        if let Some(d) = self.overlay.dirs.get(&dir) {
             return d
                 .children
                 .iter()
@@ -1157,7 +1152,8 @@ impl Change<'_> {
                     mode: Some(f.perm),
                     mtime_ns: Some(ns_of_time(f.mtime)),
                 };
-                let (content, size, generation, stored, attrs) = match self.o.files.get(&ino) {
+                let (content, size, generation, stored, attrs) = match self.overlay.files.get(&ino)
+                {
                     Some(f) if f.writers > 0 => match &f.origin {
                         Some(origin) => {
                             let size = self.size_of(origin);
@@ -1197,7 +1193,7 @@ impl Change<'_> {
     /// The attributes to record for directory `dir`: what a change set
     /// (the overlay), else what its Track recorded.
     fn dir_attrs(&self, dir: Ino) -> Result<Attrs, NsError> {
-        if let Some(d) = self.o.dirs.get(&dir) {
+        if let Some(d) = self.overlay.dirs.get(&dir) {
             return Ok(Attrs {
                 mode: Some(d.perm),
                 mtime_ns: Some(ns_of_time(d.mtime)),
@@ -1218,8 +1214,8 @@ impl Change<'_> {
     }
 
     fn alloc(&mut self) -> Ino {
-        let ino = self.o.next_ino;
-        self.o.next_ino += 1;
+        let ino = self.overlay.next_ino;
+        self.overlay.next_ino += 1;
         ino
     }
 
@@ -1247,17 +1243,17 @@ impl Change<'_> {
     fn new_name(&mut self, parent: Ino, name: &[u8]) -> Result<Box<str>, NsError> {
         let name = self.checked_name(parent, name)?;
         self.materialize(parent)?;
-        if self.o.dirs[&parent].children.contains_key(&name) {
+        if self.overlay.dirs[&parent].children.contains_key(&name) {
             return Err(NsError::Exists);
         }
         Ok(name)
     }
 
     fn kind(&self, ino: Ino) -> Result<Kind, NsError> {
-        if self.o.files.contains_key(&ino) {
+        if self.overlay.files.contains_key(&ino) {
             return Ok(Kind::File);
         }
-        if self.o.dirs.contains_key(&ino) {
+        if self.overlay.dirs.contains_key(&ino) {
             return Ok(Kind::Dir);
         }
         match self.ns.tree_node(ino).ok_or(NsError::NotFound)?.1.kind {
@@ -1272,14 +1268,14 @@ impl Change<'_> {
         }
         self.materialize(parent)?;
         let name = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;
-        self.o.dirs[&parent]
+        self.overlay.dirs[&parent]
             .children
             .get(name)
             .ok_or(NsError::NotFound)
     }
 
     fn parent(&self, ino: Ino) -> Result<Ino, NsError> {
-        if let Some(d) = self.o.dirs.get(&ino) {
+        if let Some(d) = self.overlay.dirs.get(&ino) {
             return Ok(d.parent);
         }
         let (_, node) = self.ns.tree_node(ino).ok_or(NsError::NotFound)?;
@@ -1314,7 +1310,7 @@ impl Change<'_> {
     }
 
     fn children(&self, dir: Ino) -> Result<Vec<(Ino, Kind)>, NsError> {
-        if let Some(d) = self.o.dirs.get(&dir) {
+        if let Some(d) = self.overlay.dirs.get(&dir) {
             return d
                 .children
                 .iter()
@@ -1332,7 +1328,7 @@ impl Change<'_> {
     }
 
     fn has_children(&self, dir: Ino) -> Result<bool, NsError> {
-        if let Some(d) = self.o.dirs.get(&dir) {
+        if let Some(d) = self.overlay.dirs.get(&dir) {
             return Ok(!d.children.is_empty());
         }
         let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
@@ -1344,10 +1340,10 @@ impl Change<'_> {
 
     /// Copies tree directory `dir`'s children into the overlay (once).
     fn materialize(&mut self, dir: Ino) -> Result<(), NsError> {
-        if self.o.dirs.contains_key(&dir) {
+        if self.overlay.dirs.contains_key(&dir) {
             return Ok(());
         }
-        if self.o.files.contains_key(&dir) {
+        if self.overlay.files.contains_key(&dir) {
             return Err(NsError::NotADirectory);
         }
         let (id, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
@@ -1365,7 +1361,7 @@ impl Change<'_> {
         }
         let children = entries;
         let subdirs = self.ns.tree_subdirs(tree_children);
-        self.o.dirs.insert(
+        self.overlay.dirs.insert(
             dir,
             DirNode {
                 parent: tree_ino(node.parent),
@@ -1388,7 +1384,7 @@ impl Change<'_> {
     ) -> Result<(), NsError> {
         self.materialize(parent)?;
         let is_dir = self.kind(ino)? == Kind::Dir;
-        let dir = self.o.dirs.get_mut(&parent).expect("materialized");
+        let dir = self.overlay.dirs.get_mut(&parent).expect("materialized");
         dir.children.insert(name, ino);
         dir.subdirs += u32::from(is_dir);
         dir.mtime = now;
@@ -1398,12 +1394,12 @@ impl Change<'_> {
     fn remove(&mut self, parent: Ino, name: &[u8]) -> Result<(), NsError> {
         self.materialize(parent)?;
         let name = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;
-        let ino = self.o.dirs[&parent]
+        let ino = self.overlay.dirs[&parent]
             .children
             .get(name)
             .ok_or(NsError::NotFound)?;
         let is_dir = self.kind(ino)? == Kind::Dir;
-        let dir = self.o.dirs.get_mut(&parent).expect("materialized");
+        let dir = self.overlay.dirs.get_mut(&parent).expect("materialized");
         dir.children.remove(name);
         dir.subdirs -= u32::from(is_dir);
         dir.mtime = SystemTime::now();

@@ -52,7 +52,10 @@ impl Bench {
                 &dataset,
                 &src,
                 &ImportOptions {
-                    pack_items: 4,
+                    pack: packfs::packer::PackOptions {
+                        pack_items: 4,
+                        ..Default::default()
+                    },
                     ..ImportOptions::default()
                 },
             ))

@@ -74,9 +74,11 @@ fn mount_read_only(
 
 fn import_options() -> ImportOptions {
     ImportOptions {
-        pack_items: 10,
-        chunk_bytes: 1 << 20,
-        progress: false,
+        pack: packfs::packer::PackOptions {
+            pack_items: 10,
+            chunk_bytes: 1 << 20,
+            ..Default::default()
+        },
         ..ImportOptions::default()
     }
 }

@@ -12,8 +12,10 @@ use packfs::tree::Tree;
 
 fn options() -> ImportOptions {
     ImportOptions {
-        pack_items: 10,
-        progress: false,
+        pack: packfs::packer::PackOptions {
+            pack_items: 10,
+            ..Default::default()
+        },
         ..ImportOptions::default()
     }
 }
@@ -174,10 +176,8 @@ async fn pack_items_1_writes_single_item_fragments() {
     }
     let dir = tmp.path().join("ds");
     let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
-    let opts = ImportOptions {
-        pack_items: 1,
-        ..options()
-    };
+    let mut opts = options();
+    opts.pack.pack_items = 1;
     import(&dataset, &src, &opts).await.unwrap();
     let snapshot = dataset.snapshot("main").await.unwrap();
     assert!(snapshot.tracks[0]

@@ -8,9 +8,8 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use super::{Catalog, Entry, Extents};
+use super::{Catalog, Entry, Extents, Kind};
 use crate::cache::Stats;
-use crate::namespace::Kind;
 
 /// The name it is attached at in the mount's root.
 pub const NAME: &str = crate::format::CONTROL_DIR;

@@ -21,7 +21,13 @@ use bytes::Bytes;
 
 use crate::cache::ObjectRef;
 use crate::engine::ByteRangeMap;
-use crate::namespace::Kind;
+
+/// File or directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+}
 
 /// Where bytes of a file come from. One file may mix kinds.
 #[derive(Clone, Debug)]

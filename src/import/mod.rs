@@ -1,11 +1,9 @@
 //! `packfs import`: packs a directory tree into a dataset.
 //!
 //! The source is scanned and checked completely before anything is written,
-//! then data objects are uploaded (see [`pack_writer`]), and finally one
-//! commit writes the Tracks, the Manifest and moves the ref.
+//! then data objects are uploaded by the [`crate::packer`], and finally
+//! one commit writes the Tracks, the Manifest and moves the ref.
 
-mod pack_writer;
-pub(crate) use pack_writer::upload;
 mod scan;
 
 use std::collections::{BTreeMap, HashSet};
@@ -18,8 +16,9 @@ use crate::dataset::{
     writer_string, Dataset, DatasetError, TrackContent, TrackUpdate, MAX_COMMIT_ATTEMPTS,
 };
 use crate::format::{FormatError, ObjectId, Track, TrackItem};
+pub use crate::packer::{media_type, SourceFile};
+use crate::packer::{upload, PackError, PackOptions};
 use crate::store::StoreError;
-pub use scan::SourceFile;
 
 /// Settings of an import. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]
@@ -27,33 +26,21 @@ pub struct ImportOptions {
     /// Import `SRC/<modality>/…` under this timeline instead of reading the
     /// timeline from the first directory level.
     pub timeline: Option<String>,
-    /// Most items in one pack.
-    pub pack_items: usize,
-    /// Most bytes in one pack (exceeded only by a single larger item).
-    pub pack_bytes: u64,
-    /// Files larger than this are split into chunks of this size.
-    pub chunk_bytes: u64,
     /// The ref to commit to.
     pub ref_name: String,
-    /// Uploads in flight at once.
-    pub concurrency: usize,
-    /// Bytes of file data held in memory by in-flight uploads, at most.
-    pub memory_bytes: u64,
-    /// Draw a progress bar (only ever on a terminal).
-    pub progress: bool,
+    /// How files are packed and uploaded.
+    pub pack: PackOptions,
 }
 
 impl Default for ImportOptions {
     fn default() -> Self {
         ImportOptions {
             timeline: None,
-            pack_items: 1024,
-            pack_bytes: 64 << 20,
-            chunk_bytes: 64 << 20,
             ref_name: "main".into(),
-            concurrency: 64,
-            memory_bytes: 512 << 20,
-            progress: true,
+            pack: PackOptions {
+                progress: true,
+                ..PackOptions::default()
+            },
         }
     }
 }
@@ -83,12 +70,8 @@ pub enum ImportError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} changed size while being imported ({expected} bytes when scanned, now {actual}); nothing was committed")]
-    Changed {
-        path: PathBuf,
-        expected: u64,
-        actual: u64,
-    },
+    #[error(transparent)]
+    Pack(#[from] PackError),
     #[error("invalid option: {0}")]
     Option(String),
     #[error(transparent)]
@@ -124,7 +107,7 @@ pub async fn import_files(
     files: &[SourceFile],
     options: &ImportOptions,
 ) -> Result<ImportReport, ImportError> {
-    let uploaded = pack_writer::upload(dataset, files, options).await?;
+    let uploaded = upload(dataset, files, &options.pack).await?;
 
     let mut groups: BTreeMap<(String, String), Vec<TrackItem>> = BTreeMap::new();
     for (file, entry) in files.iter().zip(uploaded.entries) {
@@ -214,7 +197,8 @@ async fn commit_onto_ref(
     ))
 }
 
-fn check_options(o: &ImportOptions) -> Result<(), ImportError> {
+fn check_options(options: &ImportOptions) -> Result<(), ImportError> {
+    let o = &options.pack;
     let fail = |m: &str| Err(ImportError::Option(m.to_string()));
     if o.pack_items == 0 {
         return fail("--pack-items must be at least 1");
@@ -228,7 +212,7 @@ fn check_options(o: &ImportOptions) -> Result<(), ImportError> {
     if o.concurrency == 0 || o.memory_bytes == 0 {
         return fail("concurrency and memory budget must be at least 1");
     }
-    crate::format::validate_ref_name(&o.ref_name)?;
+    crate::format::validate_ref_name(&options.ref_name)?;
     Ok(())
 }
 
@@ -246,27 +230,4 @@ fn merge_items(old: Track, new: Vec<TrackItem>, what: &str) -> Result<Track, For
         items.push(item);
     }
     Track::new(items, retired, what)?.with_dirs(dirs, what)
-}
-
-/// A media type from the file extension; the bytes are never sniffed.
-pub fn media_type(name: &str) -> &'static str {
-    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-    match ext.as_deref() {
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("png") => "image/png",
-        Some("webp") => "image/webp",
-        Some("gif") => "image/gif",
-        Some("tif" | "tiff") => "image/tiff",
-        Some("wav") => "audio/wav",
-        Some("flac") => "audio/flac",
-        Some("mp3") => "audio/mpeg",
-        Some("mp4") => "video/mp4",
-        Some("webm") => "video/webm",
-        Some("txt") => "text/plain",
-        Some("json") => "application/json",
-        Some("cbor") => "application/cbor",
-        Some("npy") => "application/x-npy",
-        Some("tar") => "application/x-tar",
-        _ => "application/octet-stream",
-    }
 }

@@ -1,24 +1,13 @@
 //! Scanning and checking an import source before anything is written.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::ImportError;
+use super::{ImportError, SourceFile};
 use crate::format::{validate_item_name, validate_segment};
 
 /// How many source problems are listed before the rest are summarized.
 const MAX_REPORTED: usize = 20;
-
-/// A regular file to import.
-#[derive(Clone, Debug)]
-pub struct SourceFile {
-    pub timeline: String,
-    pub modality: String,
-    /// Path below the modality directory, `/`-separated.
-    pub name: String,
-    pub path: PathBuf,
-    pub size: u64,
-}
 
 /// Lists the files of `src`, sorted by (timeline, modality, name), or every
 /// problem found (up to a limit) if any file cannot be imported.

@@ -17,11 +17,11 @@ use crate::dataset::{
     MAX_COMMIT_ATTEMPTS,
 };
 use crate::format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
-use crate::import::{media_type, upload, ImportOptions, SourceFile};
 use crate::namespace::{
     CommittedItem, Content, Export, ExportedFile, ExportedModality, Ino, Namespace, SpoolFile,
     ROOT_INO,
 };
+use crate::packer::{media_type, upload, PackOptions, SourceFile};
 use crate::store::StoreError;
 
 /// A spooled file just committed: its inode, the uploaded version and its
@@ -46,7 +46,7 @@ pub(super) struct Flusher {
     ns: Arc<Namespace>,
     dataset: Dataset,
     ref_name: String,
-    upload_options: ImportOptions,
+    upload_options: PackOptions,
     state: tokio::sync::Mutex<State>,
     /// The namespace change counter the last commit covered.
     committed_changes: AtomicU64,
@@ -71,13 +71,11 @@ impl Flusher {
             })
             .collect();
         Flusher {
-            upload_options: ImportOptions {
+            upload_options: PackOptions {
                 pack_items: options.pack_items,
                 pack_bytes: options.pack_bytes,
                 chunk_bytes: options.chunk_bytes,
-                ref_name: ref_name.to_string(),
-                progress: false,
-                ..ImportOptions::default()
+                ..PackOptions::default()
             },
             state: tokio::sync::Mutex::new(State {
                 own_tip: tree.manifest_id(),

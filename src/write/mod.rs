@@ -29,8 +29,8 @@ use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
 
 use crate::dataset::{Dataset, DatasetError};
-use crate::import::ImportError;
 use crate::namespace::{ns_of_time, Attr, Content, Ino, Kind, Namespace, NsError, SpoolFile};
+use crate::packer::PackError;
 use crate::reader::{ReadError, Reader};
 use journal::{Journal, Record};
 pub use recover::recover;
@@ -110,7 +110,7 @@ pub enum WriteError {
     #[error("reading the old bytes of a file to change it: {0}")]
     CopyUp(#[from] ReadError),
     #[error("uploading written files: {0}")]
-    Upload(#[from] ImportError),
+    Upload(#[from] PackError),
     #[error("committing written files: {0}")]
     Commit(#[from] DatasetError),
     #[error("the dataset tree of the spool journal's base: {0}")]
@@ -121,7 +121,10 @@ pub enum WriteError {
     Panicked(String),
     /// A flush this request waited for failed.
     #[error("the flush failed: {0}; the data stays in the spool for the next attempt")]
-    Flush(String),
+    Flush(#[source] Arc<WriteError>),
+    /// The mount ended before the flush this request waited for.
+    #[error("the mount is shutting down; what was written stays in the spool for the next mount")]
+    ShuttingDown,
 }
 
 impl WriteError {
@@ -147,7 +150,7 @@ struct Handle {
 struct FlushStatus {
     /// Every request up to this number is covered.
     done: u64,
-    error: Option<String>,
+    error: Option<Arc<WriteError>>,
 }
 
 /// The write side of a read-write mount.
@@ -751,7 +754,7 @@ impl Writer {
         let status = status
             .wait_for(|s| s.done >= ticket)
             .await
-            .map_err(|_| WriteError::Flush("the mount is shutting down".into()))?;
+            .map_err(|_| WriteError::ShuttingDown)?;
         match &status.error {
             Some(e) => Err(WriteError::Flush(e.clone())),
             None => Ok(()),
@@ -775,15 +778,16 @@ impl Writer {
             let full = idle
                 || ticket > self.status.borrow().done
                 || self.want_full.swap(false, Ordering::SeqCst);
-            let result = self.flush_some(full).await;
+            let result = self.flush_some(full).await.map_err(Arc::new);
             if let Err(e) = &result {
                 warn!("flush failed (retrying in {backoff:?}): {e}");
             }
+            let failed = result.is_err();
             self.status.send_replace(FlushStatus {
                 done: ticket,
-                error: result.as_ref().err().map(|e| e.to_string()),
+                error: result.err(),
             });
-            if result.is_err() {
+            if failed {
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(30));
                 self.wake.notify_one();

@@ -1,5 +1,7 @@
-//! Groups files into packs and chunks and uploads them: many PUTs in
-//! flight, with the file bytes they hold bounded by a memory budget.
+//! The packer: groups local files into packs and chunks and uploads them,
+//! many PUTs in flight, with the file bytes they hold bounded by a memory
+//! budget. `packfs import` packs a source tree with it, a read-write mount
+//! its spool files.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -12,9 +14,95 @@ use futures::{StreamExt, TryStreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::Semaphore;
 
-use super::{ImportError, ImportOptions, SourceFile};
-use crate::dataset::Dataset;
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use crate::dataset::{Dataset, DatasetError};
 use crate::format::{Chunk, FragmentEntry, ItemManifest, ObjectId, Placement};
+
+/// A local file to pack as item `name` of (`timeline`, `modality`).
+#[derive(Clone, Debug)]
+pub struct SourceFile {
+    pub timeline: String,
+    pub modality: String,
+    /// Path below the modality directory, `/`-separated.
+    pub name: String,
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+/// How files are packed and uploaded.
+#[derive(Clone, Debug)]
+pub struct PackOptions {
+    /// Most items in one pack.
+    pub pack_items: usize,
+    /// Most bytes in one pack (exceeded only by a single larger item).
+    pub pack_bytes: u64,
+    /// Files larger than this are split into chunks of this size.
+    pub chunk_bytes: u64,
+    /// Uploads in flight at once.
+    pub concurrency: usize,
+    /// Bytes of file data held in memory by in-flight uploads, at most.
+    pub memory_bytes: u64,
+    /// Draw a progress bar (only ever on a terminal).
+    pub progress: bool,
+}
+
+impl Default for PackOptions {
+    fn default() -> Self {
+        PackOptions {
+            pack_items: 1024,
+            pack_bytes: 64 << 20,
+            chunk_bytes: 64 << 20,
+            concurrency: 64,
+            memory_bytes: 512 << 20,
+            progress: false,
+        }
+    }
+}
+
+/// Why files could not be packed and uploaded. Nothing is committed then.
+#[derive(Debug, Error)]
+pub enum PackError {
+    #[error("read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} changed size while being packed ({expected} bytes when listed, now {actual}); nothing was committed")]
+    Changed {
+        path: PathBuf,
+        expected: u64,
+        actual: u64,
+    },
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+}
+
+/// A media type from the file extension; the bytes are never sniffed.
+pub fn media_type(name: &str) -> &'static str {
+    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("png") => "image/png",
+        Some("webp") => "image/webp",
+        Some("gif") => "image/gif",
+        Some("tif" | "tiff") => "image/tiff",
+        Some("wav") => "audio/wav",
+        Some("flac") => "audio/flac",
+        Some("mp3") => "audio/mpeg",
+        Some("mp4") => "video/mp4",
+        Some("webm") => "video/webm",
+        Some("txt") => "text/plain",
+        Some("json") => "application/json",
+        Some("cbor") => "application/cbor",
+        Some("npy") => "application/x-npy",
+        Some("tar") => "application/x-tar",
+        _ => "application/octet-stream",
+    }
+}
 
 /// One upload: a pack of consecutive small files, or one chunk of a large one.
 enum Unit {
@@ -53,7 +141,7 @@ enum Done {
 
 /// The FragmentEntry of every file (parallel to the input; `t_start` and
 /// `t_end` are left for the caller) and what the upload cost.
-pub(crate) struct Uploaded {
+pub struct Uploaded {
     pub entries: Vec<FragmentEntry>,
     pub written: usize,
     pub reused: usize,
@@ -62,7 +150,7 @@ pub(crate) struct Uploaded {
 /// Splits files, which are sorted by (timeline, modality, name), into
 /// upload units: small files of one modality are packed in order, up to
 /// `pack_items` and `pack_bytes`; files over `chunk_bytes` are chunked.
-fn plan(files: &[SourceFile], o: &ImportOptions) -> Vec<Unit> {
+fn plan(files: &[SourceFile], o: &PackOptions) -> Vec<Unit> {
     let mut units = Vec::new();
     let mut pack: Vec<usize> = Vec::new();
     let mut pack_bytes = 0u64;
@@ -108,11 +196,11 @@ fn plan(files: &[SourceFile], o: &ImportOptions) -> Vec<Unit> {
 
 /// Uploads `files` (sorted by timeline, modality, name) as packs and
 /// chunks; the entries are parallel to `files`.
-pub(crate) async fn upload(
+pub async fn upload(
     dataset: &Dataset,
     files: &[SourceFile],
-    options: &ImportOptions,
-) -> Result<Uploaded, ImportError> {
+    options: &PackOptions,
+) -> Result<Uploaded, PackError> {
     let units = plan(files, options);
     let total: u64 = files.iter().map(|f| f.size).sum();
     let progress = if options.progress {
@@ -149,7 +237,7 @@ pub(crate) async fn upload(
                 let bytes = unit.bytes();
                 let (done, fresh) = upload_unit(dataset, files, unit).await?;
                 progress.inc(bytes);
-                Ok::<_, ImportError>((done, fresh))
+                Ok::<_, PackError>((done, fresh))
             }
         })
         .buffer_unordered(options.concurrency)
@@ -253,7 +341,7 @@ async fn upload_unit(
     dataset: &Dataset,
     files: &[SourceFile],
     unit: Unit,
-) -> Result<(Done, bool), ImportError> {
+) -> Result<(Done, bool), PackError> {
     let first = match &unit {
         Unit::Pack { files: members, .. } => members[0],
         Unit::Chunk { file, .. } => *file,
@@ -280,7 +368,7 @@ async fn upload_unit(
         .store()
         .put_immutable(&path, Bytes::from(body))
         .await
-        .map_err(crate::dataset::DatasetError::from)?;
+        .map_err(DatasetError::from)?;
     let done = match unit {
         Unit::Pack { files: members, .. } => {
             let sizes = members.iter().map(|&i| files[i].size).collect();
@@ -301,14 +389,10 @@ async fn upload_unit(
 
 /// The concatenated bytes of `sources` (a pack), or `range` of the single
 /// source (a chunk). A file whose size changed since the scan is an error.
-fn read_body(sources: &[SourceFile], range: Option<Range<u64>>) -> Result<Vec<u8>, ImportError> {
+fn read_body(sources: &[SourceFile], range: Option<Range<u64>>) -> Result<Vec<u8>, PackError> {
     let io = |path: &std::path::Path| {
         let path = path.to_path_buf();
-        move |source| ImportError::Io {
-            op: "read",
-            path,
-            source,
-        }
+        move |source| PackError::Read { path, source }
     };
     let total = match &range {
         Some(r) => r.end - r.start,
@@ -319,7 +403,7 @@ fn read_body(sources: &[SourceFile], range: Option<Range<u64>>) -> Result<Vec<u8
         let mut file = File::open(&s.path).map_err(io(&s.path))?;
         let actual = file.metadata().map_err(io(&s.path))?.len();
         if actual != s.size {
-            return Err(ImportError::Changed {
+            return Err(PackError::Changed {
                 path: s.path.clone(),
                 expected: s.size,
                 actual,
@@ -334,7 +418,7 @@ fn read_body(sources: &[SourceFile], range: Option<Range<u64>>) -> Result<Vec<u8
         file.take(len).read_to_end(&mut body).map_err(io(&s.path))?;
         let got = (body.len() - before) as u64;
         if got != len {
-            return Err(ImportError::Changed {
+            return Err(PackError::Changed {
                 path: s.path.clone(),
                 expected: s.size,
                 actual: start + got,
