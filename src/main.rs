@@ -4,11 +4,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use cli::{Cli, Command};
+use packfs::store::StoreConfig;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cli.store.apply();
+    let config = cli.store.config();
     let default_level = match cli.verbose {
         0 => "warn",
         1 => "info",
@@ -24,11 +25,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         // Mounting may fork, so it runs before any runtime thread exists.
         Command::Mount(args) => {
-            packfs::mount::mount(&args.dataset, &args.mountpoint, &args.options())
+            packfs::mount::mount(&args.dataset, &args.mountpoint, &args.options(config))
                 .map(|()| true)
                 .map_err(Into::into)
         }
-        command => run_async(command),
+        command => run_async(command, &config),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -40,30 +41,40 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_async(command: Command) -> Result<bool, Box<dyn std::error::Error>> {
+fn run_async(command: Command, config: &StoreConfig) -> Result<bool, Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         match command {
-            Command::Import(args) => cli::run_import(args).await.map(|_| true),
-            Command::Ls { at, path, long } => cli::run_ls(at, path, long).await.map(|_| true),
-            Command::Cat { at, path } => cli::run_cat(at, path).await.map(|_| true),
-            Command::Log { at, max_count } => cli::run_log(at, max_count).await.map(|_| true),
-            Command::Verify { at } => cli::run_verify(at).await,
+            Command::Import(args) => cli::run_import(args, config).await.map(|_| true),
+            Command::Ls { at, path, long } => {
+                cli::run_ls(at, path, long, config).await.map(|_| true)
+            }
+            Command::Cat { at, path } => cli::run_cat(at, path, config).await.map(|_| true),
+            Command::Log { at, max_count } => {
+                cli::run_log(at, max_count, config).await.map(|_| true)
+            }
+            Command::Verify { at } => cli::run_verify(at, config).await,
             Command::Gc {
                 dataset,
                 dry_run,
                 grace,
-            } => cli::run_gc(dataset, dry_run, grace).await.map(|_| true),
+            } => cli::run_gc(dataset, dry_run, grace, config)
+                .await
+                .map(|_| true),
             Command::Branch {
                 dataset,
                 name,
                 from,
-            } => cli::run_branch(dataset, name, from).await.map(|_| true),
+            } => cli::run_branch(dataset, name, from, config)
+                .await
+                .map(|_| true),
             Command::Merge {
                 dataset,
                 into,
                 branches,
-            } => cli::run_merge(dataset, into, branches).await.map(|_| true),
+            } => cli::run_merge(dataset, into, branches, config)
+                .await
+                .map(|_| true),
             Command::Mount(_) => unreachable!("mount runs outside the runtime"),
         }
     })

@@ -14,12 +14,15 @@ use crate::dataset::{Dataset, DatasetError};
 use crate::fuse::PackFs;
 use crate::namespace::{Modes, Namespace};
 use crate::reader::ItemReader;
+use crate::store::StoreConfig;
 use crate::tree::{Tree, TreeError};
 use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
 
 /// Settings of a mount.
 #[derive(Clone, Debug)]
 pub struct MountOptions {
+    /// How to reach the store (kept in memory across the daemon's fork).
+    pub store: StoreConfig,
     pub ref_name: String,
     /// Stay attached to the terminal instead of daemonizing.
     pub foreground: bool,
@@ -53,6 +56,7 @@ pub struct MountOptions {
 impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
+            store: StoreConfig::default(),
             ref_name: "main".into(),
             foreground: false,
             threads: 4,
@@ -151,7 +155,7 @@ fn serve(
     readiness: &mut Option<Readiness>,
 ) -> Result<(), MountError> {
     let runtime = runtime()?;
-    let dataset = Dataset::open(location, false)?;
+    let dataset = Dataset::open_with(location, false, &options.store)?;
     let (mut sigint, mut sigterm) = runtime.block_on(async {
         let io = |source| MountError::Io {
             op: "signals",

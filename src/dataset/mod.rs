@@ -19,7 +19,7 @@ use thiserror::Error;
 use crate::format::{
     FormatError, ItemManifest, Manifest, ObjectId, Track, TrackEntry, TRACK_KIND_FRAGMENT,
 };
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreConfig, StoreError};
 pub use merge::{Conflict, MergeOutcome, MergePlan, MergeReport, MergedTracks};
 pub use snapshot::{ChunkRef, Item, ItemSource, Snapshot, SnapshotTrack};
 
@@ -85,10 +85,20 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Opens the dataset at `location` (see [`Store::open`]).
+    /// Opens the dataset at `location` with the default store settings
+    /// (see [`Store::open`]).
     pub fn open(location: &str, create: bool) -> Result<Self, DatasetError> {
+        Self::open_with(location, create, &StoreConfig::default())
+    }
+
+    /// Opens the dataset at `location` with the store settings `config`.
+    pub fn open_with(
+        location: &str,
+        create: bool,
+        config: &StoreConfig,
+    ) -> Result<Self, DatasetError> {
         Ok(Dataset {
-            store: Store::open(location, create)?,
+            store: Store::open(location, create, config)?,
         })
     }
 

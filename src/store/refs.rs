@@ -217,10 +217,6 @@ fn flock_exclusive(file: &File) -> std::io::Result<()> {
     }
 }
 
-/// Set to `1` to move refs on a store whose conditional puts were not
-/// shown to work (concurrent writers may then lose each other's commits).
-pub const UNSAFE_REFS_ENV: &str = "PACKFS_UNSAFE_REFS";
-
 /// Checks once that the store honours conditional puts: creating an
 /// existing object must fail (`If-None-Match: *`) and updating with a stale
 /// version must fail (`If-Match`). Some S3-compatible servers accept both
