@@ -12,6 +12,7 @@ pub mod faults;
 mod layout;
 mod options;
 mod refs;
+mod remote;
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -20,7 +21,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
-use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
     GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, WriteMultipart,
@@ -31,6 +31,7 @@ use crate::format::{FormatError, ObjectId};
 pub use layout::{Layout, ObjectKind};
 pub use options::{parse_duration, StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
 use refs::RefBackend;
+use remote::Remote;
 
 /// Errors of the store layer. Each names the object or location involved.
 #[derive(Debug, Error)]
@@ -62,6 +63,38 @@ pub enum StoreError {
         name: String,
         expected: Option<ObjectId>,
         actual: Option<ObjectId>,
+    },
+    /// No connection to a remote store, or none object_store would open.
+    #[error(
+        "{context}: cannot reach {endpoint}: {reason}{}",
+        if *.allow_http_hint { " (a plain http:// endpoint: pass --allow-http)" } else { "" }
+    )]
+    Unreachable {
+        context: String,
+        endpoint: String,
+        reason: String,
+        allow_http_hint: bool,
+    },
+    /// The store refused the request's credentials (401/403).
+    #[error("{context}: access denied by {endpoint}: {reason}; check the credentials: {hint}")]
+    AccessDenied {
+        context: String,
+        endpoint: String,
+        reason: String,
+        hint: &'static str,
+    },
+    /// Requests could not be signed: no credentials were found.
+    #[error("{location}: no credentials found ({detail}); {hint}")]
+    NoCredentials {
+        location: String,
+        detail: String,
+        hint: &'static str,
+    },
+    #[error("{context}: bucket {bucket:?} does not exist at {endpoint}")]
+    NoSuchBucket {
+        context: String,
+        bucket: String,
+        endpoint: String,
     },
     #[error(
         "store {location} cannot move refs atomically: {detail}. Concurrent writers could \
@@ -184,74 +217,6 @@ where
     result
 }
 
-/// The `object_store` backend for a URL, configured from the usual
-/// environment variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`), overridden by
-/// `config`. Built here rather than by `parse_url_opts` because that
-/// cannot set the retry policy.
-fn object_store_for(
-    url: &url::Url,
-    config: &StoreConfig,
-) -> Result<(Arc<dyn ObjectStore>, Path), String> {
-    use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey as S3Key};
-    use object_store::{ClientConfigKey as Client, ObjectStoreScheme as Scheme};
-    let (scheme, root) = Scheme::parse(url).map_err(|e| e.to_string())?;
-    let options = &config.options;
-    let retry = object_store::RetryConfig {
-        backoff: Default::default(),
-        max_retries: CLIENT_RETRIES,
-        retry_timeout: options.retry_deadline,
-    };
-    let mut client = vec![
-        (
-            Client::Timeout,
-            format!("{}ms", options.timeout.as_millis()),
-        ),
-        (
-            Client::ConnectTimeout,
-            format!("{}ms", options.connect_timeout.as_millis()),
-        ),
-    ];
-    if config.allow_http {
-        client.push((Client::AllowHttp, "true".into()));
-    }
-    // The three cloud builders share this shape but no trait.
-    macro_rules! cloud {
-        ($builder:expr, $key:path) => {{
-            let builder = client
-                .into_iter()
-                .fold($builder, |b, (key, value)| b.with_config($key(key), value));
-            let store = builder.with_retry(retry).build();
-            Arc::new(store.map_err(|e| e.to_string())?)
-        }};
-    }
-    let store: Arc<dyn ObjectStore> = match scheme {
-        Scheme::Memory => Arc::new(InMemory::new()),
-        Scheme::AmazonS3 => {
-            let mut s3 = AmazonS3Builder::from_env().with_url(url.as_str());
-            if let Some(endpoint) = &config.endpoint {
-                s3 = s3.with_endpoint(endpoint);
-            }
-            if let Some(region) = &config.region {
-                s3 = s3.with_region(region);
-            }
-            if config.path_style {
-                s3 = s3.with_config(S3Key::VirtualHostedStyleRequest, "false");
-            }
-            cloud!(s3, S3Key::Client)
-        }
-        Scheme::GoogleCloudStorage => cloud!(
-            object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url.as_str()),
-            object_store::gcp::GoogleConfigKey::Client
-        ),
-        Scheme::MicrosoftAzure => cloud!(
-            object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url.as_str()),
-            object_store::azure::AzureConfigKey::Client
-        ),
-        other => return Err(format!("{other:?} URLs are not supported")),
-    };
-    Ok((store, root))
-}
-
 /// The bytes of a ranged read, with the real size of the whole object so
 /// callers can check it against what the metadata promised.
 pub struct RangeRead {
@@ -270,8 +235,11 @@ pub struct Store {
     options: StoreOptions,
     /// Move refs without the conditional-put probe ([`StoreConfig::unsafe_refs`]).
     unsafe_refs: bool,
-    /// Outcome of the conditional-put probe, run before the first ref move.
-    cas_probe: Arc<tokio::sync::OnceCell<Result<(), String>>>,
+    /// Endpoint and credentials of a store reached over HTTP.
+    remote: Option<Remote>,
+    /// Set once the conditional-put probe passed (run before the first
+    /// ref move; a failed probe runs again next time).
+    cas_probe: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -313,8 +281,11 @@ impl Store {
             Self::open_local(location, dir, create)?
         } else {
             let url = url::Url::parse(location).map_err(|e| bad(e.to_string()))?;
-            let (inner, root) = object_store_for(&url, config).map_err(bad)?;
-            Store::from_object_store(inner, root, location)
+            let opened = remote::open(&url, config).map_err(bad)?;
+            Store {
+                remote: opened.remote,
+                ..Store::from_object_store(opened.inner, opened.root, location)
+            }
         };
         let store = Store {
             options: config.options,
@@ -368,6 +339,7 @@ impl Store {
             location: dir.display().to_string(),
             options: StoreOptions::default(),
             unsafe_refs: false,
+            remote: None,
             cas_probe: Default::default(),
         })
     }
@@ -382,6 +354,7 @@ impl Store {
             location: location.to_string(),
             options: StoreOptions::default(),
             unsafe_refs: false,
+            remote: None,
             cas_probe: Default::default(),
         }
     }
@@ -408,7 +381,7 @@ impl Store {
             whole_body(path, self.inner.get(path).await?).await
         })
         .await
-        .map_err(|e| StoreError::backend("get", path, e))
+        .map_err(|e| self.fail("get", path, e))
     }
 
     /// Reads `range` of an object. An empty range costs no request.
@@ -424,7 +397,7 @@ impl Store {
             Ok(RangeRead { bytes, object_size })
         })
         .await
-        .map_err(|e| StoreError::backend("get", path, e))
+        .map_err(|e| self.fail("get", path, e))
     }
 
     /// Streams a whole object through `f` chunk by chunk, folding it into
@@ -455,7 +428,7 @@ impl Store {
         };
         retrying(self.options.retry_deadline, "get", path, attempt)
             .await
-            .map_err(|e| StoreError::backend("get", path, e))
+            .map_err(|e| self.fail("get", path, e))
     }
 
     /// The size of an object, or `None` if it does not exist.
@@ -467,7 +440,7 @@ impl Store {
         {
             Ok(meta) => Ok(Some(meta.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(StoreError::backend("head", path, e)),
+            Err(e) => Err(self.fail("head", path, e)),
         }
     }
 
@@ -555,7 +528,7 @@ impl Store {
         let list = || self.inner.list(Some(&root)).try_collect();
         retrying(self.options.retry_deadline, "list", &root, list)
             .await
-            .map_err(|e| StoreError::backend("list", &root, e))
+            .map_err(|e| self.fail("list", &root, e))
     }
 
     /// Deletes an object (gone already counts as deleted).
@@ -563,7 +536,7 @@ impl Store {
         let delete = || self.inner.delete(path);
         match retrying(self.options.retry_deadline, "delete", path, delete).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(StoreError::backend("delete", path, e)),
+            Err(e) => Err(self.fail("delete", path, e)),
         }
     }
 
@@ -578,7 +551,7 @@ impl Store {
         };
         let mut names = retrying(self.options.retry_deadline, "list", &dir, list)
             .await
-            .map_err(|e| StoreError::backend("list", &dir, e))?;
+            .map_err(|e| self.fail("list", &dir, e))?;
         // Lock files and temporaries of the local ref backend are not refs.
         names.retain(|n| crate::format::validate_ref_name(n).is_ok());
         names.sort();
@@ -594,14 +567,20 @@ impl Store {
         if matches!(self.refs, RefBackend::LocalDir(_)) || self.unsafe_refs {
             return Ok(());
         }
-        let probed = self
-            .cas_probe
-            .get_or_init(|| refs::probe_conditional_puts(self))
-            .await;
-        probed.clone().map_err(|detail| StoreError::NoAtomicRefs {
-            location: self.location.clone(),
-            detail,
-        })
+        self.cas_probe
+            .get_or_try_init(|| refs::probe_conditional_puts(self))
+            .await
+            .map(|_| ())
+    }
+
+    /// The error for `source`, met doing `op` on `path`: "not found", the
+    /// failures [`remote`] puts in the user's terms, or the store's own.
+    fn fail(&self, op: &'static str, path: &Path, source: object_store::Error) -> StoreError {
+        let explained = match (&self.remote, &source) {
+            (_, object_store::Error::NotFound { .. }) | (None, _) => None,
+            (Some(remote), source) => remote.explain(&format!("{op} {path}"), source),
+        };
+        explained.unwrap_or_else(|| StoreError::backend(op, path, source))
     }
 
     /// The Manifest a ref points at, or `None` if the ref does not exist.
