@@ -234,7 +234,7 @@ pub struct ImportArgs {
 pub struct MountArgs {
     /// Dataset location.
     pub dataset: String,
-    /// Existing empty directory to mount on.
+    /// Existing empty directory to mount on (see --allow-non-empty).
     pub mountpoint: PathBuf,
     /// Ref (branch) to mount.
     #[arg(long = "ref", default_value = "main")]
@@ -284,6 +284,10 @@ pub struct MountArgs {
     /// needs no open/close round trip per file. Use it for training loaders.
     #[arg(long)]
     pub read_only: bool,
+    /// Mount on a directory that is not empty; what it holds is hidden
+    /// until the mount goes (without this, a non-empty mountpoint is refused).
+    #[arg(long)]
+    pub allow_non_empty: bool,
     /// Where written files wait until they are packed and committed
     /// (created 0700; default: ~/.local/state/packfs/spool/<id of dataset,
     /// ref and mountpoint>). One mount per directory.
@@ -329,6 +333,7 @@ impl MountArgs {
             cache_dir: self.cache_dir.clone(),
             cache_dir_bytes: self.cache_dir_bytes,
             read_only: self.read_only,
+            allow_non_empty: self.allow_non_empty,
             write: WriteOptions {
                 spool_dir: self.spool_dir.clone(),
                 pack_items: self.pack_items,

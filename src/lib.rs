@@ -31,6 +31,7 @@ pub mod fuse;
 pub mod gc;
 pub mod import;
 pub mod mount;
+mod mountpoint;
 pub mod namespace;
 pub mod private_dir;
 pub mod reader;

@@ -12,6 +12,7 @@ use crate::cache::{CacheOptions, DiskCache, DiskCacheError};
 use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
 use crate::fuse::PackFs;
+use crate::mountpoint;
 use crate::namespace::{Modes, Namespace};
 use crate::reader::ItemReader;
 use crate::store::StoreConfig;
@@ -49,6 +50,8 @@ pub struct MountOptions {
     /// Refuse every change (EROFS) and serve reads in the kernel's
     /// no-open mode (fewer round trips per file).
     pub read_only: bool,
+    /// Mount on a directory that holds entries (hidden while mounted).
+    pub allow_non_empty: bool,
     /// Spool and flush settings of a read-write mount.
     pub write: WriteOptions,
 }
@@ -70,6 +73,7 @@ impl Default for MountOptions {
             cache_dir: None,
             cache_dir_bytes: 10 << 30,
             read_only: false,
+            allow_non_empty: false,
             write: WriteOptions::default(),
         }
     }
@@ -103,7 +107,7 @@ pub enum MountError {
 ///
 /// Call before any other thread is started: daemonizing forks.
 pub fn mount(location: &str, mountpoint: &Path, options: &MountOptions) -> Result<(), MountError> {
-    let mountpoint = check_mountpoint(mountpoint)?;
+    let mountpoint = check_mountpoint(mountpoint, options)?;
     let location = absolute_location(location);
     // The daemon leaves the working directory: make paths absolute first.
     let options = &MountOptions {
@@ -211,7 +215,7 @@ pub fn spawn(
     mountpoint: &Path,
     options: &MountOptions,
 ) -> Result<MountHandle, MountError> {
-    let mountpoint = check_mountpoint(mountpoint)?;
+    let mountpoint = check_mountpoint(mountpoint, options)?;
     let runtime = runtime()?;
     let mut session = open_session(&dataset, &mountpoint, options, &runtime)?;
     let unmounter = session.unmount_callable();
@@ -375,18 +379,14 @@ const READ_AHEAD_KB: u32 = 4096;
 /// The device number comes from mountinfo: stat'ing the mountpoint here
 /// would wait on this very filesystem, which is not serving yet.
 fn raise_readahead(mountpoint: &Path) {
-    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+    let Some(mount) = mountpoint::mounts()
+        .into_iter()
+        .rev()
+        .find(|m| m.mount_point == mountpoint)
+    else {
         return;
     };
-    // Fields: id parent major:minor root mountpoint …; spaces in paths are \040.
-    let target = mountpoint.to_string_lossy().replace(' ', "\\040");
-    let Some(dev) = mountinfo.lines().rev().find_map(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        (f.get(4) == Some(&target.as_str())).then(|| f[2].to_string())
-    }) else {
-        return;
-    };
-    let knob = format!("/sys/class/bdi/{dev}/read_ahead_kb");
+    let knob = format!("/sys/class/bdi/{}/read_ahead_kb", mount.device);
     match std::fs::write(&knob, READ_AHEAD_KB.to_string()) {
         Ok(()) => debug!("{knob} = {READ_AHEAD_KB}"),
         Err(e) => debug!("cannot raise read-ahead ({knob}): {e}"),
@@ -408,24 +408,15 @@ fn lazy_unmount(path: &Path) {
     }
 }
 
-fn check_mountpoint(path: &Path) -> Result<PathBuf, MountError> {
-    let fail = |detail: String| MountError::Mountpoint {
-        path: path.to_path_buf(),
-        detail,
-    };
-    let canonical = path.canonicalize().map_err(|e| {
-        if e.raw_os_error() == Some(libc::ENOTCONN) {
-            fail(
-                "a dead FUSE mount is still attached here; run `fusermount3 -u` on it first".into(),
-            )
-        } else {
-            fail(e.to_string())
+/// The mountpoint's canonical path, if it can take a mount now (see
+/// [`mountpoint::check`]).
+fn check_mountpoint(path: &Path, options: &MountOptions) -> Result<PathBuf, MountError> {
+    mountpoint::check(path, options.allow_non_empty).map_err(|(path, refusal)| {
+        MountError::Mountpoint {
+            detail: refusal.explain(&path),
+            path,
         }
-    })?;
-    if !canonical.is_dir() {
-        return Err(fail("not a directory".into()));
-    }
-    Ok(canonical)
+    })
 }
 
 /// Local dataset paths are made absolute before the daemon leaves the

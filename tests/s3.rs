@@ -264,9 +264,10 @@ fn closed_port() -> u16 {
 }
 
 /// `packfs ARGS` against `endpoint` with the S3 flags and `env` only (no
-/// inherited `AWS_*`), bounded in time: a hang fails the test.
+/// inherited `AWS_*`); a hang fails the test.
 fn packfs_at(endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
-    let mut child = Command::new(PACKFS)
+    let mut command = Command::new(PACKFS);
+    command
         .args(args)
         .args([
             "--endpoint",
@@ -277,24 +278,8 @@ fn packfs_at(endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, Stri
         ])
         .args(["--connect-timeout", "1s", "--retry-deadline", "2s"])
         .env_clear()
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > std::time::Duration::from_secs(60) {
-            child.kill().unwrap();
-            panic!("packfs {args:?} hung");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .envs(env.iter().copied());
+    run_within(&mut command, std::time::Duration::from_secs(60))
 }
 
 const KEYS: [(&str, &str); 2] = [
