@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use packfs::cache::CacheOptions;
-use packfs::dataset::{writer_string, Dataset, MergeOutcome};
+use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
 use packfs::import::{import_files, prepare, ImportOptions};
 use packfs::mount::MountOptions;
 use packfs::reader::ItemReader;
@@ -264,7 +264,9 @@ pub struct MountArgs {
     /// 0555 with --read-only].
     #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
     pub dir_mode: Option<u16>,
-    /// Log file of the daemonized mount (default: logs are discarded).
+    /// Log file of the daemonized mount (warnings and errors; more with
+    /// -v) [default: ~/.local/state/packfs/log/<id of dataset, ref and
+    /// mountpoint>.log, printed when the mount starts].
     #[arg(long)]
     pub log_file: Option<PathBuf>,
     /// Memory for cached object blocks (e.g. 512MiB, 2GiB).
@@ -492,6 +494,11 @@ pub async fn run_log(at: DatasetAt, max_count: usize, config: &StoreConfig) -> C
                 t.track.short()
             )?;
         }
+        if m.parents.len() > 1 {
+            for c in dataset.conflicts_of(&id).await? {
+                writeln!(out, "Conflict: {}", conflict_line(&c))?;
+            }
+        }
         writeln!(out)?;
     }
     Ok(())
@@ -547,11 +554,7 @@ pub async fn run_merge(
     let writer = writer_string(&format!("merge {}", branches.join(" ")));
     let report = dataset.merge_refs(&into, &branches, &writer).await?;
     for c in &report.conflicts {
-        let dir = format!("{}/{}", c.timeline, c.modality);
-        println!(
-            "conflict {dir}/{}: the merged-in version is kept as {dir}/{}",
-            c.name, c.renamed_to
-        );
+        println!("conflict {}", conflict_line(c));
     }
     let what = match report.outcome {
         MergeOutcome::UpToDate => "already up to date".to_string(),
@@ -569,6 +572,15 @@ pub async fn run_merge(
         }
     );
     Ok(())
+}
+
+/// What `merge` and `log` say of a merge conflict.
+fn conflict_line(c: &Conflict) -> String {
+    let dir = format!("{}/{}", c.timeline, c.modality);
+    format!(
+        "{dir}/{}: the merged-in version is kept as {dir}/{}",
+        c.name, c.renamed_to
+    )
 }
 
 /// Returns whether the dataset passed.

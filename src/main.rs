@@ -1,5 +1,6 @@
 mod cli;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -10,16 +11,21 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let config = cli.store.config();
+    // fuser warns of every request it does not implement (ioctl, …) and
+    // of unmounting what was unmounted already: noise at the default level.
     let default_level = match cli.verbose {
-        0 => "warn",
+        0 => "warn,fuser=error",
         1 => "info",
         _ => "debug",
     };
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    // A daemonized mount's stderr becomes its log file: no colours there.
+    let daemonizing = matches!(&cli.command, Command::Mount(args) if !args.foreground);
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(!daemonizing && std::io::stderr().is_terminal())
         .init();
 
     let result = match cli.command {

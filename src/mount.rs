@@ -39,7 +39,8 @@ pub struct MountOptions {
     pub file_mode: Option<u16>,
     /// Permission bits of stored directories; `None`: 0755 (0555 read-only).
     pub dir_mode: Option<u16>,
-    /// Where a daemonized mount writes its log.
+    /// Where a daemonized mount writes its log; `None`: a file under the
+    /// state directory (see [`mount`]).
     pub log_file: Option<PathBuf>,
     /// Block cache and read-ahead.
     pub cache: CacheOptions,
@@ -110,27 +111,22 @@ pub fn mount(location: &str, mountpoint: &Path, options: &MountOptions) -> Resul
     let mountpoint = check_mountpoint(mountpoint, options)?;
     let location = absolute_location(location);
     // The daemon leaves the working directory: make paths absolute first.
-    let options = &MountOptions {
-        cache_dir: options
-            .cache_dir
-            .as_deref()
+    let absolute = |path: &Option<PathBuf>, op| {
+        path.as_deref()
             .map(std::path::absolute)
             .transpose()
-            .map_err(|source| MountError::Io {
-                op: "resolve --cache-dir",
-                source,
-            })?,
+            .map_err(|source| MountError::Io { op, source })
+    };
+    let log_file = match absolute(&options.log_file, "resolve --log-file")? {
+        Some(path) => Some(path),
+        None if options.foreground => None,
+        None => default_log_file(&location, &options.ref_name, &mountpoint),
+    };
+    let options = &MountOptions {
+        cache_dir: absolute(&options.cache_dir, "resolve --cache-dir")?,
+        log_file,
         write: WriteOptions {
-            spool_dir: options
-                .write
-                .spool_dir
-                .as_deref()
-                .map(std::path::absolute)
-                .transpose()
-                .map_err(|source| MountError::Io {
-                    op: "resolve --spool-dir",
-                    source,
-                })?,
+            spool_dir: absolute(&options.write.spool_dir, "resolve --spool-dir")?,
             ..options.write.clone()
         },
         ..options.clone()
@@ -138,7 +134,11 @@ pub fn mount(location: &str, mountpoint: &Path, options: &MountOptions) -> Resul
     let mut readiness = if options.foreground {
         None
     } else {
-        Some(daemon::detach().map_err(|source| MountError::Io {
+        let note = options
+            .log_file
+            .as_ref()
+            .map(|path| format!("logging to {}", path.display()));
+        Some(daemon::detach(note).map_err(|source| MountError::Io {
             op: "daemonize",
             source,
         })?)
@@ -417,6 +417,31 @@ fn check_mountpoint(path: &Path, options: &MountOptions) -> Result<PathBuf, Moun
             path,
         }
     })
+}
+
+/// The log of a daemonized mount without `--log-file`:
+/// `<state>/packfs/log/<key>.log`, beside the default spools
+/// (`<state>/packfs/spool/<key>`, same state directory and key), created
+/// 0700. `None` (logs dropped, as before) if it cannot be created.
+fn default_log_file(location: &str, ref_name: &str, mountpoint: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let spool = default_spool_dir(location, ref_name, mountpoint);
+    let key = spool.file_name()?.to_string_lossy();
+    let dir = spool.parent()?.parent()?.join("log");
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+    {
+        Ok(()) => Some(dir.join(format!("{key}.log"))),
+        Err(e) => {
+            warn!(
+                "cannot create {}: {e}; the mount's log is dropped",
+                dir.display()
+            );
+            None
+        }
+    }
 }
 
 /// Local dataset paths are made absolute before the daemon leaves the

@@ -78,6 +78,15 @@ pub struct TrackUpdate {
     pub content: TrackContent,
 }
 
+/// What a new Manifest holds: its parents, its Tracks, the conflicts a
+/// merge resolved (recorded in it), and who wrote it.
+struct Commit<'a> {
+    parents: Vec<ObjectId>,
+    tracks: Vec<TrackUpdate>,
+    conflicts: &'a [Conflict],
+    writer: &'a str,
+}
+
 /// A dataset on a store.
 #[derive(Clone, Debug)]
 pub struct Dataset {
@@ -274,7 +283,24 @@ impl Dataset {
         tracks: Vec<TrackUpdate>,
         writer: &str,
     ) -> Result<ObjectId, DatasetError> {
-        let (id, _) = self.write_manifest(parents, tracks, writer).await?;
+        let commit = Commit {
+            parents,
+            tracks,
+            conflicts: &[],
+            writer,
+        };
+        self.commit_manifest(ref_name, expected, commit).await
+    }
+
+    /// Writes the Manifest of `commit` and moves `ref_name` from
+    /// `expected` to it.
+    async fn commit_manifest(
+        &self,
+        ref_name: &str,
+        expected: Option<ObjectId>,
+        commit: Commit<'_>,
+    ) -> Result<ObjectId, DatasetError> {
+        let (id, _) = self.write_commit(commit).await?;
         self.store.update_ref(ref_name, expected, id).await?;
         Ok(id)
     }
@@ -288,6 +314,23 @@ impl Dataset {
         tracks: Vec<TrackUpdate>,
         writer: &str,
     ) -> Result<(ObjectId, Manifest), DatasetError> {
+        let commit = Commit {
+            parents,
+            tracks,
+            conflicts: &[],
+            writer,
+        };
+        self.write_commit(commit).await
+    }
+
+    /// [`Dataset::write_manifest`] of a `commit`.
+    async fn write_commit(&self, commit: Commit<'_>) -> Result<(ObjectId, Manifest), DatasetError> {
+        let Commit {
+            parents,
+            tracks,
+            conflicts,
+            writer,
+        } = commit;
         let mut entries = Vec::with_capacity(tracks.len());
         for update in tracks {
             let track = match update.content {
@@ -311,7 +354,7 @@ impl Dataset {
             ts_unix_ns: now_unix_ns(),
             writer: writer.to_string(),
         };
-        let bytes = Bytes::from(manifest.encode());
+        let bytes = Bytes::from(manifest.encode_with_conflicts(conflicts));
         let id = ObjectId::of(&bytes);
         self.store
             .put_immutable(&self.store.layout().manifest(&id), bytes)
