@@ -4,14 +4,18 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use packfs::cache::CacheOptions;
-use packfs::dataset::{writer_string, Dataset, MergeOutcome};
+use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
 use packfs::import::{import_files, prepare, ImportOptions};
 use packfs::mount::MountOptions;
 use packfs::packer::PackOptions;
 use packfs::reader::Reader;
+use packfs::store::faults::Faults;
+use packfs::store::{parse_duration, StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
 use packfs::tree::{NodeKind, Tree};
 use packfs::write::WriteOptions;
 
@@ -52,55 +56,45 @@ pub struct StoreArgs {
     #[arg(long, global = true)]
     pub allow_http: bool,
     /// Time-out of one request to the store, body included [default: 30s].
-    #[arg(long, global = true, value_name = "DURATION", value_parser = duration_arg)]
-    pub timeout: Option<String>,
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
     /// Time-out for connecting to the store [default: 5s].
-    #[arg(long, global = true, value_name = "DURATION", value_parser = duration_arg)]
-    pub connect_timeout: Option<String>,
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub connect_timeout: Option<Duration>,
     /// Transient failures (network errors, 5xx, short bodies) are retried
     /// with backoff until this long after the first attempt; then the
     /// error is final (EIO in a mount) [default: 30s].
-    #[arg(long, global = true, value_name = "DURATION", value_parser = duration_arg)]
-    pub retry_deadline: Option<String>,
+    #[arg(long, global = true, value_name = "DURATION", value_parser = parse_duration)]
+    pub retry_deadline: Option<Duration>,
     /// Diagnostics: inject store faults, e.g. get-fail-every=5,get-delay=20ms
     /// (see src/store/faults.rs).
-    #[arg(long, global = true, hide = true, value_name = "SPEC")]
-    pub inject_faults: Option<String>,
+    #[arg(long, global = true, hide = true, value_name = "SPEC", value_parser = faults_arg)]
+    pub inject_faults: Option<Arc<Faults>>,
 }
 
-/// Checks a duration argument early, so a typo is a usage error.
-fn duration_arg(text: &str) -> Result<String, String> {
-    packfs::store::parse_duration(text).map(|_| text.to_string())
+/// Parses an `--inject-faults` spec, so a typo is a usage error.
+fn faults_arg(spec: &str) -> Result<Arc<Faults>, String> {
+    Faults::parse(spec).map(Arc::new)
 }
 
 impl StoreArgs {
-    /// The settings as the environment variables the store is opened with
-    /// (which a daemonized mount inherits).
-    pub fn apply(&self) {
-        use packfs::store::{CONNECT_TIMEOUT_ENV, RETRY_DEADLINE_ENV, TIMEOUT_ENV};
-        // Called first thing in `main`, before any other thread exists.
-        let set = |key: &str, value: &str| std::env::set_var(key, value);
-        if let Some(endpoint) = &self.endpoint {
-            set("AWS_ENDPOINT", endpoint);
-        }
-        if let Some(region) = &self.region {
-            set("AWS_REGION", region);
-        }
-        if self.path_style {
-            set("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "false");
-        }
-        if self.allow_http {
-            set("AWS_ALLOW_HTTP", "true");
-        }
-        for (key, value) in [
-            (TIMEOUT_ENV, &self.timeout),
-            (CONNECT_TIMEOUT_ENV, &self.connect_timeout),
-            (RETRY_DEADLINE_ENV, &self.retry_deadline),
-            (packfs::store::faults::FAULTS_ENV, &self.inject_faults),
-        ] {
-            if let Some(value) = value {
-                set(key, value);
-            }
+    /// The store settings of every command: these options, and the
+    /// `PACKFS_UNSAFE_REFS=1` switch of the environment.
+    pub fn config(&self) -> StoreConfig {
+        let defaults = StoreOptions::default();
+        StoreConfig {
+            options: StoreOptions {
+                timeout: self.timeout.unwrap_or(defaults.timeout),
+                connect_timeout: self.connect_timeout.unwrap_or(defaults.connect_timeout),
+                retry_deadline: self.retry_deadline.unwrap_or(defaults.retry_deadline),
+                ..defaults
+            },
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            path_style: self.path_style,
+            allow_http: self.allow_http,
+            unsafe_refs: std::env::var(UNSAFE_REFS_ENV).is_ok_and(|v| v == "1"),
+            faults: self.inject_faults.clone(),
         }
     }
 }
@@ -163,8 +157,8 @@ pub enum Command {
         dry_run: bool,
         /// Keep unreachable objects younger than this (a writer may not have
         /// moved its ref yet): e.g. 24h, 3h; at least 2h.
-        #[arg(long, default_value = "24h", value_parser = packfs::store::parse_duration)]
-        grace: std::time::Duration,
+        #[arg(long, default_value = "24h", value_parser = parse_duration)]
+        grace: Duration,
     },
     /// Create a branch: a new ref at the Manifest of another.
     ///
@@ -241,7 +235,7 @@ pub struct ImportArgs {
 pub struct MountArgs {
     /// Dataset location.
     pub dataset: String,
-    /// Existing empty directory to mount on.
+    /// Existing empty directory to mount on (see --allow-non-empty).
     pub mountpoint: PathBuf,
     /// Ref (branch) to mount.
     #[arg(long = "ref", default_value = "main")]
@@ -272,7 +266,9 @@ pub struct MountArgs {
     /// mode, else 0755, or 0555 with --read-only].
     #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
     pub dir_mode: Option<u16>,
-    /// Log file of the daemonized mount (default: logs are discarded).
+    /// Log file of the daemonized mount (warnings and errors; more with
+    /// -v) [default: ~/.local/state/packfs/log/<id of dataset, ref and
+    /// mountpoint>.log, printed when the mount starts].
     #[arg(long)]
     pub log_file: Option<PathBuf>,
     /// Memory for cached object blocks (e.g. 512MiB, 2GiB).
@@ -292,6 +288,10 @@ pub struct MountArgs {
     /// needs no open/close round trip per file. Use it for training loaders.
     #[arg(long)]
     pub read_only: bool,
+    /// Mount on a directory that is not empty; what it holds is hidden
+    /// until the mount goes (without this, a non-empty mountpoint is refused).
+    #[arg(long)]
+    pub allow_non_empty: bool,
     /// Where written files wait until they are packed and committed
     /// (created 0700; default: ~/.local/state/packfs/spool/<id of dataset,
     /// ref and mountpoint>). One mount per directory.
@@ -317,8 +317,9 @@ pub struct MountArgs {
 }
 
 impl MountArgs {
-    pub fn options(&self) -> MountOptions {
+    pub fn options(&self, store: StoreConfig) -> MountOptions {
         MountOptions {
+            store,
             ref_name: self.ref_name.clone(),
             foreground: self.foreground,
             threads: self.threads,
@@ -336,6 +337,7 @@ impl MountArgs {
             cache_dir: self.cache_dir.clone(),
             cache_dir_bytes: self.cache_dir_bytes,
             read_only: self.read_only,
+            allow_non_empty: self.allow_non_empty,
             write: WriteOptions {
                 spool_dir: self.spool_dir.clone(),
                 pack_items: self.pack_items,
@@ -386,7 +388,7 @@ fn number_and_unit<'a>(s: &'a str, like: &str) -> Result<(u64, &'a str), String>
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;
 
-pub async fn run_import(args: ImportArgs) -> CliResult {
+pub async fn run_import(args: ImportArgs, config: &StoreConfig) -> CliResult {
     let options = ImportOptions {
         timeline: args.timeline,
         ref_name: args.ref_name,
@@ -401,7 +403,7 @@ pub async fn run_import(args: ImportArgs) -> CliResult {
     };
     // Check the source before creating a dataset directory for it.
     let files = prepare(&args.src, &options)?;
-    let dataset = Dataset::open(&args.dataset, true)?;
+    let dataset = Dataset::open_with(&args.dataset, true, config)?;
     dataset.store().ensure_atomic_refs().await?;
     let report = import_files(&dataset, &files, &options).await?;
     let outcome = match report.manifest {
@@ -418,14 +420,17 @@ pub async fn run_import(args: ImportArgs) -> CliResult {
     Ok(())
 }
 
-async fn load_tree(at: &DatasetAt) -> Result<(Dataset, Tree), Box<dyn std::error::Error>> {
-    let dataset = Dataset::open(&at.dataset, false)?;
+async fn load_tree(
+    at: &DatasetAt,
+    config: &StoreConfig,
+) -> Result<(Dataset, Tree), Box<dyn std::error::Error>> {
+    let dataset = Dataset::open_with(&at.dataset, false, config)?;
     let snapshot = dataset.snapshot(&at.ref_name).await?;
     Ok((dataset, Tree::build(snapshot)?))
 }
 
-pub async fn run_ls(at: DatasetAt, path: String, long: bool) -> CliResult {
-    let (_, tree) = load_tree(&at).await?;
+pub async fn run_ls(at: DatasetAt, path: String, long: bool, config: &StoreConfig) -> CliResult {
+    let (_, tree) = load_tree(&at, config).await?;
     let node = tree.resolve(&path)?;
     let mut out = std::io::stdout().lock();
     let mut show = |id| {
@@ -453,9 +458,9 @@ pub async fn run_ls(at: DatasetAt, path: String, long: bool) -> CliResult {
     Ok(())
 }
 
-pub async fn run_cat(at: DatasetAt, path: String) -> CliResult {
+pub async fn run_cat(at: DatasetAt, path: String, config: &StoreConfig) -> CliResult {
     const STEP: u64 = 8 << 20;
-    let (dataset, tree) = load_tree(&at).await?;
+    let (dataset, tree) = load_tree(&at, config).await?;
     let item = tree.resolve_file(&path)?;
     let reader = Reader::new(dataset.store().clone(), CacheOptions::default(), None);
     let mut out = std::io::stdout().lock();
@@ -472,8 +477,8 @@ pub async fn run_cat(at: DatasetAt, path: String) -> CliResult {
     Ok(())
 }
 
-pub async fn run_log(at: DatasetAt, max_count: usize) -> CliResult {
-    let dataset = Dataset::open(&at.dataset, false)?;
+pub async fn run_log(at: DatasetAt, max_count: usize, config: &StoreConfig) -> CliResult {
+    let dataset = Dataset::open_with(&at.dataset, false, config)?;
     let mut out = std::io::stdout().lock();
     for (id, m) in dataset.history(&at.ref_name, max_count).await? {
         let date = chrono::DateTime::from_timestamp_nanos(m.ts_unix_ns as i64);
@@ -493,14 +498,24 @@ pub async fn run_log(at: DatasetAt, max_count: usize) -> CliResult {
                 t.track.short()
             )?;
         }
+        if m.parents.len() > 1 {
+            for c in dataset.conflicts_of(&id).await? {
+                writeln!(out, "Conflict: {}", conflict_line(&c))?;
+            }
+        }
         writeln!(out)?;
     }
     Ok(())
 }
 
-pub async fn run_gc(dataset: String, dry_run: bool, grace: std::time::Duration) -> CliResult {
+pub async fn run_gc(
+    dataset: String,
+    dry_run: bool,
+    grace: Duration,
+    config: &StoreConfig,
+) -> CliResult {
     packfs::gc::check_grace(grace)?;
-    let dataset = Dataset::open(&dataset, false)?;
+    let dataset = Dataset::open_with(&dataset, false, config)?;
     let report = packfs::gc::gc(&dataset, grace, dry_run).await?;
     let verb = if dry_run { "would delete" } else { "deleted" };
     let mut out = std::io::stdout().lock();
@@ -527,24 +542,30 @@ pub async fn run_gc(dataset: String, dry_run: bool, grace: std::time::Duration) 
     Ok(())
 }
 
-pub async fn run_branch(dataset: String, name: String, from: String) -> CliResult {
-    let dataset = Dataset::open(&dataset, false)?;
+pub async fn run_branch(
+    dataset: String,
+    name: String,
+    from: String,
+    config: &StoreConfig,
+) -> CliResult {
+    let dataset = Dataset::open_with(&dataset, false, config)?;
     let id = dataset.create_branch(&name, &from).await?;
     eprintln!("created ref {name} at manifest {id} (from {from})");
     Ok(())
 }
 
-pub async fn run_merge(dataset: String, into: String, branches: Vec<String>) -> CliResult {
-    let dataset = Dataset::open(&dataset, false)?;
+pub async fn run_merge(
+    dataset: String,
+    into: String,
+    branches: Vec<String>,
+    config: &StoreConfig,
+) -> CliResult {
+    let dataset = Dataset::open_with(&dataset, false, config)?;
     dataset.store().ensure_atomic_refs().await?;
     let writer = writer_string(&format!("merge {}", branches.join(" ")));
     let report = dataset.merge_refs(&into, &branches, &writer).await?;
     for c in &report.conflicts {
-        let dir = format!("{}/{}", c.timeline, c.modality);
-        println!(
-            "conflict {dir}/{}: the merged-in version is kept as {dir}/{}",
-            c.name, c.renamed_to
-        );
+        println!("conflict {}", conflict_line(c));
     }
     let what = match report.outcome {
         MergeOutcome::UpToDate => "already up to date".to_string(),
@@ -564,9 +585,21 @@ pub async fn run_merge(dataset: String, into: String, branches: Vec<String>) -> 
     Ok(())
 }
 
+/// What `merge` and `log` say of a merge conflict.
+fn conflict_line(c: &Conflict) -> String {
+    let dir = format!("{}/{}", c.timeline, c.modality);
+    format!(
+        "{dir}/{}: the merged-in version is kept as {dir}/{}",
+        c.name, c.renamed_to
+    )
+}
+
 /// Returns whether the dataset passed.
-pub async fn run_verify(at: DatasetAt) -> Result<bool, Box<dyn std::error::Error>> {
-    let dataset = Dataset::open(&at.dataset, false)?;
+pub async fn run_verify(
+    at: DatasetAt,
+    config: &StoreConfig,
+) -> Result<bool, Box<dyn std::error::Error>> {
+    let dataset = Dataset::open_with(&at.dataset, false, config)?;
     let report = packfs::verify::verify(&dataset, &at.ref_name).await?;
     for p in &report.problems {
         println!("FAIL {p}");

@@ -8,6 +8,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Held by the detached child; tells the waiting parent how mounting went.
@@ -15,9 +16,10 @@ pub struct Readiness {
     pipe: File,
 }
 
-/// Forks. The parent waits for the child's verdict and exits with it; only
-/// the child returns, in a new session.
-pub fn detach() -> std::io::Result<Readiness> {
+/// Forks. The parent waits for the child's verdict and exits with it
+/// (printing `note` if the mount is ready); only the child returns, in a
+/// new session.
+pub fn detach(note: Option<String>) -> std::io::Result<Readiness> {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -45,7 +47,12 @@ pub fn detach() -> std::io::Result<Readiness> {
             let mut verdict = Vec::new();
             let _ = File::from(read_end).read_to_end(&mut verdict);
             match verdict.split_first() {
-                Some((b'R', _)) => std::process::exit(0),
+                Some((b'R', _)) => {
+                    if let Some(note) = note {
+                        eprintln!("packfs: {note}");
+                    }
+                    std::process::exit(0)
+                }
                 Some((_, message)) => eprintln!("packfs: {}", String::from_utf8_lossy(message)),
                 None => eprintln!(
                     "packfs: the mount daemon (pid {child}) exited before the mount was ready"
@@ -58,14 +65,18 @@ pub fn detach() -> std::io::Result<Readiness> {
 
 impl Readiness {
     /// Reports success and detaches stdio: stdin and stdout go to /dev/null,
-    /// stderr (the log) to `log_file` or /dev/null.
+    /// stderr (the log) to `log_file` (appended, created 0600) or /dev/null.
     pub fn ready(mut self, log_file: Option<&Path>) -> std::io::Result<()> {
         let null = OpenOptions::new()
             .read(true)
             .write(true)
             .open("/dev/null")?;
         let log = match log_file {
-            Some(path) => OpenOptions::new().create(true).append(true).open(path)?,
+            Some(path) => OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(path)?,
             None => null.try_clone()?,
         };
         // SAFETY: dup2 onto the standard descriptors of this process.

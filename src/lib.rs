@@ -42,6 +42,7 @@ pub mod fuse;
 pub mod gc;
 pub mod import;
 pub mod mount;
+mod mountpoint;
 pub mod namespace;
 pub mod packer;
 pub mod private_dir;

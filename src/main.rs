@@ -1,34 +1,41 @@
 mod cli;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 use cli::{Cli, Command};
+use packfs::store::StoreConfig;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cli.store.apply();
+    let config = cli.store.config();
+    // fuser warns of every request it does not implement (ioctl, …) and
+    // of unmounting what was unmounted already: noise at the default level.
     let default_level = match cli.verbose {
-        0 => "warn",
+        0 => "warn,fuser=error",
         1 => "info",
         _ => "debug",
     };
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    // A daemonized mount's stderr becomes its log file: no colours there.
+    let daemonizing = matches!(&cli.command, Command::Mount(args) if !args.foreground);
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(!daemonizing && std::io::stderr().is_terminal())
         .init();
 
     let result = match cli.command {
         // Mounting may fork, so it runs before any runtime thread exists.
         Command::Mount(args) => {
-            packfs::mount::mount(&args.dataset, &args.mountpoint, &args.options())
+            packfs::mount::mount(&args.dataset, &args.mountpoint, &args.options(config))
                 .map(|()| true)
                 .map_err(Into::into)
         }
-        command => run_async(command),
+        command => run_async(command, &config),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -40,30 +47,40 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_async(command: Command) -> Result<bool, Box<dyn std::error::Error>> {
+fn run_async(command: Command, config: &StoreConfig) -> Result<bool, Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
         match command {
-            Command::Import(args) => cli::run_import(args).await.map(|_| true),
-            Command::Ls { at, path, long } => cli::run_ls(at, path, long).await.map(|_| true),
-            Command::Cat { at, path } => cli::run_cat(at, path).await.map(|_| true),
-            Command::Log { at, max_count } => cli::run_log(at, max_count).await.map(|_| true),
-            Command::Verify { at } => cli::run_verify(at).await,
+            Command::Import(args) => cli::run_import(args, config).await.map(|_| true),
+            Command::Ls { at, path, long } => {
+                cli::run_ls(at, path, long, config).await.map(|_| true)
+            }
+            Command::Cat { at, path } => cli::run_cat(at, path, config).await.map(|_| true),
+            Command::Log { at, max_count } => {
+                cli::run_log(at, max_count, config).await.map(|_| true)
+            }
+            Command::Verify { at } => cli::run_verify(at, config).await,
             Command::Gc {
                 dataset,
                 dry_run,
                 grace,
-            } => cli::run_gc(dataset, dry_run, grace).await.map(|_| true),
+            } => cli::run_gc(dataset, dry_run, grace, config)
+                .await
+                .map(|_| true),
             Command::Branch {
                 dataset,
                 name,
                 from,
-            } => cli::run_branch(dataset, name, from).await.map(|_| true),
+            } => cli::run_branch(dataset, name, from, config)
+                .await
+                .map(|_| true),
             Command::Merge {
                 dataset,
                 into,
                 branches,
-            } => cli::run_merge(dataset, into, branches).await.map(|_| true),
+            } => cli::run_merge(dataset, into, branches, config)
+                .await
+                .map(|_| true),
             Command::Mount(_) => unreachable!("mount runs outside the runtime"),
         }
     })

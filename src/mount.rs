@@ -13,14 +13,18 @@ use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
 use crate::fs::{Fs, Owner};
 use crate::fuse::PackFs;
+use crate::mountpoint;
 use crate::namespace::{Modes, Namespace};
 use crate::reader::Reader;
+use crate::store::StoreConfig;
 use crate::tree::{Tree, TreeError};
 use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
 
 /// Settings of a mount.
 #[derive(Clone, Debug)]
 pub struct MountOptions {
+    /// How to reach the store (kept in memory across the daemon's fork).
+    pub store: StoreConfig,
     pub ref_name: String,
     /// Stay attached to the terminal instead of daemonizing.
     pub foreground: bool,
@@ -38,7 +42,8 @@ pub struct MountOptions {
     /// Permission bits every directory shows; `None`: the recorded mode,
     /// else 0755 (0555 read-only).
     pub dir_mode: Option<u16>,
-    /// Where a daemonized mount writes its log.
+    /// Where a daemonized mount writes its log; `None`: a file under the
+    /// state directory (see [`mount`]).
     pub log_file: Option<PathBuf>,
     /// Block cache and read-ahead.
     pub cache: CacheOptions,
@@ -49,6 +54,8 @@ pub struct MountOptions {
     /// Refuse every change (EROFS) and serve reads in the kernel's
     /// no-open mode (fewer round trips per file).
     pub read_only: bool,
+    /// Mount on a directory that holds entries (hidden while mounted).
+    pub allow_non_empty: bool,
     /// Spool and flush settings of a read-write mount.
     pub write: WriteOptions,
 }
@@ -56,6 +63,7 @@ pub struct MountOptions {
 impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
+            store: StoreConfig::default(),
             ref_name: "main".into(),
             foreground: false,
             threads: 4,
@@ -69,6 +77,7 @@ impl Default for MountOptions {
             cache_dir: None,
             cache_dir_bytes: 10 << 30,
             read_only: false,
+            allow_non_empty: false,
             write: WriteOptions::default(),
         }
     }
@@ -102,30 +111,25 @@ pub enum MountError {
 ///
 /// Call before any other thread is started: daemonizing forks.
 pub fn mount(location: &str, mountpoint: &Path, options: &MountOptions) -> Result<(), MountError> {
-    let mountpoint = check_mountpoint(mountpoint)?;
+    let mountpoint = check_mountpoint(mountpoint, options)?;
     let location = absolute_location(location);
     // The daemon leaves the working directory: make paths absolute first.
-    let options = &MountOptions {
-        cache_dir: options
-            .cache_dir
-            .as_deref()
+    let absolute = |path: &Option<PathBuf>, op| {
+        path.as_deref()
             .map(std::path::absolute)
             .transpose()
-            .map_err(|source| MountError::Io {
-                op: "resolve --cache-dir",
-                source,
-            })?,
+            .map_err(|source| MountError::Io { op, source })
+    };
+    let log_file = match absolute(&options.log_file, "resolve --log-file")? {
+        Some(path) => Some(path),
+        None if options.foreground => None,
+        None => default_log_file(&location, &options.ref_name, &mountpoint),
+    };
+    let options = &MountOptions {
+        cache_dir: absolute(&options.cache_dir, "resolve --cache-dir")?,
+        log_file,
         write: WriteOptions {
-            spool_dir: options
-                .write
-                .spool_dir
-                .as_deref()
-                .map(std::path::absolute)
-                .transpose()
-                .map_err(|source| MountError::Io {
-                    op: "resolve --spool-dir",
-                    source,
-                })?,
+            spool_dir: absolute(&options.write.spool_dir, "resolve --spool-dir")?,
             ..options.write.clone()
         },
         ..options.clone()
@@ -133,7 +137,11 @@ pub fn mount(location: &str, mountpoint: &Path, options: &MountOptions) -> Resul
     let mut readiness = if options.foreground {
         None
     } else {
-        Some(daemon::detach().map_err(|source| MountError::Io {
+        let note = options
+            .log_file
+            .as_ref()
+            .map(|path| format!("logging to {}", path.display()));
+        Some(daemon::detach(note).map_err(|source| MountError::Io {
             op: "daemonize",
             source,
         })?)
@@ -154,7 +162,7 @@ fn serve(
     readiness: &mut Option<Readiness>,
 ) -> Result<(), MountError> {
     let runtime = runtime()?;
-    let dataset = Dataset::open(location, false)?;
+    let dataset = Dataset::open_with(location, false, &options.store)?;
     let (mut sigint, mut sigterm) = runtime.block_on(async {
         let io = |source| MountError::Io {
             op: "signals",
@@ -210,7 +218,7 @@ pub fn spawn(
     mountpoint: &Path,
     options: &MountOptions,
 ) -> Result<MountHandle, MountError> {
-    let mountpoint = check_mountpoint(mountpoint)?;
+    let mountpoint = check_mountpoint(mountpoint, options)?;
     let runtime = runtime()?;
     let mut session = open_session(&dataset, &mountpoint, options, &runtime)?;
     let unmounter = session.unmount_callable();
@@ -391,18 +399,14 @@ const READ_AHEAD_KB: u32 = 4096;
 /// The device number comes from mountinfo: stat'ing the mountpoint here
 /// would wait on this very filesystem, which is not serving yet.
 fn raise_readahead(mountpoint: &Path) {
-    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+    let Some(mount) = mountpoint::mounts()
+        .into_iter()
+        .rev()
+        .find(|m| m.mount_point == mountpoint)
+    else {
         return;
     };
-    // Fields: id parent major:minor root mountpoint …; spaces in paths are \040.
-    let target = mountpoint.to_string_lossy().replace(' ', "\\040");
-    let Some(dev) = mountinfo.lines().rev().find_map(|l| {
-        let f: Vec<&str> = l.split(' ').collect();
-        (f.get(4) == Some(&target.as_str())).then(|| f[2].to_string())
-    }) else {
-        return;
-    };
-    let knob = format!("/sys/class/bdi/{dev}/read_ahead_kb");
+    let knob = format!("/sys/class/bdi/{}/read_ahead_kb", mount.device);
     match std::fs::write(&knob, READ_AHEAD_KB.to_string()) {
         Ok(()) => debug!("{knob} = {READ_AHEAD_KB}"),
         Err(e) => debug!("cannot raise read-ahead ({knob}): {e}"),
@@ -424,24 +428,40 @@ fn lazy_unmount(path: &Path) {
     }
 }
 
-fn check_mountpoint(path: &Path) -> Result<PathBuf, MountError> {
-    let fail = |detail: String| MountError::Mountpoint {
-        path: path.to_path_buf(),
-        detail,
-    };
-    let canonical = path.canonicalize().map_err(|e| {
-        if e.raw_os_error() == Some(libc::ENOTCONN) {
-            fail(
-                "a dead FUSE mount is still attached here; run `fusermount3 -u` on it first".into(),
-            )
-        } else {
-            fail(e.to_string())
+/// The mountpoint's canonical path, if it can take a mount now (see
+/// [`mountpoint::check`]).
+fn check_mountpoint(path: &Path, options: &MountOptions) -> Result<PathBuf, MountError> {
+    mountpoint::check(path, options.allow_non_empty).map_err(|(path, refusal)| {
+        MountError::Mountpoint {
+            detail: refusal.explain(&path),
+            path,
         }
-    })?;
-    if !canonical.is_dir() {
-        return Err(fail("not a directory".into()));
+    })
+}
+
+/// The log of a daemonized mount without `--log-file`:
+/// `<state>/packfs/log/<key>.log`, beside the default spools
+/// (`<state>/packfs/spool/<key>`, same state directory and key), created
+/// 0700. `None` (logs dropped, as before) if it cannot be created.
+fn default_log_file(location: &str, ref_name: &str, mountpoint: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let spool = default_spool_dir(location, ref_name, mountpoint);
+    let key = spool.file_name()?.to_string_lossy();
+    let dir = spool.parent()?.parent()?.join("log");
+    match std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+    {
+        Ok(()) => Some(dir.join(format!("{key}.log"))),
+        Err(e) => {
+            warn!(
+                "cannot create {}: {e}; the mount's log is dropped",
+                dir.display()
+            );
+            None
+        }
     }
-    Ok(canonical)
 }
 
 /// Local dataset paths are made absolute before the daemon leaves the

@@ -448,6 +448,27 @@ fn the_daemon_reads_and_writes_exactly_through_injected_faults() {
     assert!(stderr.contains("get-explode"), "{stderr}");
 }
 
+/// Faults and store settings reach the store only as configuration: the
+/// hidden `--inject-faults` option (above) or a test's `StoreConfig`.
+/// packfs's own environment variables of earlier versions do nothing.
+#[test]
+fn packfs_environment_variables_configure_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    write_file(&src.join("t/m/a"), b"exact");
+    let home = Home::local(tmp.path());
+    home.import(&src, &[]);
+    let out = std::process::Command::new(PACKFS)
+        .args(["cat", home.location(), "t/m/a"])
+        .env("PACKFS_FAULTS", "get-fail=t/m/,get-fail=_packfs")
+        .env("PACKFS_RETRY_DEADLINE", "soon")
+        .env("PACKFS_TIMEOUT", "never")
+        .output()
+        .unwrap();
+    let out = succeeded("packfs cat with PACKFS_* set", out);
+    assert_eq!(out.stdout, b"exact");
+}
+
 /// gc lists and deletes through failing LISTs (and a failing DELETE would
 /// be retried the same way): the stray object goes, the dataset stays whole.
 #[test]

@@ -112,6 +112,65 @@ fn a_name_written_on_both_sides_is_kept_twice() {
         b"the side branch's version"
     );
     packfs_ok(&["verify", ds]);
+    // The merge Manifest records the conflict; `packfs log` shows it.
+    let log = String::from_utf8(packfs_ok(&["log", ds, "-n", "1"]).stdout).unwrap();
+    assert!(log.contains(&format!("Conflict: {line}")), "{log}");
+}
+
+/// `packfs mount` (daemonized, no --log-file) with the state directory
+/// `state`; returns the mount and the log file it says it writes.
+fn mount_logging(dataset: &Path, mnt: &Path, state: &Path) -> (Mounted, std::path::PathBuf) {
+    std::fs::create_dir_all(mnt).unwrap();
+    let out = std::process::Command::new(PACKFS)
+        .args(["mount", dataset.to_str().unwrap(), mnt.to_str().unwrap()])
+        .env("XDG_STATE_HOME", state)
+        .output()
+        .unwrap();
+    let out = succeeded("packfs mount", out);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let log = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("packfs: logging to "))
+        .unwrap_or_else(|| panic!("no log file named: {stderr}"));
+    assert!(log.starts_with(state.to_str().unwrap()), "{log}");
+    let path = mnt.canonicalize().unwrap();
+    let pid = daemon_pid(&path);
+    (Mounted { path, pid }, log.into())
+}
+
+/// Two mounts write the same name: the second commit is merged onto the
+/// first with a conflict, which the daemon's default log file (no
+/// --log-file given) and `packfs log` both show.
+#[test]
+fn a_conflict_between_two_mounts_is_logged_and_in_the_history() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = with_dev_branch(tmp.path());
+    let state = tmp.path().join("state");
+    let (a, _) = mount_logging(&dataset, &tmp.path().join("mnt-a"), &state);
+    let (b, b_log) = mount_logging(&dataset, &tmp.path().join("mnt-b"), &state);
+    for (m, text) in [(&a, "from a"), (&b, "from b")] {
+        let mut file = std::fs::File::create(m.path.join("t/m/same.txt")).unwrap();
+        std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+        file.sync_all().unwrap(); // committed; b's is merged onto a's
+    }
+    a.unmount();
+    b.unmount();
+
+    let ds = dataset.to_str().unwrap();
+    let log = String::from_utf8(packfs_ok(&["log", ds]).stdout).unwrap();
+    let conflict = log
+        .lines()
+        .find(|l| l.starts_with("Conflict: t/m/same.txt: the merged-in version is kept as "))
+        .unwrap_or_else(|| panic!("no conflict in the log: {log}"));
+    let renamed = conflict.rsplit(' ').next().unwrap();
+    assert!(renamed.starts_with("t/m/same.conflict-"), "{conflict}");
+    assert_eq!(cat(&dataset, "t/m/same.txt", "main"), b"from a");
+    assert_eq!(cat(&dataset, renamed, "main"), b"from b");
+
+    let daemon_log = std::fs::read_to_string(&b_log).unwrap();
+    let warning = "WARN packfs::write::flush: t/m/same.txt was also written by another writer";
+    assert!(daemon_log.contains(warning), "{daemon_log}");
 }
 
 /// A dataset under `dir` holding `t/m/a`, with a branch `dev` of main.

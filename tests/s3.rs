@@ -254,6 +254,127 @@ fn an_unreachable_endpoint_fails_promptly_and_clearly() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
 }
 
+/// A port on 127.0.0.1 nothing listens on.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `packfs ARGS` against `endpoint` with the S3 flags and `env` only (no
+/// inherited `AWS_*`); a hang fails the test.
+fn packfs_at(endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let mut command = Command::new(PACKFS);
+    command
+        .args(args)
+        .args([
+            "--endpoint",
+            endpoint,
+            "--path-style",
+            "--region",
+            "us-east-1",
+        ])
+        .args(["--connect-timeout", "1s", "--retry-deadline", "2s"])
+        .env_clear()
+        .envs(env.iter().copied());
+    run_within(&mut command, std::time::Duration::from_secs(60))
+}
+
+const KEYS: [(&str, &str); 2] = [
+    ("AWS_ACCESS_KEY_ID", "AKIDMUSTNOTLEAK"),
+    ("AWS_SECRET_ACCESS_KEY", "SECRETMUSTNOTLEAK"),
+];
+
+/// Fails unless `stderr` is a failure saying `what`, with no advice to
+/// give up atomic refs and no credentials in it.
+fn refused_saying(result: (bool, String), what: &[&str]) {
+    let (ok, stderr) = result;
+    assert!(!ok, "succeeded: {stderr}");
+    for w in what {
+        assert!(stderr.contains(w), "{w:?} missing: {stderr}");
+    }
+    assert!(
+        !stderr.contains("PACKFS_UNSAFE_REFS") && !stderr.contains("atomically"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("MUSTNOTLEAK"),
+        "credentials leaked: {stderr}"
+    );
+}
+
+/// Writers (import, a read-write mount) probe the store's conditional puts
+/// first. A store they cannot reach, that refuses or lacks credentials, or
+/// whose bucket is missing is reported as that, never as a store that
+/// cannot move refs atomically.
+#[test]
+fn writers_say_why_they_cannot_use_a_store() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    write_file(&src.join("t/m/a"), b"a");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let spool = tmp.path().join("spool");
+    let (src, mnt_str, spool) = (
+        src.to_str().unwrap(),
+        mnt.to_str().unwrap(),
+        spool.to_str().unwrap(),
+    );
+    // `import` and a read-write `mount` of `url`.
+    let writers = |url: &str| {
+        [
+            vec!["import", src, url, "--no-progress"],
+            vec!["mount", url, mnt_str, "--spool-dir", spool],
+        ]
+        .map(|args| args.into_iter().map(String::from).collect::<Vec<_>>())
+    };
+    let run = |endpoint: &str, args: &[String], env: &[(&str, &str)]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        packfs_at(endpoint, &args, env)
+    };
+    let allow = ("AWS_ALLOW_HTTP", "true");
+    let env = [KEYS[0], KEYS[1], allow];
+    let s3 = S3::get();
+    let bucket = s3.bucket();
+    let url = format!("s3://{bucket}/ds");
+
+    // Nothing listens.
+    let nowhere = format!("http://127.0.0.1:{}", closed_port());
+    for args in writers(&url) {
+        let refused = format!("cannot reach {nowhere}: connection refused");
+        refused_saying(run(&nowhere, &args, &env), &[&refused]);
+    }
+    // A plain http:// endpoint without --allow-http.
+    for args in writers(&url) {
+        refused_saying(run(&s3.endpoint(), &args, &KEYS), &["--allow-http"]);
+    }
+    // A missing bucket.
+    for args in writers("s3://no-such-bucket/ds") {
+        let missing = "bucket \"no-such-bucket\" does not exist";
+        refused_saying(run(&s3.endpoint(), &args, &env), &[missing]);
+    }
+    // No credentials at all (and no instance metadata service to ask).
+    let no_metadata = format!("http://127.0.0.1:{}", closed_port());
+    let without_keys = [allow, ("AWS_METADATA_ENDPOINT", no_metadata.as_str())];
+    for args in writers(&url) {
+        let expected = ["no credentials found", "AWS_ACCESS_KEY_ID"];
+        refused_saying(run(&s3.endpoint(), &args, &without_keys), &expected);
+    }
+    // Credentials the store does not know.
+    let checking = S3::checking_credentials();
+    let denied = format!("access denied by {}", checking.endpoint());
+    for args in writers(&url) {
+        let expected = [denied.as_str(), "InvalidAccessKeyId", "AWS_ACCESS_KEY_ID"];
+        refused_saying(run(&checking.endpoint(), &args, &env), &expected);
+    }
+    assert!(!is_mounted(&mnt.canonicalize().unwrap()));
+    // With all in order the same import goes through.
+    s3.packfs_ok(&["import", src, &url, "--no-progress"]);
+}
+
 /// Neither the access key nor the secret shows up in errors or in the most
 /// verbose logs.
 #[test]

@@ -11,7 +11,8 @@
 //! Choices where the seed is silent (also in `docs/SEMANTICS.md`):
 //! - A name changed on two sides to different entries is a *conflict*: ours
 //!   (or the earlier branch) keeps the name, the later side's item stays
-//!   under `<stem>.conflict-<short manifest id>[.<ext>]`, logged as a warning.
+//!   under `<stem>.conflict-<short manifest id>[.<ext>]`, logged as a
+//!   warning and recorded in the merge Manifest (`packfs log` shows it).
 //! - A change wins over a removal: an item removed on one side and replaced
 //!   on another is kept, with the replacement.
 //! - A (timeline, modality) that exists on one side only is a new Track, not
@@ -44,13 +45,7 @@ pub enum MergePlan {
 }
 
 /// A name both sides changed, and where the later side's item went.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Conflict {
-    pub timeline: String,
-    pub modality: String,
-    pub name: String,
-    pub renamed_to: String,
-}
+pub use crate::format::MergeConflict as Conflict;
 
 /// Tracks of the merged Manifest and the conflicts met building them.
 pub struct MergedTracks {
@@ -271,9 +266,13 @@ impl Dataset {
             MergePlan::Union { parents } => {
                 let merged = self.merge_tracks(&parents, base).await?;
                 let n = parents.len();
-                let id = self
-                    .commit_with_parents(into, Some(ours), parents, merged.tracks, writer)
-                    .await?;
+                let commit = super::Commit {
+                    parents,
+                    tracks: merged.tracks,
+                    conflicts: &merged.conflicts,
+                    writer,
+                };
+                let id = self.commit_manifest(into, Some(ours), commit).await?;
                 (id, MergeOutcome::Merged { parents: n }, merged.conflicts)
             }
         };
@@ -282,6 +281,15 @@ impl Dataset {
             outcome,
             conflicts,
         })
+    }
+
+    /// The conflicts the merge Manifest `id` records (none for other
+    /// Manifests, and for merges made before packfs recorded them).
+    pub async fn conflicts_of(&self, id: &ObjectId) -> Result<Vec<Conflict>, DatasetError> {
+        let path = self.store.layout().manifest(id);
+        let bytes = self.fetch(&path, "manifest", id, "packfs log").await?;
+        let what = format!("manifest {path}");
+        Ok(Manifest::decode_with_conflicts(&bytes, &what)?.1)
     }
 
     /// Creates the ref `name` at the Manifest `from` points at; an error if

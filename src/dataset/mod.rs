@@ -19,7 +19,7 @@ use thiserror::Error;
 use crate::format::{
     FormatError, ItemManifest, Manifest, ObjectId, Track, TrackEntry, TRACK_KIND_FRAGMENT,
 };
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreConfig, StoreError};
 pub use merge::{Conflict, MergeOutcome, MergePlan, MergeReport, MergedTracks};
 pub use snapshot::{ChunkRef, Item, ItemSource, Snapshot, SnapshotTrack};
 
@@ -86,6 +86,15 @@ pub struct TrackUpdate {
     pub content: TrackContent,
 }
 
+/// What a new Manifest holds: its parents, its Tracks, the conflicts a
+/// merge resolved (recorded in it), and who wrote it.
+struct Commit<'a> {
+    parents: Vec<ObjectId>,
+    tracks: Vec<TrackUpdate>,
+    conflicts: &'a [Conflict],
+    writer: &'a str,
+}
+
 /// A dataset on a store.
 #[derive(Clone, Debug)]
 pub struct Dataset {
@@ -93,10 +102,20 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// Opens the dataset at `location` (see [`Store::open`]).
+    /// Opens the dataset at `location` with the default store settings
+    /// (see [`Store::open`]).
     pub fn open(location: &str, create: bool) -> Result<Self, DatasetError> {
+        Self::open_with(location, create, &StoreConfig::default())
+    }
+
+    /// Opens the dataset at `location` with the store settings `config`.
+    pub fn open_with(
+        location: &str,
+        create: bool,
+        config: &StoreConfig,
+    ) -> Result<Self, DatasetError> {
         Ok(Dataset {
-            store: Store::open(location, create)?,
+            store: Store::open(location, create, config)?,
         })
     }
 
@@ -280,7 +299,24 @@ impl Dataset {
         tracks: Vec<TrackUpdate>,
         writer: &str,
     ) -> Result<ObjectId, DatasetError> {
-        let (id, _) = self.write_manifest(parents, tracks, writer).await?;
+        let commit = Commit {
+            parents,
+            tracks,
+            conflicts: &[],
+            writer,
+        };
+        self.commit_manifest(ref_name, expected, commit).await
+    }
+
+    /// Writes the Manifest of `commit` and moves `ref_name` from
+    /// `expected` to it.
+    async fn commit_manifest(
+        &self,
+        ref_name: &str,
+        expected: Option<ObjectId>,
+        commit: Commit<'_>,
+    ) -> Result<ObjectId, DatasetError> {
+        let (id, _) = self.write_commit(commit).await?;
         self.store.update_ref(ref_name, expected, id).await?;
         Ok(id)
     }
@@ -294,6 +330,23 @@ impl Dataset {
         tracks: Vec<TrackUpdate>,
         writer: &str,
     ) -> Result<(ObjectId, Manifest), DatasetError> {
+        let commit = Commit {
+            parents,
+            tracks,
+            conflicts: &[],
+            writer,
+        };
+        self.write_commit(commit).await
+    }
+
+    /// [`Dataset::write_manifest`] of a `commit`.
+    async fn write_commit(&self, commit: Commit<'_>) -> Result<(ObjectId, Manifest), DatasetError> {
+        let Commit {
+            parents,
+            tracks,
+            conflicts,
+            writer,
+        } = commit;
         let mut entries = Vec::with_capacity(tracks.len());
         for update in tracks {
             let track = match update.content {
@@ -317,7 +370,7 @@ impl Dataset {
             ts_unix_ns: now_unix_ns(),
             writer: writer.to_string(),
         };
-        let bytes = Bytes::from(manifest.encode());
+        let bytes = Bytes::from(manifest.encode_with_conflicts(conflicts));
         let id = ObjectId::of(&bytes);
         self.store
             .put_immutable(&self.store.layout().manifest(&id), bytes)

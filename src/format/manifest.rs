@@ -2,12 +2,17 @@
 //!
 //! CBOR map: `{"v": 1, "parents": [id…], "timelines": [text…],
 //! "tracks": [{"timeline", "modality", "kind", "track": id}…],
-//! "ts": unix-ns, "writer": text}`.
+//! "ts": unix-ns, "writer": text}`, and on a merge that met conflicts
+//! `"conflicts": [{"timeline", "modality", "name", "renamed_to"}…]`.
+//!
+//! The conflicts are a note on how a Manifest was made, not part of the
+//! dataset it describes: they travel beside [`Manifest`]
+//! ([`Manifest::encode_with_conflicts`], [`Manifest::decode_with_conflicts`]).
 
 use ciborium::value::Value;
 
 use super::cbor::{self, as_array, as_object_id, as_text, as_u64, MapReader};
-use super::{validate_segment, FormatError, ObjectId, TRACK_KIND_FRAGMENT};
+use super::{validate_item_name, validate_segment, FormatError, ObjectId, TRACK_KIND_FRAGMENT};
 
 const VERSION: u64 = 1;
 
@@ -35,8 +40,24 @@ pub struct Manifest {
     pub writer: String,
 }
 
+/// A name two sides of a merge changed: the earlier side kept it, the
+/// later side's item went to `renamed_to` (in the same directory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergeConflict {
+    pub timeline: String,
+    pub modality: String,
+    pub name: String,
+    pub renamed_to: String,
+}
+
 impl Manifest {
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_with_conflicts(&[])
+    }
+
+    /// Encodes the Manifest of a merge with the conflicts it resolved
+    /// (the `conflicts` key, written only when there are some).
+    pub fn encode_with_conflicts(&self, conflicts: &[MergeConflict]) -> Vec<u8> {
         let tracks = self
             .tracks
             .iter()
@@ -49,7 +70,7 @@ impl Manifest {
                 ])
             })
             .collect();
-        cbor::encode(&Value::Map(vec![
+        let mut fields = vec![
             (cbor::text("v"), cbor::uint(VERSION)),
             (
                 cbor::text("parents"),
@@ -62,11 +83,36 @@ impl Manifest {
             (cbor::text("tracks"), Value::Array(tracks)),
             (cbor::text("ts"), cbor::uint(self.ts_unix_ns)),
             (cbor::text("writer"), cbor::text(&self.writer)),
-        ]))
+        ];
+        if !conflicts.is_empty() {
+            let conflicts = conflicts
+                .iter()
+                .map(|c| {
+                    Value::Map(vec![
+                        (cbor::text("timeline"), cbor::text(&c.timeline)),
+                        (cbor::text("modality"), cbor::text(&c.modality)),
+                        (cbor::text("name"), cbor::text(&c.name)),
+                        (cbor::text("renamed_to"), cbor::text(&c.renamed_to)),
+                    ])
+                })
+                .collect();
+            fields.push((cbor::text("conflicts"), Value::Array(conflicts)));
+        }
+        cbor::encode(&Value::Map(fields))
     }
 
     /// Decodes and validates a Manifest; `what` names the object for errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<Self, FormatError> {
+        Ok(Self::decode_with_conflicts(bytes, what)?.0)
+    }
+
+    /// Like [`Manifest::decode`], with the merge conflicts the Manifest
+    /// records (none for Manifests written without any, or before packfs
+    /// recorded them).
+    pub fn decode_with_conflicts(
+        bytes: &[u8],
+        what: &str,
+    ) -> Result<(Self, Vec<MergeConflict>), FormatError> {
         let value = cbor::decode(bytes, what)?;
         let map = MapReader::versioned(&value, what, VERSION)?;
         let parents = as_array(map.required("parents")?, &format!("{what} parents"))?
@@ -121,14 +167,40 @@ impl Manifest {
                 format!("two tracks for {}/{}", w[0].timeline, w[0].modality),
             ));
         }
-        Ok(Manifest {
+        let conflicts = match map.get("conflicts") {
+            None => Vec::new(),
+            Some(list) => as_array(list, &format!("{what} conflicts"))?
+                .iter()
+                .enumerate()
+                .map(|(i, c)| decode_conflict(c, &format!("{what} conflicts[{i}]")))
+                .collect::<Result<_, _>>()?,
+        };
+        let manifest = Manifest {
             parents,
             timelines,
             tracks,
             ts_unix_ns: as_u64(map.required("ts")?, &format!("{what} ts"))?,
             writer: as_text(map.required("writer")?, &format!("{what} writer"))?.to_string(),
-        })
+        };
+        Ok((manifest, conflicts))
     }
+}
+
+/// One entry of `conflicts`, held to the naming rules of the items it names.
+fn decode_conflict(value: &Value, at: &str) -> Result<MergeConflict, FormatError> {
+    let m = MapReader::new(value, at)?;
+    let field = |key| Ok::<_, FormatError>(as_text(m.required(key)?, at)?.to_string());
+    let conflict = MergeConflict {
+        timeline: field("timeline")?,
+        modality: field("modality")?,
+        name: field("name")?,
+        renamed_to: field("renamed_to")?,
+    };
+    validate_segment(&conflict.timeline, &format!("{at} timeline"))?;
+    validate_segment(&conflict.modality, &format!("{at} modality"))?;
+    validate_item_name(&conflict.name, &format!("{at} name"))?;
+    validate_item_name(&conflict.renamed_to, &format!("{at} renamed_to"))?;
+    Ok(conflict)
 }
 
 #[cfg(test)]
@@ -162,6 +234,36 @@ mod tests {
     fn round_trip_with_multiple_parents() {
         let m = sample();
         assert_eq!(Manifest::decode(&m.encode(), "manifest").unwrap(), m);
+    }
+
+    #[test]
+    fn merge_conflicts_round_trip_and_are_optional() {
+        let m = sample();
+        let conflicts = vec![MergeConflict {
+            timeline: "train".into(),
+            modality: "image".into(),
+            name: "x/cat.jpg".into(),
+            renamed_to: "x/cat.conflict-0123456789ab.jpg".into(),
+        }];
+        let bytes = m.encode_with_conflicts(&conflicts);
+        assert_eq!(
+            Manifest::decode_with_conflicts(&bytes, "m").unwrap(),
+            (m.clone(), conflicts.clone())
+        );
+        assert_eq!(Manifest::decode(&bytes, "m").unwrap(), m);
+        // Without conflicts nothing is added: Manifests encode as before
+        // and decode with none.
+        assert_eq!(m.encode_with_conflicts(&[]), m.encode());
+        assert!(!m.encode().windows(9).any(|w| w == b"conflicts"));
+        let (_, none) = Manifest::decode_with_conflicts(&m.encode(), "m").unwrap();
+        assert!(none.is_empty());
+        // A recorded name is held to the item-name rules.
+        let mut bad = conflicts;
+        bad[0].renamed_to = "../escape".into();
+        let e = Manifest::decode_with_conflicts(&m.encode_with_conflicts(&bad), "m")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("conflicts[0] renamed_to"), "{e}");
     }
 
     #[test]

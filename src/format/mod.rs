@@ -16,7 +16,7 @@ mod track;
 pub use entry::{FragmentEntry, Placement};
 pub use error::FormatError;
 pub use item_manifest::{Chunk, ItemManifest};
-pub use manifest::{Manifest, TrackEntry};
+pub use manifest::{Manifest, MergeConflict, TrackEntry};
 pub use name::{
     validate_item_name, validate_ref_name, validate_segment, CONTROL_DIR, RESERVED_PREFIX,
 };

@@ -6,8 +6,9 @@
 //! `If-None-Match`/`If-Match` and overwrite anyway). Faults can change
 //! while the store is in use (tests turn them on and off).
 //!
-//! The daemon takes the same faults from `PACKFS_FAULTS` (the hidden
-//! `--inject-faults` option), in the syntax of [`Faults::parse`].
+//! A store gets faults only through `StoreConfig::faults`: tests set it,
+//! and so does the daemon's hidden `--inject-faults SPEC` diagnostic
+//! option, in the syntax of [`Faults::parse`].
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -151,10 +152,6 @@ fn take_one(counter: &AtomicU64) -> bool {
         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
         .is_ok()
 }
-
-/// The environment variable the daemon reads faults from (diagnostics
-/// and the integration tests only).
-pub const FAULTS_ENV: &str = "PACKFS_FAULTS";
 
 /// Where refs live, whatever the dataset's prefix.
 const REFS_DIR: &str = "_packfs/refs/";

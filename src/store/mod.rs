@@ -5,10 +5,14 @@
 //! [`StoreError`]; which `object_store` backend sits underneath is decided
 //! here, once, from the dataset location.
 
+/// Fault injection, for tests and the hidden `--inject-faults` diagnostic
+/// only: a store gets faults solely through [`StoreConfig::faults`].
+#[doc(hidden)]
 pub mod faults;
 mod layout;
 mod options;
 mod refs;
+mod remote;
 
 use std::ops::Range;
 use std::path::PathBuf;
@@ -17,7 +21,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
-use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{
     GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, WriteMultipart,
@@ -26,10 +29,9 @@ use thiserror::Error;
 
 use crate::format::{FormatError, ObjectId};
 pub use layout::{Layout, ObjectKind};
-pub use options::{
-    parse_duration, StoreOptions, CONNECT_TIMEOUT_ENV, RETRY_DEADLINE_ENV, TIMEOUT_ENV,
-};
+pub use options::{parse_duration, StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
 use refs::RefBackend;
+use remote::Remote;
 
 /// Errors of the store layer. Each names the object or location involved.
 #[derive(Debug, Error)]
@@ -61,6 +63,38 @@ pub enum StoreError {
         name: String,
         expected: Option<ObjectId>,
         actual: Option<ObjectId>,
+    },
+    /// No connection to a remote store, or none object_store would open.
+    #[error(
+        "{context}: cannot reach {endpoint}: {reason}{}",
+        if *.allow_http_hint { " (a plain http:// endpoint: pass --allow-http)" } else { "" }
+    )]
+    Unreachable {
+        context: String,
+        endpoint: String,
+        reason: String,
+        allow_http_hint: bool,
+    },
+    /// The store refused the request's credentials (401/403).
+    #[error("{context}: access denied by {endpoint}: {reason}; check the credentials: {hint}")]
+    AccessDenied {
+        context: String,
+        endpoint: String,
+        reason: String,
+        hint: &'static str,
+    },
+    /// Requests could not be signed: no credentials were found.
+    #[error("{location}: no credentials found ({detail}); {hint}")]
+    NoCredentials {
+        location: String,
+        detail: String,
+        hint: &'static str,
+    },
+    #[error("{context}: bucket {bucket:?} does not exist at {endpoint}")]
+    NoSuchBucket {
+        context: String,
+        bucket: String,
+        endpoint: String,
     },
     #[error(
         "store {location} cannot move refs atomically: {detail}. Concurrent writers could \
@@ -102,18 +136,39 @@ fn refresh_age() -> chrono::Duration {
     chrono::Duration::from_std(REFRESH_AGE).expect("an hour fits")
 }
 
-/// Attempts of one request whose failure may pass (a network error, a
-/// 5xx the backend's own retries did not outlast, a short body), and the
-/// pause before the first retry (doubling after each). Bounded in count and
-/// by [`StoreOptions::retry_deadline`], so a store that stays down turns
-/// into an error, never a hang.
+/// Retrying, and which layer does it. Each failure is retried by exactly
+/// one layer, so attempts never multiply, and all retrying of one call ends
+/// within [`StoreOptions::retry_deadline`] of its first attempt:
+///
+/// - **object_store's HTTP client** (S3, GCS, Azure) retries what it sees
+///   of a request: connection and transport errors, time-outs of safe
+///   requests, 5xx/429/408 answers, and GET bodies broken mid-stream
+///   (resumed with a ranged GET of the same ETag); up to
+///   [`CLIENT_RETRIES`] times, with its own backoff, until the deadline.
+///   What it gives up on is final here.
+/// - **packfs** ([`retrying`]) retries what that client cannot see: a body
+///   that ended cleanly but shorter than the range the store announced,
+///   and transient failures of stores without an HTTP client of their own
+///   (a local directory, the in-memory store, injected faults); up to
+///   [`ATTEMPTS`] attempts, 0.1 s doubling, each retry started only while
+///   the deadline lasts and cut off when it passes.
+///
+/// Answers such as "not found", "already exists" or "precondition failed"
+/// are final in both layers.
 const ATTEMPTS: u32 = 4;
 const FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Whether an `object_store` error may pass on a retry. Answers such as
-/// "not found", "already exists" or "precondition failed" are final.
+/// Retries of one request by object_store's HTTP client (see [`ATTEMPTS`]).
+const CLIENT_RETRIES: usize = 10;
+
+/// The `store` names of object_store's HTTP backends, whose errors come
+/// out of the client's own retries (see [`ATTEMPTS`]).
+const HTTP_BACKENDS: [&str; 3] = ["S3", "GCS", "MicrosoftAzure"];
+
+/// Whether packfs should retry an `object_store` error: a `Generic`
+/// failure that object_store's HTTP client has not retried already.
 fn transient(e: &object_store::Error) -> bool {
-    matches!(e, object_store::Error::Generic { .. })
+    matches!(e, object_store::Error::Generic { store, .. } if !HTTP_BACKENDS.contains(store))
 }
 
 /// The error for a body that ended before the length the store promised:
@@ -138,7 +193,8 @@ async fn whole_body(path: &Path, result: object_store::GetResult) -> object_stor
 }
 
 /// Runs `request` until it succeeds, fails for good, runs out of
-/// attempts, or `deadline` has passed since the first attempt.
+/// attempts, or `deadline` has passed since the first attempt (a retry
+/// still running then is abandoned and the previous error returned).
 async fn retrying<T, F, Fut>(
     deadline: std::time::Duration,
     op: &str,
@@ -151,73 +207,24 @@ where
 {
     let started = std::time::Instant::now();
     let mut backoff = FIRST_BACKOFF;
-    let mut attempt = 1;
-    loop {
-        match request().await {
-            Err(e) if transient(&e) && attempt < ATTEMPTS && started.elapsed() < deadline => {
-                tracing::debug!("{op} {path} failed ({e}); retry {attempt} in {backoff:?}");
-                tokio::time::sleep(backoff).await;
-                backoff *= 2;
-                attempt += 1;
-            }
-            result => return result,
+    let mut result = request().await;
+    for attempt in 1..ATTEMPTS {
+        let e = match &result {
+            Err(e) if transient(e) => e,
+            _ => break,
+        };
+        let Some(left) = deadline.checked_sub(started.elapsed() + backoff) else {
+            break;
+        };
+        tracing::debug!("{op} {path} failed ({e}); retry {attempt} in {backoff:?}");
+        tokio::time::sleep(backoff).await;
+        backoff *= 2;
+        match tokio::time::timeout(left, request()).await {
+            Ok(next) => result = next,
+            Err(_) => break,
         }
     }
-}
-
-/// The `object_store` backend for a URL, configured from the usual
-/// environment variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`) and `options`.
-/// Built here rather than by `parse_url_opts` because that cannot set the
-/// retry policy.
-fn object_store_for(
-    url: &url::Url,
-    options: &StoreOptions,
-) -> Result<(Arc<dyn ObjectStore>, Path), String> {
-    use object_store::{ClientConfigKey as Client, ObjectStoreScheme as Scheme};
-    let (scheme, root) = Scheme::parse(url).map_err(|e| e.to_string())?;
-    let retry = object_store::RetryConfig {
-        backoff: Default::default(),
-        max_retries: 10,
-        retry_timeout: options.retry_deadline,
-    };
-    let timeouts = [
-        (
-            Client::Timeout,
-            format!("{}ms", options.timeout.as_millis()),
-        ),
-        (
-            Client::ConnectTimeout,
-            format!("{}ms", options.connect_timeout.as_millis()),
-        ),
-    ];
-    // The three cloud builders share this shape but no trait.
-    macro_rules! cloud {
-        ($builder:ty, $key:path) => {{
-            let builder = timeouts.into_iter().fold(
-                <$builder>::from_env().with_url(url.as_str()),
-                |b, (key, value)| b.with_config($key(key), value),
-            );
-            let store = builder.with_retry(retry).build();
-            Arc::new(store.map_err(|e| e.to_string())?)
-        }};
-    }
-    let store: Arc<dyn ObjectStore> = match scheme {
-        Scheme::Memory => Arc::new(InMemory::new()),
-        Scheme::AmazonS3 => cloud!(
-            object_store::aws::AmazonS3Builder,
-            object_store::aws::AmazonS3ConfigKey::Client
-        ),
-        Scheme::GoogleCloudStorage => cloud!(
-            object_store::gcp::GoogleCloudStorageBuilder,
-            object_store::gcp::GoogleConfigKey::Client
-        ),
-        Scheme::MicrosoftAzure => cloud!(
-            object_store::azure::MicrosoftAzureBuilder,
-            object_store::azure::AzureConfigKey::Client
-        ),
-        other => return Err(format!("{other:?} URLs are not supported")),
-    };
-    Ok((store, root))
+    result
 }
 
 /// The bytes of a ranged read, with the real size of the whole object so
@@ -236,8 +243,13 @@ pub struct Store {
     refs: RefBackend,
     location: String,
     options: StoreOptions,
-    /// Outcome of the conditional-put probe, run before the first ref move.
-    cas_probe: Arc<tokio::sync::OnceCell<Result<(), String>>>,
+    /// Move refs without the conditional-put probe ([`StoreConfig::unsafe_refs`]).
+    unsafe_refs: bool,
+    /// Endpoint and credentials of a store reached over HTTP.
+    remote: Option<Remote>,
+    /// Set once the conditional-put probe passed (run before the first
+    /// ref move; a failed probe runs again next time).
+    cas_probe: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -254,13 +266,14 @@ impl Store {
     /// `gs://`, `az://`, …; credentials from the usual environment variables).
     ///
     /// With `create`, a missing local directory is created (for writers);
-    /// otherwise a missing directory is an error.
-    pub fn open(location: &str, create: bool) -> Result<Store, StoreError> {
+    /// otherwise a missing directory is an error. `config` holds the
+    /// endpoint settings, time-outs and retry bounds, and any faults to
+    /// inject (tests and diagnostics).
+    pub fn open(location: &str, create: bool, config: &StoreConfig) -> Result<Store, StoreError> {
         let bad = |detail: String| StoreError::Location {
             location: location.to_string(),
             detail,
         };
-        let options = StoreOptions::from_env().map_err(bad)?;
         let local_dir = match location.split_once("://") {
             None => Some(PathBuf::from(location)),
             Some(("file", _)) => Some(
@@ -275,28 +288,30 @@ impl Store {
             if location.is_empty() {
                 return Err(bad("empty path".into()));
             }
-            Self::open_local(location, dir, create)?.with_options(options)
+            Self::open_local(location, dir, create)?
         } else {
             let url = url::Url::parse(location).map_err(|e| bad(e.to_string()))?;
-            let (inner, root) = object_store_for(&url, &options).map_err(bad)?;
+            let opened = remote::open(&url, config).map_err(bad)?;
             Store {
-                inner,
-                layout: Layout::new(root),
-                refs: RefBackend::Conditional,
-                location: location.to_string(),
-                options,
-                cas_probe: Default::default(),
+                remote: opened.remote,
+                ..Store::from_object_store(opened.inner, opened.root, location)
             }
         };
-        match std::env::var(faults::FAULTS_ENV) {
-            Ok(spec) if !spec.is_empty() => {
-                let faults = faults::Faults::parse(&spec)
-                    .map_err(|e| bad(format!("{}: {e}", faults::FAULTS_ENV)))?;
-                tracing::warn!("injecting faults into {location}: {spec}");
-                let faults = Arc::new(faults);
-                Ok(store.wrapped(|inner| Arc::new(faults::FaultyStore::new(inner, faults))))
+        let store = Store {
+            options: config.options,
+            unsafe_refs: config.unsafe_refs,
+            ..store
+        };
+        match &config.faults {
+            Some(faults) => {
+                tracing::warn!("injecting faults into {location}: {faults:?}");
+                let faulty = faults::FaultyStore::new(store.inner.clone(), faults.clone());
+                Ok(Store {
+                    inner: Arc::new(faulty),
+                    ..store
+                })
             }
-            _ => Ok(store),
+            None => Ok(store),
         }
     }
 
@@ -333,6 +348,8 @@ impl Store {
             refs: RefBackend::LocalDir(dir.clone()),
             location: dir.display().to_string(),
             options: StoreOptions::default(),
+            unsafe_refs: false,
+            remote: None,
             cas_probe: Default::default(),
         })
     }
@@ -346,6 +363,8 @@ impl Store {
             refs: RefBackend::Conditional,
             location: location.to_string(),
             options: StoreOptions::default(),
+            unsafe_refs: false,
+            remote: None,
             cas_probe: Default::default(),
         }
     }
@@ -353,17 +372,6 @@ impl Store {
     /// The same store with other time-outs, retry bounds or part sizes.
     pub fn with_options(mut self, options: StoreOptions) -> Store {
         self.options = options;
-        self
-    }
-
-    /// The same store seen through `wrap` (tests and the `--inject-faults`
-    /// diagnostic put a [`faults::FaultyStore`] here). Refs of a local
-    /// directory keep their own mechanism.
-    pub fn wrapped(
-        mut self,
-        wrap: impl FnOnce(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore>,
-    ) -> Store {
-        self.inner = wrap(self.inner);
         self
     }
 
@@ -383,7 +391,7 @@ impl Store {
             whole_body(path, self.inner.get(path).await?).await
         })
         .await
-        .map_err(|e| StoreError::backend("get", path, e))
+        .map_err(|e| self.fail("get", path, e))
     }
 
     /// Reads `range` of an object. An empty range costs no request.
@@ -399,7 +407,7 @@ impl Store {
             Ok(RangeRead { bytes, object_size })
         })
         .await
-        .map_err(|e| StoreError::backend("get", path, e))
+        .map_err(|e| self.fail("get", path, e))
     }
 
     /// Streams a whole object through `f` chunk by chunk, folding it into
@@ -430,7 +438,7 @@ impl Store {
         };
         retrying(self.options.retry_deadline, "get", path, attempt)
             .await
-            .map_err(|e| StoreError::backend("get", path, e))
+            .map_err(|e| self.fail("get", path, e))
     }
 
     /// An object's size and last-modified time, or `None` if it does not
@@ -443,7 +451,7 @@ impl Store {
         {
             Ok(meta) => Ok(Some(meta)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(StoreError::backend("head", path, e)),
+            Err(e) => Err(self.fail("head", path, e)),
         }
     }
 
@@ -537,9 +545,9 @@ impl Store {
         writer.finish().await.map(|_| ())
     }
 
-    /// Overwrites an object regardless of what is there (tests use this to
-    /// damage datasets on purpose).
-    pub async fn put_overwrite(&self, path: &Path, bytes: Bytes) -> Result<(), StoreError> {
+    /// Overwrites an object regardless of what is there (unit tests).
+    #[cfg(test)]
+    pub(crate) async fn put_overwrite(&self, path: &Path, bytes: Bytes) -> Result<(), StoreError> {
         self.inner
             .put(path, bytes.into())
             .await
@@ -553,7 +561,7 @@ impl Store {
         let list = || self.inner.list(Some(&root)).try_collect();
         retrying(self.options.retry_deadline, "list", &root, list)
             .await
-            .map_err(|e| StoreError::backend("list", &root, e))
+            .map_err(|e| self.fail("list", &root, e))
     }
 
     /// Deletes an object (gone already counts as deleted).
@@ -561,7 +569,7 @@ impl Store {
         let delete = || self.inner.delete(path);
         match retrying(self.options.retry_deadline, "delete", path, delete).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(StoreError::backend("delete", path, e)),
+            Err(e) => Err(self.fail("delete", path, e)),
         }
     }
 
@@ -576,7 +584,7 @@ impl Store {
         };
         let mut names = retrying(self.options.retry_deadline, "list", &dir, list)
             .await
-            .map_err(|e| StoreError::backend("list", &dir, e))?;
+            .map_err(|e| self.fail("list", &dir, e))?;
         // Lock files and temporaries of the local ref backend are not refs.
         names.retain(|n| crate::format::validate_ref_name(n).is_ok());
         names.sort();
@@ -586,23 +594,26 @@ impl Store {
     /// Fails with [`StoreError::NoAtomicRefs`] unless refs can move
     /// atomically here: always on a local directory; on an object store
     /// once its conditional puts were shown to work (probed once per
-    /// `Store`), or the user overrode the check with `PACKFS_UNSAFE_REFS=1`.
-    /// Writers call this before they write anything.
+    /// `Store`), or the user overrode the check ([`StoreConfig::unsafe_refs`],
+    /// `PACKFS_UNSAFE_REFS=1`). Writers call this before they write anything.
     pub async fn ensure_atomic_refs(&self) -> Result<(), StoreError> {
-        if matches!(self.refs, RefBackend::LocalDir(_)) {
+        if matches!(self.refs, RefBackend::LocalDir(_)) || self.unsafe_refs {
             return Ok(());
         }
-        if std::env::var(refs::UNSAFE_REFS_ENV).is_ok_and(|v| v == "1") {
-            return Ok(());
-        }
-        let probed = self
-            .cas_probe
-            .get_or_init(|| refs::probe_conditional_puts(self))
-            .await;
-        probed.clone().map_err(|detail| StoreError::NoAtomicRefs {
-            location: self.location.clone(),
-            detail,
-        })
+        self.cas_probe
+            .get_or_try_init(|| refs::probe_conditional_puts(self))
+            .await
+            .map(|_| ())
+    }
+
+    /// The error for `source`, met doing `op` on `path`: "not found", the
+    /// failures [`remote`] puts in the user's terms, or the store's own.
+    fn fail(&self, op: &'static str, path: &Path, source: object_store::Error) -> StoreError {
+        let explained = match (&self.remote, &source) {
+            (_, object_store::Error::NotFound { .. }) | (None, _) => None,
+            (Some(remote), source) => remote.explain(&format!("{op} {path}"), source),
+        };
+        explained.unwrap_or_else(|| StoreError::backend(op, path, source))
     }
 
     /// The Manifest a ref points at, or `None` if the ref does not exist.
@@ -622,5 +633,90 @@ impl Store {
     ) -> Result<(), StoreError> {
         crate::format::validate_ref_name(name)?;
         self.refs.compare_and_swap(self, name, expected, new).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn generic(store: &'static str) -> object_store::Error {
+        object_store::Error::Generic {
+            store,
+            source: "boom".into(),
+        }
+    }
+
+    /// Runs `retrying` over a request that always fails with `error`;
+    /// returns how many times the request ran.
+    async fn attempts_of(deadline: Duration, error: impl Fn() -> object_store::Error) -> u32 {
+        let calls = AtomicU32::new(0);
+        let result: object_store::Result<()> =
+            retrying(deadline, "get", &Path::from("x"), || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err(error())
+            })
+            .await;
+        assert!(result.is_err());
+        calls.into_inner()
+    }
+
+    /// What object_store's HTTP client gave up on is not retried again:
+    /// its retries and packfs's would multiply.
+    #[tokio::test]
+    async fn failures_the_http_client_retried_are_final() {
+        for store in HTTP_BACKENDS {
+            let error = move || generic(store);
+            assert_eq!(attempts_of(Duration::from_secs(30), error).await, 1);
+        }
+    }
+
+    /// Failures no HTTP client saw (a short body, a local or injected
+    /// fault) are retried, a bounded number of times, within the deadline.
+    #[tokio::test]
+    async fn other_transient_failures_are_retried_within_the_deadline() {
+        let short = || short_body(&Path::from("x"), 1, 2);
+        assert_eq!(attempts_of(Duration::from_secs(30), short).await, ATTEMPTS);
+        assert_eq!(attempts_of(Duration::ZERO, short).await, 1);
+        let not_found = || object_store::Error::NotFound {
+            path: "x".into(),
+            source: "gone".into(),
+        };
+        assert_eq!(attempts_of(Duration::from_secs(30), not_found).await, 1);
+    }
+
+    /// A retry still running when the deadline passes is abandoned: the
+    /// call ends within the deadline with the failure that caused it.
+    #[tokio::test]
+    async fn a_retry_is_cut_off_at_the_deadline() {
+        let calls = AtomicU32::new(0);
+        let started = Instant::now();
+        let result: object_store::Result<()> = retrying(
+            Duration::from_millis(500),
+            "get",
+            &Path::from("x"),
+            || async {
+                if calls.fetch_add(1, Ordering::SeqCst) > 0 {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                Err(generic("faulty"))
+            },
+        )
+        .await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(
+            matches!(
+                result,
+                Err(object_store::Error::Generic {
+                    store: "faulty",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+        assert_eq!(calls.into_inner(), 2);
     }
 }

@@ -1,15 +1,42 @@
-//! How patient the store is: request time-outs, the retry deadline, and
-//! when uploads go multipart. Read from `PACKFS_*` environment variables so
-//! that a daemonized mount inherits what the command line set.
+//! How to reach the store and how patient to be with it: endpoint
+//! settings, request time-outs, the retry deadline, when uploads go
+//! multipart, and the diagnostic faults. The caller (the command line, an
+//! embedder, a test) builds a [`StoreConfig`] and hands it to
+//! [`Store::open`](super::Store::open); nothing here reads packfs's own
+//! environment variables. A daemonized mount keeps the config it was given
+//! across its `fork`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Per-request time-out (connect to last body byte).
-pub const TIMEOUT_ENV: &str = "PACKFS_TIMEOUT";
-/// Time-out for establishing a connection.
-pub const CONNECT_TIMEOUT_ENV: &str = "PACKFS_CONNECT_TIMEOUT";
-/// How long a failing request is retried before its error is final.
-pub const RETRY_DEADLINE_ENV: &str = "PACKFS_RETRY_DEADLINE";
+use super::faults::Faults;
+
+/// The user switch that lets packfs move refs on a store whose conditional
+/// puts were not shown to work (`docs/SEMANTICS.md`); the command line
+/// reads it into [`StoreConfig::unsafe_refs`].
+pub const UNSAFE_REFS_ENV: &str = "PACKFS_UNSAFE_REFS";
+
+/// Everything [`Store::open`](super::Store::open) needs besides the
+/// location. Credentials are not here: they come from the usual `AWS_*`
+/// (`GOOGLE_*`, `AZURE_*`) environment variables, read by `object_store`.
+#[derive(Clone, Debug, Default)]
+pub struct StoreConfig {
+    /// Time-outs, retry bound and multipart sizes.
+    pub options: StoreOptions,
+    /// S3-compatible endpoint URL; overrides `AWS_ENDPOINT`.
+    pub endpoint: Option<String>,
+    /// S3 region; overrides `AWS_REGION`.
+    pub region: Option<String>,
+    /// Address buckets as `<endpoint>/<bucket>` (S3).
+    pub path_style: bool,
+    /// Allow plain `http://` endpoints.
+    pub allow_http: bool,
+    /// Move refs even where conditional puts were not shown to be atomic.
+    pub unsafe_refs: bool,
+    /// Faults injected between packfs and the store: only tests and the
+    /// hidden `--inject-faults` diagnostic set this.
+    pub faults: Option<Arc<Faults>>,
+}
 
 /// Time-outs and retry bounds of one [`Store`](super::Store).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,24 +63,6 @@ impl Default for StoreOptions {
             multipart_threshold: 16 << 20,
             part_bytes: 8 << 20,
         }
-    }
-}
-
-impl StoreOptions {
-    /// Defaults, overridden by `PACKFS_TIMEOUT`, `PACKFS_CONNECT_TIMEOUT`
-    /// and `PACKFS_RETRY_DEADLINE` where set.
-    pub fn from_env() -> Result<StoreOptions, String> {
-        let mut options = StoreOptions::default();
-        for (var, field) in [
-            (TIMEOUT_ENV, &mut options.timeout),
-            (CONNECT_TIMEOUT_ENV, &mut options.connect_timeout),
-            (RETRY_DEADLINE_ENV, &mut options.retry_deadline),
-        ] {
-            if let Ok(value) = std::env::var(var) {
-                *field = parse_duration(&value).map_err(|e| format!("{var}={value:?}: {e}"))?;
-            }
-        }
-        Ok(options)
     }
 }
 

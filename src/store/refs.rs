@@ -60,7 +60,7 @@ impl RefBackend {
                 match read.await {
                     Ok((bytes, version)) => Ok(Some((decode_ref(&bytes, name)?, version))),
                     Err(object_store::Error::NotFound { .. }) => Ok(None),
-                    Err(e) => Err(StoreError::backend("get", &path, e)),
+                    Err(e) => Err(store.fail("get", &path, e)),
                 }
             }
         }
@@ -133,7 +133,7 @@ impl RefBackend {
                 location: store.location.clone(),
                 detail: "the backend does not implement conditional puts".into(),
             }),
-            Err(e) => Err(StoreError::backend("update ref", &path, e)),
+            Err(e) => Err(store.fail("update ref", &path, e)),
         }
     }
 }
@@ -217,15 +217,29 @@ fn flock_exclusive(file: &File) -> std::io::Result<()> {
     }
 }
 
-/// Set to `1` to move refs on a store whose conditional puts were not
-/// shown to work (concurrent writers may then lose each other's commits).
-pub const UNSAFE_REFS_ENV: &str = "PACKFS_UNSAFE_REFS";
-
 /// Checks once that the store honours conditional puts: creating an
 /// existing object must fail (`If-None-Match: *`) and updating with a stale
 /// version must fail (`If-Match`). Some S3-compatible servers accept both
-/// and overwrite, which would let two writers both move a ref.
-pub(super) async fn probe_conditional_puts(store: &Store) -> Result<(), String> {
+/// and overwrite, which would let two writers both move a ref: only such a
+/// store (or one without conditional puts) is [`StoreError::NoAtomicRefs`].
+/// A store that cannot be reached, has no credentials, refuses them or
+/// has no such bucket is said to be that, never advised to go unsafe.
+pub(super) async fn probe_conditional_puts(store: &Store) -> Result<(), StoreError> {
+    let location = &store.location;
+    let remote = match &store.remote {
+        Some(remote) => {
+            remote
+                .check_credentials()
+                .await
+                .map_err(|e| StoreError::NoCredentials {
+                    location: location.clone(),
+                    detail: e.to_string(),
+                    hint: remote.service.credentials_hint(),
+                })?;
+            Some(remote.with_credentials_in_hand())
+        }
+        None => None,
+    };
     let nonce = format!(
         "cas-probe-{}-{}",
         std::process::id(),
@@ -241,22 +255,36 @@ pub(super) async fn probe_conditional_puts(store: &Store) -> Result<(), String> 
         };
         store.inner.put_opts(&path, body.into(), options)
     };
-    let outcome = async {
-        match put(PutMode::Create, b"1").await {
-            Ok(_) => {}
-            Err(object_store::Error::NotImplemented { .. }) => {
-                return Err("the backend does not implement conditional puts".to_string())
-            }
-            Err(e) => return Err(format!("probe put: {e}")),
+    let not_atomic = |detail: &str| StoreError::NoAtomicRefs {
+        location: location.clone(),
+        detail: detail.to_string(),
+    };
+    let failed = |e| match (e, &remote) {
+        // A PUT finds no object missing: its bucket is.
+        (object_store::Error::NotFound { .. }, Some(remote)) => StoreError::NoSuchBucket {
+            context: location.clone(),
+            bucket: remote.bucket.clone(),
+            endpoint: remote.endpoint.clone(),
+        },
+        (object_store::Error::NotImplemented { .. }, _) => {
+            not_atomic("the backend does not implement conditional puts")
         }
+        (e, Some(remote)) => match remote.explain(location, &e) {
+            Some(explained) => explained,
+            None => StoreError::backend("probe put", &path, e),
+        },
+        (e, None) => StoreError::backend("probe put", &path, e),
+    };
+    let outcome = async {
+        put(PutMode::Create, b"1").await.map_err(failed)?;
         match put(PutMode::Create, b"2").await {
             Err(object_store::Error::AlreadyExists { .. }) => {}
             Ok(_) => {
-                return Err(
-                    "a create-only put (If-None-Match: *) overwrote an existing object".into(),
-                )
+                return Err(not_atomic(
+                    "a create-only put (If-None-Match: *) overwrote an existing object",
+                ))
             }
-            Err(e) => return Err(format!("probe put: {e}")),
+            Err(e) => return Err(failed(e)),
         }
         let stale = UpdateVersion {
             e_tag: Some("\"packfs-stale-etag\"".into()),
@@ -264,8 +292,10 @@ pub(super) async fn probe_conditional_puts(store: &Store) -> Result<(), String> 
         };
         match put(PutMode::Update(stale), b"3").await {
             Err(object_store::Error::Precondition { .. }) => Ok(()),
-            Ok(_) => Err("an update with a stale ETag (If-Match) succeeded".into()),
-            Err(e) => Err(format!("probe put: {e}")),
+            Ok(_) => Err(not_atomic(
+                "an update with a stale ETag (If-Match) succeeded",
+            )),
+            Err(e) => Err(failed(e)),
         }
     }
     .await;

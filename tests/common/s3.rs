@@ -56,46 +56,66 @@ impl S3 {
     /// process: a thread that never ends owns it, and the kernel stops it
     /// when the process goes (`PR_SET_PDEATHSIG`).
     pub fn get() -> &'static S3 {
-        SERVER.get_or_init(|| {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let bin = moto_server();
-            let (started, ready) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                use std::os::unix::process::CommandExt;
-                let mut command = Command::new(bin);
-                command
-                    .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null());
-                // SAFETY: prctl only sets a flag of the child being started.
-                unsafe {
-                    command.pre_exec(|| {
-                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                        Ok(())
-                    });
-                }
-                let child = command.spawn().expect("start moto_server");
-                started.send(()).unwrap();
-                let _keep = child;
-                loop {
-                    std::thread::park();
-                }
-            });
-            ready.recv().unwrap();
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while http(port, "GET", "/").is_err() {
-                assert!(
-                    Instant::now() < deadline,
-                    "moto_server did not answer on port {port}"
-                );
-                std::thread::sleep(Duration::from_millis(100));
+        SERVER.get_or_init(|| S3::start(&[]))
+    }
+
+    /// A second server that checks credentials: it knows no access key, so
+    /// every signed request is refused (403 InvalidAccessKeyId). It has no
+    /// buckets.
+    pub fn checking_credentials() -> &'static S3 {
+        static CHECKING: OnceLock<S3> = OnceLock::new();
+        CHECKING.get_or_init(|| S3::start(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]))
+    }
+
+    fn start(env: &[(&str, &str)]) -> S3 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let bin = moto_server();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (started, ready) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::os::unix::process::CommandExt;
+            let mut command = Command::new(bin);
+            command
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .envs(env)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            // SAFETY: prctl only sets a flag of the child being started.
+            unsafe {
+                command.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                    Ok(())
+                });
             }
-            S3 { port }
-        })
+            let child = command.spawn().expect("start moto_server");
+            started.send(()).unwrap();
+            let _keep = child;
+            loop {
+                std::thread::park();
+            }
+        });
+        ready.recv().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while http(port, "GET", "/").is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "moto_server did not answer on port {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        S3 { port }
+    }
+
+    /// The server's endpoint URL.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
     }
 
     /// A new empty bucket; returns its name.
@@ -110,7 +130,7 @@ impl S3 {
     /// `AWS_*` keys). moto checks no signature; the keys are placeholders.
     pub fn env(&self) -> Vec<(&'static str, String)> {
         vec![
-            ("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port)),
+            ("AWS_ENDPOINT", self.endpoint()),
             ("AWS_ALLOW_HTTP", "true".into()),
             ("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "false".into()),
             ("AWS_REGION", "us-east-1".into()),
