@@ -85,7 +85,7 @@ fn cached_blocks_hold_no_more_memory_than_the_bound() {
             ..CacheOptions::default()
         };
         let before = LIVE.load(Relaxed);
-        let cache = BlockCache::new(store, options, None);
+        let cache = BlockCache::new(store, options.clone(), None);
         // Each object is read whole (one GET), then the first block of the
         // last HOT objects is read again: those first blocks stay cached
         // while their 15 siblings are evicted. If a block were a slice of
@@ -123,13 +123,6 @@ fn cached_blocks_hold_no_more_memory_than_the_bound() {
                 ..o.clone()
             })
             .collect();
-        let options = CacheOptions {
-            cache_bytes: bound as u64,
-            block_size: 64 << 10,
-            prefetch: false,
-            max_request: OBJECT_BYTES as u64,
-            ..CacheOptions::default()
-        };
         let before = LIVE.load(Relaxed);
         let cache = BlockCache::new(
             Store::open(tmp.path().to_str().unwrap(), false, &Default::default()).unwrap(),
