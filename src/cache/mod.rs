@@ -95,27 +95,6 @@ struct Cached {
     bytes: Bytes,
     /// Brought in by prefetch and not read yet.
     prefetched: bool,
-    /// The GET buffer this block is a slice of, if its siblings share it.
-    shared: Option<Arc<SharedBuffer>>,
-}
-
-/// A GET buffer whose blocks are slices of it (those of an object read
-/// with drop-behind): charged whole to the cache's byte count until its
-/// last block leaves, since until then its memory is all held.
-struct SharedBuffer {
-    len: u64,
-}
-
-impl Cached {
-    /// Bytes the cache stops holding when this block leaves it (call
-    /// while the block is still owned, under the LRU's lock).
-    fn released(&self) -> u64 {
-        match &self.shared {
-            None => self.bytes.len() as u64,
-            Some(buffer) if Arc::strong_count(buffer) == 1 => buffer.len,
-            Some(_) => 0,
-        }
-    }
 }
 
 struct Lru {
@@ -231,7 +210,7 @@ impl BlockCache {
         let mut lru = self.inner.lru.lock();
         for b in blocks {
             if let Some(old) = lru.blocks.pop(&(object.path.clone(), b)) {
-                lru.bytes -= old.released();
+                lru.bytes -= old.bytes.len() as u64;
             }
         }
     }
@@ -345,32 +324,19 @@ impl BlockCache {
                 return Err(e);
             }
         };
-        // Blocks of a drop-behind object are slices of one buffer (see
-        // `split_into_blocks`); charged once, whole. (Blocks from the disk
-        // tier have buffers of their own: charging them together only
-        // frees their bytes a little later.)
-        let shared = (object.drop_behind && parts.len() > 1).then(|| {
-            let len = parts.iter().map(|p| p.len() as u64).sum();
-            lru.bytes += len;
-            Arc::new(SharedBuffer { len })
-        });
         for (b, part) in blocks.zip(parts.iter()) {
             let cached = Cached {
                 bytes: part.clone(),
                 prefetched: prefetch,
-                shared: shared.clone(),
             };
-            if shared.is_none() {
-                lru.bytes += part.len() as u64;
-            }
+            lru.bytes += part.len() as u64;
             if let Some(old) = lru.blocks.put((object.path.clone(), b), cached) {
-                lru.bytes -= old.released();
+                lru.bytes -= old.bytes.len() as u64;
             }
         }
-        drop(shared);
         while lru.bytes > inner.options.cache_bytes {
             match lru.blocks.pop_lru() {
-                Some((_, old)) => lru.bytes -= old.released(),
+                Some((_, old)) => lru.bytes -= old.bytes.len() as u64,
                 None => break,
             }
         }
@@ -410,7 +376,7 @@ impl BlockCache {
         }
         let bytes = bytes?;
         Stats::add(&stats.bytes_fetched, bytes.len() as u64);
-        let parts = split_into_blocks(bytes, bs, !object.drop_behind);
+        let parts = split_into_blocks(bytes, bs);
         if let Some(disk) = &inner.disk {
             // Written behind the reader: a slow disk never delays a read,
             // and never makes writes (and the bytes they hold) pile up.
@@ -431,36 +397,35 @@ impl BlockCache {
     }
 }
 
-/// The blocks of one GET's body: with `copy`, each in its own allocation;
-/// without, slices of the body.
+/// The blocks of one GET's body, each in its own allocation.
 ///
-/// Slices share one buffer (up to `max_request`, 8 MiB) among all the
-/// blocks: evicting a block frees nothing while a sibling stays cached,
-/// so a few hot blocks could pin many whole GET buffers and real memory
-/// could pass `cache_bytes` many times over (`tests/cache_memory.rs`
-/// measured 42 MiB under a 4 MiB bound). Blocks of packs, which
-/// neighbouring items share and which stay hot one by one, are therefore
-/// copied: the LRU's byte count is then the memory really held, for one
-/// memcpy of bytes that just arrived (about 0.5 ms per 8 MiB GET on the
-/// 2-core benchmark VM, against ~6 ms for the GET at the local store's
-/// 1.3 GB/s). Blocks of drop-behind objects (whole items, chunks) are
-/// consumed in order and leave at once, so they stay slices and their
-/// buffer is charged whole until its last block leaves ([`SharedBuffer`]):
-/// the same bound without the copy, which cost a big item's first pass
-/// about 15% (1.4–1.6 against 1.7–2.0 GB/s for `dd` of 512 MiB, old and
-/// new builds alternating). A body of exactly one block is kept as it is.
-fn split_into_blocks(body: Bytes, block_size: u64, copy: bool) -> Arc<[Bytes]> {
+/// Slicing the body instead would share one buffer (up to `max_request`,
+/// 8 MiB) among all its blocks: evicting a block would free nothing while
+/// a sibling stayed cached, so a few hot blocks could pin many whole GET
+/// buffers and real memory could pass `cache_bytes` many times over
+/// (`tests/cache_memory.rs` measured 42 MiB under a 4 MiB bound). Copying
+/// makes the LRU's byte count the memory really held. The copy costs one
+/// memcpy of bytes that just came over the network or from disk: measured
+/// on the 2-core benchmark VM, about 0.5 ms per 8 MiB prefetch GET once
+/// the allocator reuses evicted blocks' memory (0.6 ms for a bare memcpy;
+/// up to 9 ms when every block needs fresh pages), against ~6 ms for the
+/// GET itself at the local store's 1.3 GB/s; on a big item's first pass
+/// it measured about 15% (`dd` of 512 MiB: 1.4–1.6 against 1.7–2.0 GB/s,
+/// builds alternating). The other way, charging each buffer whole until
+/// its last slice is gone, also keeps the bound, but a hot 256 KiB block
+/// then costs 8 MiB of it, so a cache of scattered hot blocks holds 32
+/// times fewer of them; tried for drop-behind objects only, it kept the
+/// first pass's speed but random preads then filled the cache with whole
+/// prefetch buffers (daemon peak 889 against 635 MiB). A body of exactly
+/// one block is kept as it is: it is already that block's own buffer (the
+/// local store reads exactly the range, object_store's HTTP clients
+/// collect a body into one buffer).
+fn split_into_blocks(body: Bytes, block_size: u64) -> Arc<[Bytes]> {
     let bs = block_size as usize;
     if body.len() <= bs {
         return Arc::from([body]);
     }
-    match copy {
-        true => body.chunks(bs).map(Bytes::copy_from_slice).collect(),
-        false => (0..body.len())
-            .step_by(bs)
-            .map(|start| body.slice(start..(start + bs).min(body.len())))
-            .collect(),
-    }
+    body.chunks(bs).map(Bytes::copy_from_slice).collect()
 }
 
 /// A ranged GET that must return exactly `range` of an object of `object.len` bytes.
