@@ -181,6 +181,21 @@ impl Fs {
             .ok_or(FsError::Namespace(NsError::ReadOnly))
     }
 
+    /// The writer, for a change of the entries `(directory, name)`: the
+    /// control directory and its files are read-only, like their
+    /// attributes (without this the namespace, which does not know them,
+    /// would answer `ENOENT` for what `lookup` finds).
+    fn writer_for(&self, entries: &[(Ino, &[u8])]) -> Result<&Writer, FsError> {
+        let control = |&(dir, name): &(Ino, &[u8])| {
+            !matches!(Node::of(dir), Node::Ns(_))
+                || (dir == ROOT_INO && name == CONTROL_DIR.as_bytes())
+        };
+        if entries.iter().any(control) {
+            return Err(NsError::ReadOnly.into());
+        }
+        self.writer()
+    }
+
     fn stat_of(&self, attr: Attr, volatile: bool) -> Stat {
         Stat {
             attr,
@@ -309,7 +324,9 @@ impl Fs {
 
     /// Creates file `name` in `parent` with `perm`, open for writing.
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<(Stat, u64), FsError> {
-        let (attr, fh) = self.writer()?.create(parent, name, perm)?;
+        let (attr, fh) = self
+            .writer_for(&[(parent, name)])?
+            .create(parent, name, perm)?;
         Ok((self.stat_of(attr, false), fh))
     }
 
@@ -437,16 +454,18 @@ impl Fs {
     }
 
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Stat, FsError> {
-        let attr = self.writer()?.mkdir(parent, name, perm)?;
+        let attr = self
+            .writer_for(&[(parent, name)])?
+            .mkdir(parent, name, perm)?;
         Ok(self.stat_of(attr, false))
     }
 
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), FsError> {
-        Ok(self.writer()?.unlink(parent, name)?)
+        Ok(self.writer_for(&[(parent, name)])?.unlink(parent, name)?)
     }
 
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), FsError> {
-        Ok(self.writer()?.rmdir(parent, name)?)
+        Ok(self.writer_for(&[(parent, name)])?.rmdir(parent, name)?)
     }
 
     pub fn rename(
@@ -458,7 +477,7 @@ impl Fs {
         if flags != RenameFlags::default() {
             return Err(FsError::UnsupportedFlags);
         }
-        Ok(self.writer()?.rename(from, to)?)
+        Ok(self.writer_for(&[from, to])?.rename(from, to)?)
     }
 
     /// Extended attributes are not stored.
