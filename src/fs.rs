@@ -191,6 +191,23 @@ impl Fs {
         CATALOG_INOS + index as u64 * CATALOG_SPAN + id
     }
 
+    /// The writer, for a change of the entries `(directory, name)`: entries
+    /// of attached catalogs, and the names they are attached at, are
+    /// read-only (without this the namespace, which does not know them,
+    /// would answer `ENOENT` for what `lookup` finds).
+    fn writer_for(&self, entries: &[(Ino, &[u8])]) -> Result<&Writer, FsError> {
+        let attached = |&(dir, name): &(Ino, &[u8])| match self.node(dir) {
+            Node::Catalog(..) => true,
+            Node::Ns(dir) => {
+                dir == ROOT_INO && self.attached.iter().any(|a| a.name.as_bytes() == name)
+            }
+        };
+        if entries.iter().any(attached) {
+            return Err(NsError::ReadOnly.into());
+        }
+        self.writer()
+    }
+
     /// `ino` if it is the namespace's; entries of catalogs cannot change.
     fn changeable(&self, ino: Ino) -> Result<Ino, FsError> {
         match self.node(ino) {
@@ -354,8 +371,9 @@ impl Fs {
 
     /// Creates file `name` in `parent` with `perm`, open for writing.
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<(Stat, u64), FsError> {
-        let parent = self.changeable(parent)?;
-        let (attr, fh) = self.writer()?.create(parent, name, perm)?;
+        let (attr, fh) = self
+            .writer_for(&[(parent, name)])?
+            .create(parent, name, perm)?;
         Ok((self.stat_of(attr, false), fh))
     }
 
@@ -485,16 +503,18 @@ impl Fs {
     }
 
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Stat, FsError> {
-        let attr = self.writer()?.mkdir(self.changeable(parent)?, name, perm)?;
+        let attr = self
+            .writer_for(&[(parent, name)])?
+            .mkdir(parent, name, perm)?;
         Ok(self.stat_of(attr, false))
     }
 
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), FsError> {
-        Ok(self.writer()?.unlink(self.changeable(parent)?, name)?)
+        Ok(self.writer_for(&[(parent, name)])?.unlink(parent, name)?)
     }
 
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), FsError> {
-        Ok(self.writer()?.rmdir(self.changeable(parent)?, name)?)
+        Ok(self.writer_for(&[(parent, name)])?.rmdir(parent, name)?)
     }
 
     pub fn rename(
@@ -506,9 +526,7 @@ impl Fs {
         if flags != RenameFlags::default() {
             return Err(FsError::UnsupportedFlags);
         }
-        let from = (self.changeable(from.0)?, from.1);
-        let to = (self.changeable(to.0)?, to.1);
-        Ok(self.writer()?.rename(from, to)?)
+        Ok(self.writer_for(&[from, to])?.rename(from, to)?)
     }
 
     /// Extended attributes are not stored.

@@ -4,204 +4,21 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::Bytes;
-use common::store::{TestStore, TestStoreControl};
-use common::{write_file, Rng};
+use common::core::Bench;
+use common::Rng;
 use packfs::cache::ObjectRef;
 use packfs::catalog::{Extents, Source};
-use packfs::dataset::{Dataset, ItemSource};
+use packfs::dataset::ItemSource;
 use packfs::engine::{ByteRangeMap, SourceIndex};
-use packfs::fs::{Fs, FsError, Opened, SetAttr};
-use packfs::import::ImportOptions;
-use packfs::mount::{open_fs, MountOptions};
-use packfs::namespace::{Ino, Kind, NsError, ROOT_INO};
+use packfs::fs::{FsError, Opened, SetAttr};
+use packfs::namespace::{Kind, NsError, ROOT_INO};
 use packfs::reader::Reader;
-use packfs::store::Store;
 use packfs::write::WriteOptions;
-
-/// A dataset in a [`TestStore`] and the spool its mounts use.
-struct Bench {
-    dataset: Dataset,
-    control: Arc<TestStoreControl>,
-    spool: PathBuf,
-    _tmp: tempfile::TempDir,
-}
-
-impl Bench {
-    /// A dataset holding `files` (`t/<modality>/<name>` → bytes).
-    fn new(files: &[(&str, Vec<u8>)]) -> Bench {
-        let tmp = tempfile::tempdir().unwrap();
-        let src = tmp.path().join("src");
-        for (path, bytes) in files {
-            write_file(&src.join(path), bytes);
-        }
-        let (store, control) = TestStore::in_memory();
-        let dataset = Dataset::from_store(Store::from_object_store(
-            Arc::new(store),
-            Default::default(),
-            "memory://core-test",
-        ));
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        runtime
-            .block_on(packfs::import::import(
-                &dataset,
-                &src,
-                &ImportOptions {
-                    pack: packfs::packer::PackOptions {
-                        pack_items: 4,
-                        ..Default::default()
-                    },
-                    ..ImportOptions::default()
-                },
-            ))
-            .unwrap();
-        Bench {
-            dataset,
-            control,
-            spool: tmp.path().join("spool"),
-            _tmp: tmp,
-        }
-    }
-
-    /// A read-write mount of it on a runtime of `workers` threads.
-    fn mount_with(&self, workers: usize, write: WriteOptions) -> Core {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .enable_all()
-            .build()
-            .unwrap();
-        let options = MountOptions {
-            write,
-            ..MountOptions::default()
-        };
-        let fs = open_fs(&self.dataset, &self.spool, &options, runtime.handle()).unwrap();
-        Core {
-            fs: Some(fs),
-            runtime: Some(runtime),
-        }
-    }
-
-    fn mount(&self) -> Core {
-        self.mount_with(2, WriteOptions::default())
-    }
-
-    /// The bytes of `path` in the committed dataset (`None`: absent).
-    fn committed(&self, path: &str) -> Option<Vec<u8>> {
-        let core = self.mount_read_only();
-        let ino = core.path(path).ok()?;
-        Some(core.read_all(ino))
-    }
-
-    fn mount_read_only(&self) -> Core {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        let options = MountOptions {
-            read_only: true,
-            ..MountOptions::default()
-        };
-        let fs = open_fs(&self.dataset, &self.spool, &options, runtime.handle()).unwrap();
-        Core {
-            fs: Some(fs),
-            runtime: Some(runtime),
-        }
-    }
-
-    /// Files the spool's `lost+found` holds, by path below the
-    /// `lost+found/<time>/` directory.
-    fn lost_and_found(&self) -> Vec<(String, Vec<u8>)> {
-        let mut found = Vec::new();
-        let Ok(stamps) = std::fs::read_dir(self.spool.join("lost+found")) else {
-            return found;
-        };
-        for stamp in stamps {
-            let stamp = stamp.unwrap().path();
-            let (_, files) = common::walk(&stamp);
-            for f in files {
-                let bytes = std::fs::read(stamp.join(&f)).unwrap();
-                found.push((f.to_string_lossy().into_owned(), bytes));
-            }
-        }
-        found
-    }
-}
-
-/// One mount of the core.
-struct Core {
-    fs: Option<Arc<Fs>>,
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl Core {
-    fn fs(&self) -> &Arc<Fs> {
-        self.fs.as_ref().unwrap()
-    }
-
-    fn block_on<T>(&self, f: impl std::future::Future<Output = T>) -> T {
-        self.runtime.as_ref().unwrap().block_on(f)
-    }
-
-    fn path(&self, path: &str) -> Result<Ino, FsError> {
-        path.split('/')
-            .filter(|c| !c.is_empty())
-            .try_fold(ROOT_INO, |dir, name| {
-                Ok(self.fs().lookup(dir, name.as_bytes())?.attr.ino)
-            })
-    }
-
-    fn read_all(&self, ino: Ino) -> Vec<u8> {
-        let size = self.fs().getattr(ino).unwrap().attr.size;
-        self.block_on(self.fs().read(ino, 0, size as u32 + 1))
-            .unwrap()
-            .to_vec()
-    }
-
-    /// Opens `ino` and returns its handle.
-    fn open(&self, ino: Ino, write: bool) -> u64 {
-        match self.block_on(self.fs().open(ino, write, false)).unwrap() {
-            Opened::Handle { fh, .. } => fh,
-            Opened::Stateless => panic!("a read-write mount opens handles"),
-        }
-    }
-
-    /// Creates `dir/name` holding `bytes`, left open; returns the handle.
-    fn create_open(&self, dir: &str, name: &str, bytes: &[u8]) -> u64 {
-        let parent = self.path(dir).unwrap();
-        let (_, fh) = self.fs().create(parent, name.as_bytes(), 0o644).unwrap();
-        self.block_on(self.fs().write(fh, 0, bytes)).unwrap();
-        fh
-    }
-
-    /// `close(2)` of the only descriptor of `fh`: FLUSH, then RELEASE.
-    fn close(&self, fh: u64) {
-        self.fs().flush(fh).unwrap();
-        self.fs().release(fh);
-    }
-
-    /// A clean unmount: the last commit, then everything goes.
-    fn unmount(mut self) {
-        let fs = self.fs.take().unwrap();
-        self.block_on(fs.shutdown());
-    }
-
-    /// The process dies: nothing more runs, nothing is committed.
-    fn crash(mut self) {
-        drop(self.fs.take());
-        self.runtime.take().unwrap().shutdown_background();
-    }
-}
-
-impl Drop for Core {
-    fn drop(&mut self) {
-        drop(self.fs.take());
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
 
 fn small_dataset() -> Bench {
     let mut rng = Rng::new(1);
@@ -268,7 +85,7 @@ fn a_read_racing_the_commit_of_its_spool_version_never_fails() {
         let readers: Vec<_> = (0..2)
             .map(|_| {
                 let (fs, stop) = (fs.clone(), stop.clone());
-                let handle = core.runtime.as_ref().unwrap().handle().clone();
+                let handle = core.runtime().handle().clone();
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
                         let bytes = handle.block_on(fs.read(ino, 0, 20_000)).unwrap();
@@ -324,9 +141,7 @@ fn a_write_open_waits_only_for_the_copy_of_its_own_file() {
     bench.control.slow_gets("/m/", Duration::from_secs(2));
     let fs = core.fs().clone();
     let copying = core
-        .runtime
-        .as_ref()
-        .unwrap()
+        .runtime()
         .spawn(async move { fs.open(slow, true, false).await });
     std::thread::sleep(Duration::from_millis(200));
     let opened = core.block_on(async {
@@ -361,7 +176,7 @@ fn a_write_waiting_for_spool_room_lets_the_flusher_free_it() {
     }
     let parent = core.path("t/m").unwrap();
     let fs = core.fs().clone();
-    let written = core.block_on(core.runtime.as_ref().unwrap().spawn(async move {
+    let written = core.block_on(core.runtime().spawn(async move {
         let (_, fh) = fs.create(parent, b"more", 0o644).unwrap();
         let written = fs.write(fh, 0, &[8u8; 10 << 10]).await;
         fs.flush(fh).unwrap();
@@ -487,6 +302,10 @@ fn the_control_catalog_is_found_by_name_listed_alone_and_read_only() {
     assert!(refused(fs.mkdir(control, b"x", 0o755).unwrap_err()));
     assert!(refused(fs.create(control, b"x", 0o644).unwrap_err()));
     assert!(refused(fs.unlink(control, b"stats").unwrap_err()));
+    // The name it is attached at cannot be removed or replaced either.
+    assert!(refused(fs.rmdir(ROOT_INO, b".packfs").unwrap_err()));
+    let rename = fs.rename((ROOT_INO, b"t"), (ROOT_INO, b".packfs"), Default::default());
+    assert!(refused(rename.unwrap_err()));
     let chmod = SetAttr {
         perm: Some(0o777),
         ..SetAttr::default()

@@ -733,14 +733,35 @@ impl Writer {
                 .spool
                 .new_file()
                 .map_err(self.spool.error("create a file in"))?;
-            let copied = blocking(copy_file(current.clone(), copy.clone())).await?;
-            self.spool.resized(copied, 0);
-            let replaced = self.ns.update_file(ino, true, |f| {
-                f.origin.replace(Content::Spool(copy.clone()))
-            })?;
-            self.journal_put(ino, &Content::Spool(copy));
-            if let Some(Content::Spool(old)) = replaced {
-                self.retire(vec![old]);
+            let copied = blocking(copy_file(current.clone(), copy.clone())).await;
+            if let Ok(bytes) = &copied {
+                self.spool.resized(*bytes, 0);
+            }
+            // Its writers may have closed it meanwhile, and a flush
+            // committed (and deleted) that version: then nothing open is
+            // left to freeze, and the sync below commits the closed file.
+            let frozen = self.ns.update_file(ino, true, |f| {
+                let open =
+                    f.writers > 0 && matches!(&f.content, Content::Spool(s) if *s == current);
+                open.then(|| {
+                    copied
+                        .is_ok()
+                        .then(|| f.origin.replace(Content::Spool(copy.clone())))
+                })
+            });
+            match frozen {
+                Ok(Some(Some(replaced))) => {
+                    self.journal_put(ino, &Content::Spool(copy));
+                    if let Some(Content::Spool(old)) = replaced {
+                        self.retire(vec![old]);
+                    }
+                }
+                still_open => {
+                    self.spool.remove(&[copy]);
+                    if let (Ok(Some(None)), Err(e)) = (still_open, copied) {
+                        return Err(e);
+                    }
+                }
             }
         }
         self.sync().await

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod core;
 pub mod s3;
 pub mod store;
 
