@@ -172,17 +172,38 @@ impl Spool {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let lost = self.dir.join("lost+found").join(stamp.to_string());
+        // A directory of its own (an earlier recovery in the same second
+        // may have left files whose paths would be in the way).
+        let found = self.dir.join("lost+found");
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(&lost)?;
-        for file in &leftovers {
+            .create(&found)?;
+        let (mut lost, mut n) = (found.join(stamp.to_string()), 1);
+        while let Err(e) = fs::DirBuilder::new().mode(0o700).create(&lost) {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                return Err(e);
+            }
+            n += 1;
+            lost = found.join(format!("{stamp}-{n}"));
+        }
+        let mut leftovers: Vec<(PathBuf, PathBuf)> = leftovers
+            .into_iter()
+            .map(|file| {
+                let number = file.file_name().expect("a directory entry has a name");
+                let to = match names.get(&*number.to_string_lossy()) {
+                    Some(path) => lost.join(path),
+                    None => lost.join(number),
+                };
+                (file, to)
+            })
+            .collect();
+        // Deepest first: a file is never in the way of a directory a later
+        // one needs (`a` of a file unlinked while open, `a/b` of another).
+        leftovers.sort_by_key(|(_, to)| std::cmp::Reverse(to.components().count()));
+        let count = leftovers.len();
+        for (file, mut to) in leftovers {
             let number = file.file_name().expect("a directory entry has a name");
-            let mut to = match names.get(&*number.to_string_lossy()) {
-                Some(path) => lost.join(path),
-                None => lost.join(number),
-            };
             if to.exists() {
                 // Opened twice before the crash: keep both.
                 to.as_mut_os_string().push(".");
@@ -200,7 +221,7 @@ impl Spool {
             "spool {}: {} file(s) of an earlier mount were never closed; \
              moved to {} for you to inspect",
             self.dir.display(),
-            leftovers.len(),
+            count,
             lost.display()
         );
         Ok(())
