@@ -444,12 +444,9 @@ struct Model {
     next_file: FileId,
     handles: Vec<MHandle>,
     /// Steer clear of the known bugs still open ([`LIVE_VERSION_BUG`],
-    /// [`READ_HANDLE_BUG`], [`EMPTY_DIR_BUG`], [`UNFINISHED_RENAME_BUG`]);
+    /// [`READ_HANDLE_BUG`], [`UNFINISHED_RENAME_BUG`]);
     /// their regression tests do not.
     avoid_open_bugs: bool,
-    /// The last commit left directories the store does not hold (see
-    /// [`EMPTY_DIR_BUG`]).
-    committed_without_dirs: bool,
 }
 
 fn parent_of(path: &str) -> &str {
@@ -789,14 +786,8 @@ impl Model {
         op
     }
 
-    /// A flush committed this state: does the store now lack directories
-    /// the mount has?
+    /// A flush committed this state.
     fn flushed(&mut self) {
-        let stored = self.committed();
-        self.committed_without_dirs = self
-            .entries
-            .iter()
-            .any(|(k, e)| matches!(e, Entry::Dir(_)) && !stored.entries.contains_key(k));
         let open: Vec<FileId> = self
             .handles
             .iter()
@@ -823,8 +814,7 @@ impl Model {
                     let f = &self.files[&h.file];
                     h.write && f.unwritten_at_commit && f.dirty
                 };
-                (EMPTY_DIR_BUG && self.committed_without_dirs)
-                    || (LIVE_VERSION_BUG && self.handles.iter().any(written_after_commit))
+                LIVE_VERSION_BUG && self.handles.iter().any(written_after_commit)
             }
             Op::Rename { from, to } if self.avoid_open_bugs && UNFINISHED_RENAME_BUG => {
                 let unfinished = matches!(self.node(from.path()),
@@ -1199,30 +1189,24 @@ impl Model {
     }
 }
 
-/// What the store keeps of `model`'s committed state. Empty directories
-/// below a modality, timelines without modalities, and the modes and
-/// mtimes of files and directories are not stored yet (docs/SEMANTICS.md):
-/// the store keeps files with their bytes, the directories holding them
-/// and every modality; a new mount shows default modes and the commit's
-/// time. Once they are stored this is `model.clone()`.
+/// What the store keeps of `model`'s committed state: everything below
+/// the timelines — files with their bytes, modes and mtimes, directories
+/// (empty ones too) with theirs, every modality (docs/SEMANTICS.md). Not
+/// stored: timelines without modalities, and the modes and mtimes of the
+/// root and the timelines (a new mount shows the defaults).
 fn survives_remount(model: &Model) -> Model {
     let mut out = model.clone();
     out.entries.retain(|k, _| match depth(k) {
         1 => model.entries.keys().any(|c| depth(c) == 2 && within(c, k)),
-        2 => true,
-        _ => model.holds_files(k),
+        _ => true,
     });
-    for entry in out.entries.values_mut() {
-        if let Entry::Dir(d) = entry {
+    for (k, entry) in out.entries.iter_mut() {
+        if let (Entry::Dir(d), 1) = (entry, depth(k)) {
             *d = MDir {
                 perm: DIR_MODE,
                 mtime: None,
             };
         }
-    }
-    for f in out.files.values_mut() {
-        f.perm = FILE_MODE;
-        f.mtime = None;
     }
     out
 }
@@ -1232,7 +1216,6 @@ fn survives_remount(model: &Model) -> Model {
 fn remounted(model: &Model) -> Model {
     let mut out = survives_remount(model);
     out.handles.clear();
-    out.committed_without_dirs = false;
     out.collect();
     for f in out.files.values_mut() {
         f.ino = None;
@@ -1273,16 +1256,6 @@ const READ_HANDLE_BUG: bool = true;
 /// open the runner skips such renames; set this to `false` once it is
 /// fixed.
 const UNFINISHED_RENAME_BUG: bool = true;
-
-/// A known bug (see the ignored regressions
-/// `a_file_closed_in_a_directory_empty_at_the_last_commit_survives_a_crash`
-/// and `a_rename_into_…`): after a commit the spool's journal starts from
-/// the new Manifest, which holds no empty directories, and nothing
-/// journals those the mount still has; a crash then replays no change
-/// below them (a closed file is lost, a rename undone). While it is open
-/// the runner skips crashes after such a commit; set this to `false` once
-/// it is fixed (storing empty directories fixes it).
-const EMPTY_DIR_BUG: bool = true;
 
 // ---------------------------------------------------------------------------
 // The core, driven as the kernel would
@@ -2002,7 +1975,6 @@ fn changes_in_the_control_directory_are_refused_as_read_only() {
 }
 
 #[test]
-#[ignore = "bug: a crash loses changes below directories empty at the last commit (EMPTY_DIR_BUG)"]
 fn a_file_closed_in_a_directory_empty_at_the_last_commit_survives_a_crash() {
     run_exactly(&[
         Op::Unlink { path: p("t/m/c/a") },
@@ -2019,7 +1991,6 @@ fn a_file_closed_in_a_directory_empty_at_the_last_commit_survives_a_crash() {
 }
 
 #[test]
-#[ignore = "bug: a crash loses changes below directories empty at the last commit (EMPTY_DIR_BUG)"]
 fn a_rename_into_a_directory_empty_at_the_last_commit_survives_a_crash() {
     run_exactly(&[
         Op::Mkdir {

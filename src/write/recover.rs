@@ -123,6 +123,16 @@ fn replay(writer: &Writer, ns: &Namespace, record: &Record) -> Result<(), WriteE
             writer.forget_if_unused(ino);
         }
         Record::Mkdir { path, mode } => {
+            // A timeline made before the last commit is not in its
+            // Manifest (empty timelines are not stored): made again here.
+            let (dirs, _) = path.rsplit_once('/').unwrap_or(("", path));
+            let mut at = ROOT_INO;
+            for c in dirs.split('/').filter(|c| !c.is_empty()) {
+                at = match ns.lookup(at, c.as_bytes()) {
+                    Err(NsError::NotFound) => ns.mkdir(at, c.as_bytes(), 0o755)?.ino,
+                    found => found?,
+                };
+            }
             let (parent, name) = parent_of(ns, path)?;
             ns.mkdir(parent, name, mode.unwrap_or(0o755))?;
         }
