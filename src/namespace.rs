@@ -127,8 +127,6 @@ pub struct FileNode {
     /// Handles open for writing. While there are any, `content` is a spool
     /// file being written and `origin` is the last complete version.
     pub writers: u32,
-    /// Handles open at all.
-    pub opens: u32,
     /// The complete version a write session started from (`None` for a
     /// file created by it): what a flush commits while the file is open.
     pub origin: Option<Content>,
@@ -273,6 +271,8 @@ pub struct Namespace {
     base_mtime: SystemTime,
     /// Permission bits of stored files and directories (until a chmod).
     modes: Modes,
+    /// Read handles open per file (see [`Namespace::add_reader`]).
+    readers: parking_lot::Mutex<foldhash::HashMap<Ino, u32>>,
 }
 
 /// Permission bits the mount shows.
@@ -336,6 +336,7 @@ impl Namespace {
             }),
             base_mtime,
             modes: Modes::default_for(writable),
+            readers: Default::default(),
         }
     }
 
@@ -578,7 +579,6 @@ impl Namespace {
                     perm,
                     generation: 0,
                     writers: 1,
-                    opens: 1,
                     origin: None,
                     modality,
                     link: Some((parent, name.clone())),
@@ -809,6 +809,28 @@ impl Namespace {
         self.overlay.as_ref().map_or(0, |o| o.read().files.len())
     }
 
+    /// Counts a handle reading `ino`: a file with readers keeps its bytes
+    /// when it loses its name. Kept apart from the overlay, so reading a
+    /// stored file neither copies it there nor takes the overlay's lock.
+    pub fn add_reader(&self, ino: Ino) {
+        *self.readers.lock().entry(ino).or_default() += 1;
+    }
+
+    /// Uncounts a handle reading `ino`.
+    pub fn remove_reader(&self, ino: Ino) {
+        let mut readers = self.readers.lock();
+        if let Some(n) = readers.get_mut(&ino) {
+            *n -= 1;
+            if *n == 0 {
+                readers.remove(&ino);
+            }
+        }
+    }
+
+    fn is_read(&self, ino: Ino) -> bool {
+        self.readers.lock().contains_key(&ino)
+    }
+
     /// Forgets file `ino` if it has no name and no open handle; returns
     /// the spool files that held its bytes, now unused.
     pub fn release_if_unused(&self, ino: Ino) -> Vec<SpoolFile> {
@@ -817,7 +839,7 @@ impl Namespace {
         };
         let mut o = overlay.write();
         match o.files.get(&ino) {
-            Some(f) if f.link.is_none() && f.opens == 0 => {
+            Some(f) if f.link.is_none() && f.writers == 0 && !self.is_read(ino) => {
                 let f = o.files.remove(&ino).expect("present");
                 spool_files(&f)
             }
@@ -957,7 +979,6 @@ impl Namespace {
                 let ino = self.create(parent, name, spool.clone(), 0o644)?.ino;
                 self.update_file(ino, true, |f| {
                     f.writers = 0;
-                    f.opens = 0;
                     f.size = size;
                 })?;
                 return Ok(ino);
@@ -1091,7 +1112,6 @@ impl Change<'_> {
                 perm,
                 generation: 0,
                 writers: 0,
-                opens: 0,
                 origin: None,
                 modality,
                 // A tree file that was moved is in the overlay already.

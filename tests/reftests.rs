@@ -1246,7 +1246,7 @@ const LIVE_VERSION_BUG: bool = true;
 /// once it changed and lost its name, the handle reads (and `getattr`
 /// shows) the stored item again. While it is open the model does not
 /// check such handles; set this to `false` once it is fixed.
-const READ_HANDLE_BUG: bool = true;
+const READ_HANDLE_BUG: bool = false;
 
 /// A known bug (see the ignored regression
 /// `a_file_replaced_by_one_never_closed_stays_gone_after_a_crash`): a
@@ -1914,7 +1914,6 @@ fn a_write_after_a_commit_of_an_open_file_is_not_kept_by_a_crash() {
 }
 
 #[test]
-#[ignore = "bug: an uncounted read handle of an unlinked file reads stale bytes (READ_HANDLE_BUG)"]
 fn a_read_handle_of_an_unlinked_file_reads_its_last_bytes() {
     run_exactly(&[
         Op::OpenRead { path: p("t/m/b") },

@@ -141,8 +141,6 @@ struct Handle {
     ino: Ino,
     /// The spool file, for a handle open for writing.
     file: Option<Arc<File>>,
-    /// Counted in the file node's `opens` (files the overlay knows).
-    counted: bool,
 }
 
 /// Outcome of the last flush, by request number.
@@ -366,7 +364,6 @@ impl Writer {
         let fh = self.add_handle(Handle {
             ino: attr.ino,
             file: Some(Arc::new(file)),
-            counted: true,
         });
         Ok((attr, fh))
     }
@@ -375,21 +372,11 @@ impl Writer {
     /// version of its own (a copy of its bytes, or empty with `truncate`).
     pub async fn open(&self, ino: Ino, write: bool, truncate: bool) -> Result<u64, WriteError> {
         if !write {
-            // Files the overlay does not know cannot lose their bytes while
-            // open, so only known ones are counted.
-            let counted = self
-                .ns
-                .update_existing_file(ino, |f| f.opens += 1)
-                .is_some();
-            return Ok(self.add_handle(Handle {
-                ino,
-                file: None,
-                counted,
-            }));
+            self.ns.add_reader(ino);
+            return Ok(self.add_handle(Handle { ino, file: None }));
         }
         let _one_at_a_time = self.opening.lock(ino).await;
         let (first, old) = self.ns.update_file(ino, false, |f| {
-            f.opens += 1;
             f.writers += 1;
             (f.writers == 1, f.content.clone())
         })?;
@@ -402,13 +389,9 @@ impl Writer {
             Ok(file) => Ok(self.add_handle(Handle {
                 ino,
                 file: Some(file),
-                counted: true,
             })),
             Err(e) => {
-                let _ = self.ns.update_file(ino, false, |f| {
-                    f.opens -= 1;
-                    f.writers -= 1;
-                });
+                let _ = self.ns.update_file(ino, false, |f| f.writers -= 1);
                 Err(e)
             }
         }
@@ -630,16 +613,11 @@ impl Writer {
         if h.file.is_none() {
             // A reader changes nothing: a stored file it read stays out of
             // the overlay.
-            if h.counted {
-                self.ns.update_existing_file(h.ino, |f| f.opens -= 1);
-                self.retire(self.ns.release_if_unused(h.ino));
-            }
+            self.ns.remove_reader(h.ino);
+            self.retire(self.ns.release_if_unused(h.ino));
             return;
         }
         let released = self.ns.update_file(h.ino, true, |f| {
-            if h.counted {
-                f.opens -= 1;
-            }
             f.writers -= 1;
             if f.writers > 0 {
                 return (None, false);
