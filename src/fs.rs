@@ -397,9 +397,14 @@ impl Fs {
         };
         let mut attempt = 0;
         loop {
+            // Borrowed, not cloned: this runs for every read.
+            let committed;
             let item = match self.ns.content(ino)? {
-                Content::Base(index) => self.ns.tree().item(index).clone(),
-                Content::Committed(c) => c.item.clone(),
+                Content::Base(index) => self.ns.tree().item(index),
+                Content::Committed(c) => {
+                    committed = c;
+                    &committed.item
+                }
                 Content::Spool(spool) => match Writer::read_spool(&spool, offset, size) {
                     Ok(bytes) => return Ok(bytes.into()),
                     // Committed and deleted since the lookup: the file
@@ -421,7 +426,7 @@ impl Fs {
                     }
                 },
             };
-            return match self.reader.read_item(&item, offset, u64::from(size)).await {
+            return match self.reader.read_item(item, offset, u64::from(size)).await {
                 Ok(bytes) => Ok(bytes),
                 Err(e) => {
                     warn!("read {} at {offset}: {e}", item.name);
