@@ -152,25 +152,14 @@ impl Flusher {
     /// (an `Open`, and a `Put` once a close made the version complete)
     /// across a compaction: none of it is committed yet.
     fn open_records(&self) -> Vec<Record> {
-        let mut records = Vec::new();
-        for (ino, spool, complete) in self.ns.open_versions() {
-            let (Ok(Some(path)), Some(file)) = (self.ns.file_path(ino), spool.file_name()) else {
-                continue;
-            };
-            if complete {
-                let size = std::fs::metadata(&spool.path).map_or(0, |m| m.len());
-                let attrs = self.ns.file_attrs(ino).unwrap_or_default();
-                records.push(Record::Put {
-                    path,
-                    file,
-                    size,
-                    attrs,
-                });
-            } else {
-                records.push(Record::Open { path, file });
-            }
-        }
-        records
+        let ns = &self.ns;
+        ns.open_versions()
+            .into_iter()
+            .filter_map(|(ino, spool, complete)| match complete {
+                true => super::put_record(ns, ino, &spool),
+                false => super::open_record(ns, ino, &spool),
+            })
+            .collect()
     }
 
     /// Leaves out of `export` the new spooled files beyond the last full

@@ -249,28 +249,20 @@ impl Writer {
     /// Journals that file `ino` is complete as its current spool version
     /// (`Content::Spool` in `version`).
     fn journal_put(&self, ino: Ino, version: &Content) {
-        let Content::Spool(spool) = version else {
-            return;
-        };
-        let (Ok(Some(path)), Some(file)) = (self.ns.file_path(ino), spool.file_name()) else {
-            return; // unlinked meanwhile: nothing to keep
-        };
-        let size = std::fs::metadata(&spool.path).map_or(0, |m| m.len());
-        let attrs = self.ns.file_attrs(ino).unwrap_or_default();
-        self.journal(Record::Put {
-            path,
-            file,
-            size,
-            attrs,
-        });
+        if let Content::Spool(spool) = version {
+            // None: unlinked meanwhile, nothing to keep.
+            if let Some(record) = put_record(&self.ns, ino, spool) {
+                self.journal(record);
+            }
+        }
     }
 
     /// Journals that file `ino` is being written in spool file `spool`: if
     /// the mount dies before it is closed, the next mount moves that file
     /// to `lost+found` under this path.
     fn journal_open(&self, ino: Ino, spool: &SpoolFile) {
-        if let (Ok(Some(path)), Some(file)) = (self.ns.file_path(ino), spool.file_name()) {
-            self.journal(Record::Open { path, file });
+        if let Some(record) = open_record(&self.ns, ino, spool) {
+            self.journal(record);
         }
     }
 
@@ -843,6 +835,29 @@ impl Writer {
         buf.truncate(filled);
         Ok(buf)
     }
+}
+
+/// The journal record that file `ino` is complete as spool file `spool`
+/// (`None` once it has no name).
+fn put_record(ns: &Namespace, ino: Ino, spool: &SpoolFile) -> Option<Record> {
+    let (Ok(Some(path)), Some(file)) = (ns.file_path(ino), spool.file_name()) else {
+        return None;
+    };
+    Some(Record::Put {
+        path,
+        file,
+        size: std::fs::metadata(&spool.path).map_or(0, |m| m.len()),
+        attrs: ns.file_attrs(ino).unwrap_or_default(),
+    })
+}
+
+/// The journal record that file `ino` is being written in spool file
+/// `spool` (`None` once it has no name).
+fn open_record(ns: &Namespace, ino: Ino, spool: &SpoolFile) -> Option<Record> {
+    let (Ok(Some(path)), Some(file)) = (ns.file_path(ino), spool.file_name()) else {
+        return None;
+    };
+    Some(Record::Open { path, file })
 }
 
 /// Runs blocking file I/O on tokio's blocking threads, off the async ones.
