@@ -136,9 +136,6 @@ pub struct FileNode {
     pub link: Option<(Ino, Box<str>)>,
     /// Some version of it is committed (it is not new since the last commit).
     pub stored: bool,
-    /// The `(generation, journal epoch)` last journaled as complete, so a
-    /// close journals a version once (see `write::Writer::closed`).
-    pub journaled: Option<(u64, u64)>,
 }
 
 #[derive(Clone, Debug)]
@@ -583,7 +580,6 @@ impl Namespace {
                     modality,
                     link: Some((parent, name.clone())),
                     stored: false,
-                    journaled: None,
                 },
             );
             c.insert(parent, name, ino, now)?;
@@ -771,27 +767,6 @@ impl Namespace {
             return None;
         }
         overlay.write().files.get_mut(&ino).map(f)
-    }
-
-    /// Files open for writing, each with the spool file being written and
-    /// whether that version was journaled as complete (a descriptor of it
-    /// was closed and nothing was written since).
-    pub fn open_versions(&self) -> Vec<(Ino, SpoolFile, bool)> {
-        let Some(overlay) = &self.overlay else {
-            return Vec::new();
-        };
-        let o = overlay.read();
-        o.files
-            .iter()
-            .filter(|(_, f)| f.writers > 0)
-            .filter_map(|(ino, f)| match &f.content {
-                Content::Spool(s) => {
-                    let complete = f.journaled.is_some_and(|(g, _)| g == f.generation);
-                    Some((*ino, s.clone(), complete))
-                }
-                _ => None,
-            })
-            .collect()
     }
 
     /// The mode and mtime of file `ino` as they are to be recorded, if the
@@ -1117,7 +1092,6 @@ impl Change<'_> {
                 // A tree file that was moved is in the overlay already.
                 link: Some((parent, node.name.clone())),
                 stored: true,
-                journaled: None,
             },
         );
         Ok(())

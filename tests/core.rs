@@ -203,6 +203,55 @@ fn a_closed_file_survives_a_crash_before_its_release() {
     );
 }
 
+/// A close journals the spool file as it is; a copy is made only when a
+/// descriptor still open writes after it. A version committed by an
+/// `fsync` and then closed unchanged, and a file opened for writing and
+/// closed unwritten, are not uploaded again.
+#[test]
+fn closing_copies_nothing_and_an_unchanged_version_is_not_uploaded_again() {
+    let bench = small_dataset();
+    // No idle flush: it would commit (and delete) spool files meanwhile.
+    let options = WriteOptions {
+        idle_flush: Duration::from_secs(3600),
+        ..WriteOptions::default()
+    };
+    let core = bench.mount_with(2, options);
+    let puts = || bench.control.data_puts.load(Ordering::SeqCst);
+    // Empty files are made ahead of need; versions hold bytes.
+    let spool_files = || {
+        let data = std::fs::read_dir(bench.spool.join("data")).unwrap();
+        data.filter(|e| e.as_ref().unwrap().metadata().unwrap().len() > 0)
+            .count()
+    };
+    let fh = core.create_open("t/m", "new", b"first");
+    let ino = core.path("t/m/new").unwrap();
+    core.block_on(core.fs().fsync(Some(ino))).unwrap();
+    let after_fsync = puts();
+    core.close(fh);
+    core.block_on(core.fs().fsync(None)).unwrap();
+    assert_eq!(puts(), after_fsync, "closed unchanged after its fsync");
+
+    let fh = core.open(core.path("t/m/f01").unwrap(), true);
+    core.close(fh);
+    core.block_on(core.fs().fsync(None)).unwrap();
+    assert_eq!(puts(), after_fsync, "opened for writing, closed unwritten");
+
+    // Two descriptors: a close, then writes through the other one.
+    let fh = core.open(ino, true);
+    core.block_on(core.fs().write(fh, 0, b"second")).unwrap();
+    let before_close = spool_files();
+    core.fs().flush(fh).unwrap();
+    assert_eq!(spool_files(), before_close, "a close copies nothing");
+    core.block_on(core.fs().write(fh, 6, b", third")).unwrap();
+    assert_eq!(spool_files(), before_close + 1, "frozen before it changed");
+    core.crash();
+    bench.mount().unmount();
+    assert_eq!(bench.committed("t/m/new").unwrap(), b"second");
+    assert!(bench
+        .lost_and_found()
+        .contains(&("t/m/new".to_string(), b"second, third".to_vec())));
+}
+
 #[test]
 fn a_file_never_closed_is_kept_in_lost_found_under_its_path() {
     let bench = small_dataset();

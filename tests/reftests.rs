@@ -5,9 +5,7 @@
 //! are compared after every step: listings, lookups, attributes, bytes and
 //! errors. Crashes (all state dropped, the spool remounted) and clean
 //! remounts are among the operations. Failures proptest finds are kept
-//! below as named regression tests. Known bugs still open are switches
-//! (`LIVE_VERSION_BUG`, …): while one is on, random sequences steer clear
-//! of it and its regression tests are ignored.
+//! below as named regression tests.
 //!
 //! The harness stands in for the kernel where the kernel answers without
 //! asking the filesystem (path walks, `EEXIST` on create and mkdir of a
@@ -387,13 +385,6 @@ struct MFile {
     dirty: bool,
     /// The inode the core showed for it (checked to stay the same).
     ino: Option<Ino>,
-    /// Open for writing and unwritten since its open or last close when
-    /// a commit journaled it (see [`LIVE_VERSION_BUG`]).
-    unwritten_at_commit: bool,
-    /// Stored and untouched since the mount (no change of bytes, mode,
-    /// mtime or name): read handles of it are not counted by the core
-    /// (see [`READ_HANDLE_BUG`]).
-    pristine: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -414,8 +405,6 @@ struct MHandle {
     ino: Ino,
     file: FileId,
     write: bool,
-    /// Opened on a [`MFile::pristine`] file for reading.
-    uncounted: bool,
 }
 
 /// What a path names.
@@ -443,10 +432,6 @@ struct Model {
     files: BTreeMap<FileId, MFile>,
     next_file: FileId,
     handles: Vec<MHandle>,
-    /// Steer clear of the known bugs still open ([`LIVE_VERSION_BUG`],
-    /// [`READ_HANDLE_BUG`], [`UNFINISHED_RENAME_BUG`]);
-    /// their regression tests do not.
-    avoid_open_bugs: bool,
 }
 
 fn parent_of(path: &str) -> &str {
@@ -549,8 +534,6 @@ impl Model {
                 complete: None,
                 dirty: false,
                 ino: None,
-                unwritten_at_commit: false,
-                pristine: false,
             },
         );
         self.entries.insert(path.to_string(), Entry::File(id));
@@ -665,7 +648,6 @@ impl Model {
     /// The first writer's open starts a write session: the version it
     /// starts from is the file's complete one until a close.
     fn open_for_writing(&mut self, id: FileId, truncate: bool) {
-        self.file(id).pristine = false;
         if self.writers(id) == 0 {
             let f = self.file(id);
             f.complete = Some(f.bytes.clone());
@@ -684,7 +666,6 @@ impl Model {
         let f = self.file(id);
         f.mtime = None;
         f.dirty |= writing;
-        f.pristine = false;
     }
 
     /// Writes `data` at `offset`; a hole reads as zeros. Writing nothing
@@ -786,73 +767,6 @@ impl Model {
         op
     }
 
-    /// A flush committed this state.
-    fn flushed(&mut self) {
-        let open: Vec<FileId> = self
-            .handles
-            .iter()
-            .filter(|h| h.write)
-            .map(|h| h.file)
-            .collect();
-        for id in open {
-            let f = self.file(id);
-            f.unwritten_at_commit = !f.dirty;
-        }
-    }
-
-    /// Whether `op` meets a known bug the model avoids, so the runner
-    /// skips it.
-    fn meets_open_bug(&self, op: &Op) -> bool {
-        let stale = |h: &H| {
-            self.pick(h, false)
-                .is_some_and(|i| self.stale(&self.handles[i]))
-        };
-        match op {
-            Op::HandleRead { h, .. } => stale(h),
-            Op::Crash if self.avoid_open_bugs => {
-                let written_after_commit = |h: &MHandle| {
-                    let f = &self.files[&h.file];
-                    h.write && f.unwritten_at_commit && f.dirty
-                };
-                LIVE_VERSION_BUG && self.handles.iter().any(written_after_commit)
-            }
-            Op::Rename { from, to } if self.avoid_open_bugs && UNFINISHED_RENAME_BUG => {
-                let unfinished = matches!(self.node(from.path()),
-                    Ok(Node::File(id)) if self.writers(id) > 0 && self.files[&id].complete.is_none());
-                unfinished && matches!(self.node(to.path()), Ok(Node::File(_)))
-            }
-            op => self.avoid_open_bugs && LIVE_VERSION_BUG && self.closes_partially(op),
-        }
-    }
-
-    /// Whether handle `h` reads the stored bytes of its file instead of
-    /// its own and the model avoids that ([`READ_HANDLE_BUG`]): an
-    /// uncounted read handle of a file that lost its name.
-    fn stale(&self, h: &MHandle) -> bool {
-        let named = self
-            .entries
-            .values()
-            .any(|e| matches!(e, Entry::File(id) if *id == h.file));
-        self.avoid_open_bugs && READ_HANDLE_BUG && h.uncounted && !named
-    }
-
-    /// Whether `op` closes a descriptor open for writing while another
-    /// one (or a duplicate of it) stays open for writing on the file.
-    fn closes_partially(&self, op: &Op) -> bool {
-        let writers = |i: Option<usize>| i.map_or(0, |i| self.writers(self.handles[i].file));
-        match op {
-            Op::HandleFlush { h } => self.pick(h, false).is_some_and(|i| self.handles[i].write),
-            Op::HandleClose { h } => {
-                self.pick(h, false).is_some_and(|i| self.handles[i].write)
-                    && writers(self.pick(h, false)) > 1
-            }
-            Op::Write { path, .. } => {
-                matches!(self.node(path.path()), Ok(Node::File(id)) if self.writers(id) > 0)
-            }
-            _ => false,
-        }
-    }
-
     /// Applies `op` (not `Commit`, `Crash` or `Remount`), or answers the
     /// error the mount must give and leaves the model as it was.
     fn apply(&mut self, op: &Op) -> Result<Out, E> {
@@ -950,9 +864,6 @@ impl Model {
                 let handle = self.handles.remove(i);
                 if handle.write {
                     self.closed(handle.file);
-                    if self.writers(handle.file) == 0 {
-                        self.file(handle.file).unwritten_at_commit = false;
-                    }
                 }
                 self.collect();
                 Ok(Out::Nothing)
@@ -1024,7 +935,6 @@ impl Model {
                         f.complete = Some(f.bytes.clone());
                     }
                 }
-                self.flushed();
                 Ok(Out::Nothing)
             }
             Op::Read { path, offset, len } => Ok(Out::Bytes(
@@ -1083,7 +993,6 @@ impl Model {
             Node::File(id) => {
                 let f = self.file(id);
                 set(&mut f.perm, &mut f.mtime);
-                f.pristine = false;
             }
         }
         Ok(Out::Nothing)
@@ -1127,9 +1036,6 @@ impl Model {
             return Err(E::NotEmpty);
         }
         // Done: the entry and everything below it move.
-        if let Node::File(id) = source {
-            self.file(id).pristine = false;
-        }
         self.entries.remove(to);
         let moved: Vec<String> = self
             .entries
@@ -1219,43 +1125,9 @@ fn remounted(model: &Model) -> Model {
     out.collect();
     for f in out.files.values_mut() {
         f.ino = None;
-        f.unwritten_at_commit = false;
-        f.pristine = true;
     }
     out
 }
-
-// ---------------------------------------------------------------------------
-// Known bugs still open
-
-/// A known bug (see the ignored regressions `a_close_while_another_…`
-/// and `a_write_after_a_commit_of_an_open_file_…`): the spool's journal
-/// records the spool file a file is still being written in as its
-/// complete version, at a close of one descriptor while another stays
-/// open for writing, and at a commit while the file is open and unwritten
-/// since its open or last close. Later writes change that "complete"
-/// version, so a crash keeps them; and a commit while the file is open
-/// keeps the version from before the session instead of the closed one.
-/// While it is open the runner skips such closes, and crashes after such
-/// writes; set this to `false` once it is fixed.
-const LIVE_VERSION_BUG: bool = true;
-
-/// A known bug (see the ignored regression
-/// `a_read_handle_of_an_unlinked_file_reads_its_last_bytes`): a file
-/// opened for reading while stored and untouched is not counted as open;
-/// once it changed and lost its name, the handle reads (and `getattr`
-/// shows) the stored item again. While it is open the model does not
-/// check such handles; set this to `false` once it is fixed.
-const READ_HANDLE_BUG: bool = false;
-
-/// A known bug (see the ignored regression
-/// `a_file_replaced_by_one_never_closed_stays_gone_after_a_crash`): a
-/// rename of a file never closed over another is journaled, but replaying
-/// it finds no source (the file has no complete version) and skips it
-/// whole, so the file it replaced comes back after a crash. While it is
-/// open the runner skips such renames; set this to `false` once it is
-/// fixed.
-const UNFINISHED_RENAME_BUG: bool = true;
 
 // ---------------------------------------------------------------------------
 // The core, driven as the kernel would
@@ -1551,13 +1423,11 @@ fn step(core: &Core, model: &mut Model, op: &Op) -> Result<(), String> {
             }
             match (out, new_handle) {
                 (Out::Opened { file, write }, Some(NewHandle { fh, ino })) => {
-                    let uncounted = !write && model.files.get(&file).is_some_and(|f| f.pristine);
                     next.handles.push(MHandle {
                         fh,
                         ino,
                         file,
                         write,
-                        uncounted,
                     });
                     let known = next.file(file).ino.get_or_insert(ino);
                     if *known != ino {
@@ -1665,9 +1535,6 @@ fn compare(core: &Core, model: &mut Model, attrs: bool) -> Result<(), String> {
         return Err(".packfs is not a directory".into());
     }
     for h in &model.handles {
-        if model.stale(h) {
-            continue;
-        }
         let f = &model.files[&h.file];
         let size = core
             .fs()
@@ -1761,42 +1628,24 @@ fn compare_committed(bench: &Bench, model: &Model) -> Result<(), String> {
 /// Runs `ops` from the stored dataset on a fresh store, comparing the core
 /// with the model after each (`REFTESTS_TRACE=1` prints them as they
 /// run, with their paths); at the end every handle is closed and a
-/// remount must show what the model keeps. Operations that meet a known
-/// bug still open are skipped.
+/// remount must show what the model keeps.
 fn run(ops: &[Op]) -> Result<(), String> {
-    run_avoiding(ops, true)
-}
-
-/// Like [`run`], but meets the known bugs too (their regression tests).
-fn run_exactly(ops: &[Op]) -> Result<(), String> {
-    run_avoiding(ops, false)
-}
-
-fn run_avoiding(ops: &[Op], avoid_open_bugs: bool) -> Result<(), String> {
     let files: Vec<(&str, Vec<u8>)> = STORED.iter().map(|(p, d)| (*p, d.bytes())).collect();
     let bench = Bench::new(&files);
     let mut core = mount(&bench);
-    let mut model = Model {
-        avoid_open_bugs,
-        ..Model::initial()
-    };
+    let mut model = Model::initial();
     compare(&core, &mut model, true).map_err(|e| format!("at the start: {e}"))?;
     let ops = ops.iter().chain([&Op::Remount]);
     for (i, op) in ops.enumerate() {
         let op = &model.concrete(op);
         let context = |e: String| format!("op {i} {op:?}: {e}");
-        let skipped = model.meets_open_bug(op);
         if std::env::var_os("REFTESTS_TRACE").is_some() {
-            eprintln!("{i}: {op:?}{}", if skipped { " (skipped)" } else { "" });
-        }
-        if skipped {
-            continue;
+            eprintln!("{i}: {op:?}");
         }
         match op {
             Op::Commit => {
                 core.block_on(core.fs().fsync(None))
                     .map_err(|e| context(format!("fsync: {e}")))?;
-                model.flushed();
                 compare_committed(&bench, &model.committed()).map_err(context)?;
             }
             Op::Crash => {
@@ -1851,9 +1700,8 @@ fn a_commit_a_crash_and_the_stats_file_keep_the_stored_dataset() {
 }
 
 #[test]
-#[ignore = "bug: a close while another descriptor writes journals a live version (LIVE_VERSION_BUG)"]
 fn a_close_while_another_descriptor_writes_is_the_version_a_commit_keeps() {
-    run_exactly(&[
+    run(&[
         Op::OpenWrite {
             path: p("t/m/a"),
             truncate: true,
@@ -1865,9 +1713,8 @@ fn a_close_while_another_descriptor_writes_is_the_version_a_commit_keeps() {
 }
 
 #[test]
-#[ignore = "bug: a close while another descriptor writes journals a live version (LIVE_VERSION_BUG)"]
 fn a_close_while_another_descriptor_writes_is_the_version_a_crash_keeps() {
-    run_exactly(&[
+    run(&[
         Op::OpenWrite {
             path: p("t/m/a"),
             truncate: false,
@@ -1889,9 +1736,8 @@ fn a_close_while_another_descriptor_writes_is_the_version_a_crash_keeps() {
 }
 
 #[test]
-#[ignore = "bug: a commit journals a file open for writing as complete (LIVE_VERSION_BUG)"]
 fn a_write_after_a_commit_of_an_open_file_is_not_kept_by_a_crash() {
-    run_exactly(&[
+    run(&[
         Op::OpenWrite {
             path: p("t/m/a"),
             truncate: false,
@@ -1915,7 +1761,7 @@ fn a_write_after_a_commit_of_an_open_file_is_not_kept_by_a_crash() {
 
 #[test]
 fn a_read_handle_of_an_unlinked_file_reads_its_last_bytes() {
-    run_exactly(&[
+    run(&[
         Op::OpenRead { path: p("t/m/b") },
         Op::Truncate {
             path: p("t/m/b"),
@@ -1975,7 +1821,7 @@ fn changes_in_the_control_directory_are_refused_as_read_only() {
 
 #[test]
 fn a_file_closed_in_a_directory_empty_at_the_last_commit_survives_a_crash() {
-    run_exactly(&[
+    run(&[
         Op::Unlink { path: p("t/m/c/a") },
         Op::Commit,
         Op::Create {
@@ -1991,7 +1837,7 @@ fn a_file_closed_in_a_directory_empty_at_the_last_commit_survives_a_crash() {
 
 #[test]
 fn a_rename_into_a_directory_empty_at_the_last_commit_survives_a_crash() {
-    run_exactly(&[
+    run(&[
         Op::Mkdir {
             path: p("t/m/e"),
             perm: 0o755,
@@ -2007,9 +1853,8 @@ fn a_rename_into_a_directory_empty_at_the_last_commit_survives_a_crash() {
 }
 
 #[test]
-#[ignore = "bug: a crash brings back a file replaced by one never closed (UNFINISHED_RENAME_BUG)"]
 fn a_file_replaced_by_one_never_closed_stays_gone_after_a_crash() {
-    run_exactly(&[
+    run(&[
         Op::Create {
             path: p("t/m/x"),
             data: data(1, 3),

@@ -98,13 +98,21 @@ impl Flusher {
     /// Unless `full`, new files that would only fill a partial pack wait for
     /// a later flush (the one after the next idle delay at the latest), so
     /// a stream of files becomes full packs.
-    pub(super) async fn flush(&self, full: bool) -> Result<Vec<SpoolFile>, WriteError> {
+    /// `session_records` gives the journal records of files open for
+    /// writing, to carry across the journal's compaction.
+    pub(super) async fn flush(
+        &self,
+        full: bool,
+        session_records: impl FnOnce() -> Vec<Record>,
+    ) -> Result<Vec<SpoolFile>, WriteError> {
         let mut state = self.state.lock().await;
         let known: HashSet<Ino> = state.tracks.keys().copied().collect();
-        let mut export = self.ns.export(&known)?;
-        // Journal records up to here are covered by this export (a record
-        // made later may repeat a change it holds: replay is idempotent).
-        let mark = self.journal.mark();
+        // Journal records up to the mark are exactly those this export
+        // covers.
+        let ((export, open), mark) = self
+            .journal
+            .snapshot(|| (self.ns.export(&known), session_records()));
+        let mut export = export?;
         if export.changes == self.committed_changes.load(Ordering::SeqCst) {
             return Ok(Vec::new());
         }
@@ -135,7 +143,7 @@ impl Flusher {
         // go: a crash in between replays nothing that is gone. Deferred
         // files are journaled again, as they were at the export.
         let mut carried = deferred_puts;
-        carried.extend(self.open_records());
+        carried.extend(open);
         let (journal, base) = (self.journal.clone(), state.own_tip);
         let compacted =
             tokio::task::spawn_blocking(move || journal.compact(base, &carried, mark)).await;
@@ -146,20 +154,6 @@ impl Flusher {
             return Ok(Vec::new()); // keep the spool files the journal names
         }
         Ok(self.ns.mark_committed(done))
-    }
-
-    /// Journal records that keep what files open for writing have journaled
-    /// (an `Open`, and a `Put` once a close made the version complete)
-    /// across a compaction: none of it is committed yet.
-    fn open_records(&self) -> Vec<Record> {
-        let ns = &self.ns;
-        ns.open_versions()
-            .into_iter()
-            .filter_map(|(ino, spool, complete)| match complete {
-                true => super::put_record(ns, ino, &spool),
-                false => super::open_record(ns, ino, &spool),
-            })
-            .collect()
     }
 
     /// Leaves out of `export` the new spooled files beyond the last full

@@ -16,7 +16,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use ciborium::value::Value;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::format::{Attrs, ObjectId};
 
@@ -181,8 +181,9 @@ pub struct Journal {
     /// The file and its length (records before a length are covered by a
     /// flush that took that length as its mark).
     file: Mutex<(File, u64)>,
-    /// Compactions so far: a record made in an earlier epoch may be gone.
-    epoch: std::sync::atomic::AtomicU64,
+    /// Held shared around a change and its record, and exclusively by a
+    /// flush taking its snapshot and mark (see [`Journal::snapshot`]).
+    gate: RwLock<()>,
 }
 
 impl Journal {
@@ -193,7 +194,7 @@ impl Journal {
         Ok(Journal {
             path: path.to_path_buf(),
             file: Mutex::new((file, bytes.len() as u64)),
-            epoch: Default::default(),
+            gate: RwLock::new(()),
         })
     }
 
@@ -204,7 +205,7 @@ impl Journal {
         Ok(Journal {
             path: path.to_path_buf(),
             file: Mutex::new((file, len)),
-            epoch: Default::default(),
+            gate: RwLock::new(()),
         })
     }
 
@@ -217,15 +218,22 @@ impl Journal {
         Ok(())
     }
 
-    /// How many compactions have run: records made in an earlier epoch
-    /// and not carried may be gone.
-    pub fn epoch(&self) -> u64 {
-        self.epoch.load(std::sync::atomic::Ordering::SeqCst)
+    /// Hold this around a change of the namespace (or of what the journal
+    /// says about an open file) and the append of its record: a flush's
+    /// snapshot then sees either both or neither, so no record after its
+    /// mark repeats a change the snapshot already holds (replaying a
+    /// `Rename` twice would move whatever took the old name since).
+    pub fn changing(&self) -> RwLockReadGuard<'_, ()> {
+        self.gate.read()
     }
 
-    /// The current length: what a flush starting now covers.
-    pub fn mark(&self) -> u64 {
-        self.file.lock().1
+    /// Runs `snapshot` (a flush's export) while no change is under way,
+    /// and returns it with the journal's length then: the records the
+    /// snapshot covers are exactly those before that mark.
+    pub fn snapshot<T>(&self, snapshot: impl FnOnce() -> T) -> (T, u64) {
+        let _quiet = self.gate.write();
+        let taken = snapshot();
+        (taken, self.file.lock().1)
     }
 
     /// After a commit of everything up to `mark`: `Base(base)`, then
@@ -244,7 +252,6 @@ impl Journal {
         bytes.extend_from_slice(&tail);
         let file = replace(&self.path, &bytes)?;
         *guard = (file, bytes.len() as u64);
-        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 }
@@ -346,7 +353,7 @@ mod tests {
             mode: None,
         })
         .unwrap();
-        let mark = j.mark();
+        let ((), mark) = j.snapshot(|| ());
         j.append(&Record::Mkdir {
             path: "t/m/2".into(),
             mode: None,

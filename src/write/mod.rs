@@ -13,6 +13,7 @@
 mod flush;
 mod journal;
 mod recover;
+mod session;
 mod spool;
 
 use std::collections::HashMap;
@@ -34,6 +35,7 @@ use crate::packer::PackError;
 use crate::reader::{ReadError, Reader};
 use journal::{Journal, Record};
 pub use recover::recover;
+use session::{Said, Session};
 pub use spool::{default_dir, Spool};
 
 /// Settings of a read-write mount. `Default` gives the documented defaults.
@@ -139,8 +141,8 @@ impl WriteError {
 /// An open file handle.
 struct Handle {
     ino: Ino,
-    /// The spool file, for a handle open for writing.
-    file: Option<Arc<File>>,
+    /// The write session, for a handle open for writing.
+    session: Option<Arc<Session>>,
 }
 
 /// Outcome of the last flush, by request number.
@@ -157,6 +159,8 @@ pub struct Writer {
     reader: Reader,
     spool: Spool,
     handles: Mutex<HashMap<u64, Handle>>,
+    /// The write session of every file open for writing.
+    sessions: Mutex<HashMap<Ino, Arc<Session>>>,
     next_fh: AtomicU64,
     /// Write-opens of one file run one at a time: the first writer copies
     /// its old bytes into the spool before anyone writes. Other files go on.
@@ -224,6 +228,7 @@ impl Writer {
             reader,
             spool,
             handles: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             opening: InodeLocks::default(),
             pending: Mutex::new((0, 0)),
@@ -246,39 +251,12 @@ impl Writer {
         }
     }
 
-    /// Journals that file `ino` is complete as its current spool version
-    /// (`Content::Spool` in `version`).
-    fn journal_put(&self, ino: Ino, version: &Content) {
-        if let Content::Spool(spool) = version {
-            // None: unlinked meanwhile, nothing to keep.
-            if let Some(record) = put_record(&self.ns, ino, spool) {
-                self.journal(record);
-            }
-        }
-    }
-
     /// Journals that file `ino` is being written in spool file `spool`: if
     /// the mount dies before it is closed, the next mount moves that file
     /// to `lost+found` under this path.
     fn journal_open(&self, ino: Ino, spool: &SpoolFile) {
         if let Some(record) = open_record(&self.ns, ino, spool) {
             self.journal(record);
-        }
-    }
-
-    /// Journals the version handle `fh` writes as complete, unless this
-    /// very version is journaled already (since the last compaction).
-    fn journal_current(&self, ino: Ino) {
-        let epoch = self.journal.epoch();
-        let due = self.ns.update_existing_file(ino, |f| {
-            let now = Some((f.generation, epoch));
-            (f.journaled != now).then(|| {
-                f.journaled = now;
-                f.content.clone()
-            })
-        });
-        if let Some(Some(version)) = due {
-            self.journal_put(ino, &version);
         }
     }
 
@@ -291,6 +269,7 @@ impl Writer {
 
     /// `mkdir`, journaled.
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr, WriteError> {
+        let _change = self.journal.changing();
         let attr = self.ns.mkdir(parent, name, perm)?;
         self.journal(Record::Mkdir {
             path: self.entry_path(parent, name)?,
@@ -301,6 +280,7 @@ impl Writer {
 
     /// `rmdir`, journaled.
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), WriteError> {
+        let _change = self.journal.changing();
         self.ns.rmdir(parent, name)?;
         self.journal(Record::Rmdir {
             path: self.entry_path(parent, name)?,
@@ -310,10 +290,14 @@ impl Writer {
 
     /// `unlink`, journaled; frees the file's spool once nothing uses it.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), WriteError> {
-        let ino = self.ns.unlink(parent, name)?;
-        self.journal(Record::Unlink {
-            path: self.entry_path(parent, name)?,
-        });
+        let ino = {
+            let _change = self.journal.changing();
+            let ino = self.ns.unlink(parent, name)?;
+            self.journal(Record::Unlink {
+                path: self.entry_path(parent, name)?,
+            });
+            ino
+        };
         self.forget_if_unused(ino);
         Ok(())
     }
@@ -324,8 +308,12 @@ impl Writer {
             from: self.entry_path(from.0, from.1)?,
             to: self.entry_path(to.0, to.1)?,
         };
-        let replaced = self.ns.rename(from.0, from.1, to.0, to.1)?;
-        self.journal(record);
+        let replaced = {
+            let _change = self.journal.changing();
+            let replaced = self.ns.rename(from.0, from.1, to.0, to.1)?;
+            self.journal(record);
+            replaced
+        };
         if let Some(replaced) = replaced {
             self.forget_if_unused(replaced);
         }
@@ -338,13 +326,19 @@ impl Writer {
         fh
     }
 
+    /// A new empty spool file.
+    fn new_spool_file(&self) -> Result<(SpoolFile, Arc<File>), WriteError> {
+        let (spool, file) = self
+            .spool
+            .new_file()
+            .map_err(self.spool.error("create a file in"))?;
+        Ok((spool, Arc::new(file)))
+    }
+
     /// Creates `name` in `parent`, open for writing; returns it and the handle.
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<(Attr, u64), WriteError> {
-        let (spool, file) = self.spool.new_file().map_err(|source| WriteError::Spool {
-            op: "create a file in",
-            dir: self.spool.dir().to_path_buf(),
-            source,
-        })?;
+        let (spool, file) = self.new_spool_file()?;
+        let _change = self.journal.changing();
         let attr = match self.ns.create(parent, name, spool.clone(), perm) {
             Ok(attr) => attr,
             Err(e) => {
@@ -353,68 +347,90 @@ impl Writer {
             }
         };
         self.journal_open(attr.ino, &spool);
+        let session = Arc::new(Session::new(spool, file, Said::Writing));
+        self.sessions.lock().insert(attr.ino, session.clone());
         let fh = self.add_handle(Handle {
             ino: attr.ino,
-            file: Some(Arc::new(file)),
+            session: Some(session),
         });
         Ok((attr, fh))
     }
 
-    /// Opens `ino`; for writing, the first writer gives the file a spool
-    /// version of its own (a copy of its bytes, or empty with `truncate`).
+    /// Opens `ino`; for writing, the first writer starts a write session
+    /// (a spool file holding a copy of its bytes, or empty with
+    /// `truncate`), which later writers join.
     pub async fn open(&self, ino: Ino, write: bool, truncate: bool) -> Result<u64, WriteError> {
         if !write {
             self.ns.add_reader(ino);
-            return Ok(self.add_handle(Handle { ino, file: None }));
+            return Ok(self.add_handle(Handle { ino, session: None }));
         }
-        let _one_at_a_time = self.opening.lock(ino).await;
-        let (first, old) = self.ns.update_file(ino, false, |f| {
-            f.writers += 1;
-            (f.writers == 1, f.content.clone())
-        })?;
-        let opened = if first {
-            self.new_version(ino, old, truncate).await
-        } else {
-            self.join_version(ino, truncate)
+        let (first, session) = {
+            let _one_at_a_time = self.opening.lock(ino).await;
+            let (first, old) = self.ns.update_file(ino, false, |f| {
+                f.writers += 1;
+                (f.writers == 1, f.content.clone())
+            })?;
+            let session = match first {
+                true => self.new_session(ino, old, truncate).await,
+                false => self.session_of(ino),
+            };
+            match session {
+                Ok(session) => (first, session),
+                Err(e) => {
+                    let _ = self.ns.update_file(ino, false, |f| f.writers -= 1);
+                    return Err(e);
+                }
+            }
         };
-        match opened {
-            Ok(file) => Ok(self.add_handle(Handle {
+        let fh = self.add_handle(Handle {
+            ino,
+            session: Some(session.clone()),
+        });
+        if truncate && !first {
+            let emptied = self.change(
                 ino,
-                file: Some(file),
-            })),
-            Err(e) => {
-                let _ = self.ns.update_file(ino, false, |f| f.writers -= 1);
-                Err(e)
+                &session,
+                |file| file.set_len(0),
+                |f| {
+                    f.size = 0;
+                    f.generation += 1;
+                    f.mtime = SystemTime::now();
+                },
+            );
+            if let Err(e) = emptied.await {
+                self.release(fh);
+                return Err(e);
             }
         }
+        Ok(fh)
     }
 
     /// Starts a write session on `ino` whose complete version is `old`.
-    async fn new_version(
+    async fn new_session(
         &self,
         ino: Ino,
         old: Content,
         truncate: bool,
-    ) -> Result<Arc<File>, WriteError> {
-        let (spool, file) = self.spool.new_file().map_err(|source| WriteError::Spool {
-            op: "create a file in",
-            dir: self.spool.dir().to_path_buf(),
-            source,
-        })?;
-        let file = Arc::new(file);
+    ) -> Result<Arc<Session>, WriteError> {
+        let (spool, file) = self.new_spool_file()?;
         if !truncate {
             if let Err(e) = self.copy_up(&old, &spool, &file).await {
                 self.spool.remove(&[spool]);
                 return Err(e);
             }
         }
-        self.journal_open(ino, &spool);
-        let epoch = self.journal.epoch();
+        // A copy is the complete version it came from until it changes:
+        // nothing to journal before then.
+        let said = match truncate {
+            true => Said::Writing,
+            false => Said::Unchanged,
+        };
+        let session = Arc::new(Session::new(spool.clone(), file, said));
+        let _change = self.journal.changing();
+        if truncate {
+            self.journal_open(ino, &spool);
+        }
         self.ns.update_file(ino, truncate, |f| {
-            // The copy is the complete version it came from until written.
-            if !truncate {
-                f.journaled = Some((f.generation, epoch));
-            }
             f.origin = Some(old);
             f.content = Content::Spool(spool);
             if truncate {
@@ -423,28 +439,154 @@ impl Writer {
                 f.mtime = SystemTime::now();
             }
         })?;
-        Ok(file)
+        self.sessions.lock().insert(ino, session.clone());
+        Ok(session)
     }
 
-    /// Opens the spool version another writer of `ino` already uses.
-    fn join_version(&self, ino: Ino, truncate: bool) -> Result<Arc<File>, WriteError> {
-        let Content::Spool(spool) = self.ns.content(ino)? else {
-            unreachable!("a file with writers has a spool version")
-        };
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&spool.path)
-            .map_err(WriteError::file(&spool.path))?;
-        if truncate {
-            file.set_len(0).map_err(WriteError::file(&spool.path))?;
-            self.ns.update_file(ino, true, |f| {
-                f.size = 0;
-                f.generation += 1;
-                f.mtime = SystemTime::now();
-            })?;
+    /// The write session of `ino`, which has writers.
+    fn session_of(&self, ino: Ino) -> Result<Arc<Session>, WriteError> {
+        self.sessions
+            .lock()
+            .get(&ino)
+            .cloned()
+            .ok_or(WriteError::BadHandle)
+    }
+
+    /// Every write session, by inode.
+    fn sessions(&self) -> Vec<(Ino, Arc<Session>)> {
+        let sessions = self.sessions.lock();
+        sessions.iter().map(|(i, s)| (*i, s.clone())).collect()
+    }
+
+    /// Changes the live version of `ino` through `apply` and its node
+    /// through `update`, once the journal says the live version is being
+    /// written (see [`Said`]).
+    async fn change(
+        &self,
+        ino: Ino,
+        session: &Session,
+        mut apply: impl FnMut(&File) -> std::io::Result<()>,
+        update: impl FnOnce(&mut crate::namespace::FileNode),
+    ) -> Result<(), WriteError> {
+        loop {
+            {
+                let said = session.said.read();
+                if *said == Said::Writing {
+                    apply(&session.file).map_err(WriteError::file(&session.spool.path))?;
+                    self.ns.update_file(ino, true, update)?;
+                    return Ok(());
+                }
+            }
+            self.reopen(ino, session).await?;
         }
-        Ok(Arc::new(file))
+    }
+
+    /// Makes the journal say that the live version of `ino` is being
+    /// written again: frozen first if the journal calls it complete.
+    async fn reopen(&self, ino: Ino, session: &Session) -> Result<(), WriteError> {
+        let _one_at_a_time = self.opening.lock(ino).await;
+        let complete = *session.said.read() == Said::Complete;
+        if complete {
+            self.freeze(ino, session).await?;
+        }
+        let _change = self.journal.changing();
+        let mut said = session.said.write();
+        if *said == Said::Unchanged {
+            self.journal_open(ino, &session.spool);
+            *said = Said::Writing;
+        }
+        Ok(())
+    }
+
+    /// Makes the live version's bytes as they are now the complete version
+    /// of `ino`: a copy of them becomes its `origin` and is journaled, so
+    /// the live version may change again. Nothing to do if `origin` holds
+    /// them already. The caller holds the inode's `opening` lock.
+    async fn freeze(&self, ino: Ino, session: &Session) -> Result<(), WriteError> {
+        if *session.said.read() == Said::Unchanged {
+            return Ok(());
+        }
+        // Unchanged during the copy: the live version is the copy's twin.
+        let generation = self.ns.update_existing_file(ino, |f| f.generation);
+        let (copy, _) = self.new_spool_file()?;
+        let copied = blocking(copy_file(session.spool.clone(), copy.clone())).await;
+        let bytes = match copied {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.spool.remove(&[copy]);
+                // The session ended meanwhile (its version committed and
+                // deleted): nothing open is left to freeze.
+                let current = self.sessions.lock().get(&ino).cloned();
+                return match current {
+                    Some(s) if std::ptr::eq(&*s, session) => Err(e),
+                    _ => Ok(()),
+                };
+            }
+        };
+        self.spool.resized(bytes, 0);
+        let replaced = {
+            let _change = self.journal.changing();
+            let mut said = session.said.write();
+            let replaced = match *said {
+                Said::Unchanged => None,
+                _ => self
+                    .ns
+                    .update_file(ino, true, |f| {
+                        let live = f.writers > 0
+                            && matches!(&f.content, Content::Spool(s) if *s == session.spool);
+                        let twin = Some(f.generation) == generation;
+                        live.then(|| (f.origin.replace(Content::Spool(copy.clone())), twin))
+                    })
+                    .ok()
+                    .flatten(),
+            };
+            if let Some((_, twin)) = replaced {
+                if let Some(record) = put_record(&self.ns, ino, &copy) {
+                    self.journal(record);
+                }
+                match (twin, *said) {
+                    (true, _) => *said = Said::Unchanged,
+                    // A write raced the copy (it began before the close).
+                    (false, Said::Complete) => {
+                        self.journal_open(ino, &session.spool);
+                        *said = Said::Writing;
+                    }
+                    (false, _) => {}
+                }
+            }
+            replaced.map(|(old, _)| old)
+        };
+        match replaced {
+            Some(Some(Content::Spool(old))) => self.retire(vec![old]),
+            Some(_) => {}
+            None => self.spool.remove(&[copy]),
+        }
+        Ok(())
+    }
+
+    /// Freezes every live version the journal calls complete, so a flush
+    /// commits those bytes (and not the version before their close).
+    async fn freeze_complete_versions(&self) -> Result<(), WriteError> {
+        for (ino, session) in self.sessions() {
+            if *session.said.read() == Said::Complete {
+                let _one_at_a_time = self.opening.lock(ino).await;
+                self.freeze(ino, &session).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Journal records that keep what the journal says about files open
+    /// for writing across a compaction (none of it is committed).
+    fn session_records(&self) -> Vec<Record> {
+        self.sessions()
+            .into_iter()
+            .filter_map(|(ino, session)| match *session.said.read() {
+                Said::Writing => open_record(&self.ns, ino, &session.spool),
+                Said::Complete => put_record(&self.ns, ino, &session.spool),
+                Said::Unchanged => None,
+            })
+            .collect()
     }
 
     /// Copies the bytes of version `old` into spool file `to` (open as
@@ -481,38 +623,30 @@ impl Writer {
         Ok(())
     }
 
-    fn writable(&self, fh: u64) -> Result<(Ino, Arc<File>), WriteError> {
+    fn writable(&self, fh: u64) -> Result<(Ino, Arc<Session>), WriteError> {
         let handles = self.handles.lock();
         let h = handles.get(&fh).ok_or(WriteError::BadHandle)?;
-        Ok((h.ino, h.file.clone().ok_or(WriteError::BadHandle)?))
+        Ok((h.ino, h.session.clone().ok_or(WriteError::BadHandle)?))
     }
 
-    /// Writes `data` at `offset` through handle `fh`. Until it returns it
-    /// has changed nothing but waited for spool room, so it may be dropped
-    /// while pending.
+    /// Writes `data` at `offset` through handle `fh`. Dropped while
+    /// pending, it has written nothing (at worst a frozen copy it made is
+    /// the file's complete version, or an unused one waits in the spool
+    /// for the next mount's clean-up).
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<(), WriteError> {
-        let (ino, file) = self.writable(fh)?;
+        let (ino, session) = self.writable(fh)?;
         let end = offset + data.len() as u64;
         let grown = end.saturating_sub(self.ns.attr(ino)?.size);
         self.make_room(grown).await?;
-        file.write_all_at(data, offset)
-            .map_err(|source| self.spool_file_error(ino, source))?;
-        self.spool.resized(grown, 0);
-        self.ns.update_file(ino, true, |f| {
+        let write = |file: &File| file.write_all_at(data, offset);
+        self.change(ino, &session, write, |f| {
             f.size = f.size.max(end);
             f.generation += 1;
             f.mtime = SystemTime::now();
-        })?;
+        })
+        .await?;
+        self.spool.resized(grown, 0);
         Ok(())
-    }
-
-    /// An I/O error on the spool version of `ino`, naming its spool file.
-    fn spool_file_error(&self, ino: Ino, source: std::io::Error) -> WriteError {
-        let path = match self.ns.content(ino) {
-            Ok(Content::Spool(s)) => s.path,
-            _ => self.spool.dir().to_path_buf(),
-        };
-        WriteError::SpoolFile { path, source }
     }
 
     /// Waits until the spool has room for `bytes` more: flushes free what
@@ -552,33 +686,29 @@ impl Writer {
     /// Sets the size of file `ino` (through `fh` if given).
     pub async fn set_size(&self, ino: Ino, fh: Option<u64>, size: u64) -> Result<(), WriteError> {
         let writable = fh.and_then(|fh| self.writable(fh).ok());
-        let (file, session) = match writable {
-            Some((_, file)) => (file, None),
+        let (session, own_handle) = match writable {
+            Some((_, session)) => (session, None),
             None => {
                 let fh = self.open(ino, true, size == 0).await?;
                 (self.writable(fh)?.1, Some(fh))
             }
         };
-        let old = self.ns.attr(ino)?.size;
-        if let Err(e) = self.make_room(size.saturating_sub(old)).await {
-            if let Some(fh) = session {
-                self.release(fh);
-            }
-            return Err(e);
-        }
-        self.spool
-            .resized(size.saturating_sub(old), old.saturating_sub(size));
-        let result = file
-            .set_len(size)
-            .map_err(|source| self.spool_file_error(ino, source))
-            .and_then(|()| {
-                Ok(self.ns.update_file(ino, true, |f| {
-                    f.size = size;
-                    f.generation += 1;
-                    f.mtime = SystemTime::now();
-                })?)
-            });
-        if let Some(fh) = session {
+        let resized = async {
+            let old = self.ns.attr(ino)?.size;
+            self.make_room(size.saturating_sub(old)).await?;
+            let resize = |file: &File| file.set_len(size);
+            self.change(ino, &session, resize, |f| {
+                f.size = size;
+                f.generation += 1;
+                f.mtime = SystemTime::now();
+            })
+            .await?;
+            self.spool
+                .resized(size.saturating_sub(old), old.saturating_sub(size));
+            Ok(())
+        };
+        let result = resized.await;
+        if let Some(fh) = own_handle {
             self.release(fh);
         }
         result
@@ -589,58 +719,94 @@ impl Writer {
     /// complete, so it survives a crash before the last close (RELEASE,
     /// which the kernel sends after `close` has returned).
     pub fn closed(&self, fh: u64) {
-        let ino = match self.handles.lock().get(&fh) {
-            Some(h) if h.file.is_some() => h.ino,
+        let (ino, session) = match self.handles.lock().get(&fh) {
+            Some(Handle {
+                ino,
+                session: Some(session),
+            }) => (*ino, session.clone()),
             _ => return,
         };
-        self.journal_current(ino);
+        let _change = self.journal.changing();
+        let mut said = session.said.write();
+        if *said == Said::Writing {
+            // None: unlinked meanwhile, nothing to keep.
+            if let Some(record) = put_record(&self.ns, ino, &session.spool) {
+                self.journal(record);
+                *said = Said::Complete;
+            }
+        }
     }
 
-    /// Closes handle `fh`. The last writer's close makes its version the
-    /// file's complete one, due at the next flush.
+    /// Closes handle `fh`. The last writer's close ends the write session:
+    /// its version becomes the file's, due at the next flush.
     pub fn release(&self, fh: u64) {
         let Some(h) = self.handles.lock().remove(&fh) else {
             return;
         };
-        if h.file.is_none() {
+        let Some(session) = h.session else {
             // A reader changes nothing: a stored file it read stays out of
             // the overlay.
             self.ns.remove_reader(h.ino);
             self.retire(self.ns.release_if_unused(h.ino));
             return;
-        }
-        let released = self.ns.update_file(h.ino, true, |f| {
-            f.writers -= 1;
-            if f.writers > 0 {
-                return (None, false);
-            }
-            (f.origin.take(), true)
-        });
-        let (superseded, sealed) = match released {
-            Ok(r) => r,
-            Err(e) => {
-                warn!("closing inode {}: {e}", h.ino);
-                return;
-            }
         };
-        if sealed {
+        let ended = {
+            let _change = self.journal.changing();
+            let said = session.said.write();
+            let ended = self.ns.update_file(h.ino, true, |f| {
+                f.writers -= 1;
+                if f.writers > 0 {
+                    return None;
+                }
+                // The version no longer needed: `origin`, unless the live
+                // version is a copy of it (nothing changed since).
+                Some(match (*said, f.origin.take()) {
+                    (Said::Unchanged, Some(origin)) => {
+                        Some(std::mem::replace(&mut f.content, origin))
+                    }
+                    (_, origin) => origin,
+                })
+            });
+            let ended = match ended {
+                Ok(ended) => ended,
+                Err(e) => {
+                    warn!("closing inode {}: {e}", h.ino);
+                    return;
+                }
+            };
             // Journaled before the old version goes: a crash in between
             // leaves a record pointing at the new one.
-            self.journal_current(h.ino);
+            if ended.is_some() && *said == Said::Writing {
+                if let Some(record) = put_record(&self.ns, h.ino, &session.spool) {
+                    self.journal(record);
+                }
+            }
+            ended
+        };
+        let Some(superseded) = ended else {
+            return;
+        };
+        {
+            let mut sessions = self.sessions.lock();
+            // A new session may have started since the count reached zero.
+            if sessions
+                .get(&h.ino)
+                .is_some_and(|s| Arc::ptr_eq(s, &session))
+            {
+                sessions.remove(&h.ino);
+            }
         }
         if let Some(Content::Spool(old)) = superseded {
             self.retire(vec![old]);
         }
         self.retire(self.ns.release_if_unused(h.ino));
-        if sealed {
-            let size = self.ns.attr(h.ino).map_or(0, |a| a.size);
-            let mut pending = self.pending.lock();
-            pending.0 += 1;
-            pending.1 += size;
-            if pending.0 >= self.options.pack_items || pending.1 >= self.options.pack_bytes {
-                *pending = (0, 0);
-                self.wake.notify_one();
-            }
+        let size = self.ns.attr(h.ino).map_or(0, |a| a.size);
+        let mut pending = self.pending.lock();
+        pending.0 += 1;
+        pending.1 += size;
+        if pending.0 >= self.options.pack_items || pending.1 >= self.options.pack_bytes {
+            *pending = (0, 0);
+            self.wake.notify_one();
         }
     }
 
@@ -692,47 +858,10 @@ impl Writer {
     /// open for writing, are committed with everything else before this
     /// returns.
     pub async fn sync_file(&self, ino: Ino) -> Result<(), WriteError> {
-        let current = self
-            .ns
-            .update_existing_file(ino, |f| (f.writers > 0).then(|| f.content.clone()));
-        if let Some(Some(Content::Spool(current))) = current {
-            // The open version keeps changing: commit a copy of it as the
-            // file's complete version.
+        let session = self.sessions.lock().get(&ino).cloned();
+        if let Some(session) = session {
             let _one_at_a_time = self.opening.lock(ino).await;
-            let (copy, _) = self
-                .spool
-                .new_file()
-                .map_err(self.spool.error("create a file in"))?;
-            let copied = blocking(copy_file(current.clone(), copy.clone())).await;
-            if let Ok(bytes) = &copied {
-                self.spool.resized(*bytes, 0);
-            }
-            // Its writers may have closed it meanwhile, and a flush
-            // committed (and deleted) that version: then nothing open is
-            // left to freeze, and the sync below commits the closed file.
-            let frozen = self.ns.update_file(ino, true, |f| {
-                let open =
-                    f.writers > 0 && matches!(&f.content, Content::Spool(s) if *s == current);
-                open.then(|| {
-                    copied
-                        .is_ok()
-                        .then(|| f.origin.replace(Content::Spool(copy.clone())))
-                })
-            });
-            match frozen {
-                Ok(Some(Some(replaced))) => {
-                    self.journal_put(ino, &Content::Spool(copy));
-                    if let Some(Content::Spool(old)) = replaced {
-                        self.retire(vec![old]);
-                    }
-                }
-                still_open => {
-                    self.spool.remove(&[copy]);
-                    if let (Ok(Some(None)), Err(e)) = (still_open, copied) {
-                        return Err(e);
-                    }
-                }
-            }
+            self.freeze(ino, &session).await?;
         }
         self.sync().await
     }
@@ -815,7 +944,8 @@ impl Writer {
     }
 
     async fn flush_some(&self, full: bool) -> Result<(), WriteError> {
-        let result = self.flusher.flush(full).await;
+        self.freeze_complete_versions().await?;
+        let result = self.flusher.flush(full, || self.session_records()).await;
         self.delete_retired();
         self.spool.remove(&result?);
         Ok(())

@@ -61,6 +61,7 @@ pub async fn recover(
     // kept up to date through renames, names them in lost+found.
     let mut unclosed: HashMap<String, String> = HashMap::new();
     for record in changes {
+        let mut replayed = false;
         match record {
             Record::Open { path, file } => {
                 unclosed.insert(file.clone(), path.clone());
@@ -69,6 +70,21 @@ pub async fn recover(
                 unclosed.remove(file);
             }
             Record::Rename { from, to } => {
+                // A file never closed has no version to move, but the
+                // rename still replaced what `to` named.
+                let unfinished = unclosed.values().any(|p| p == from);
+                if unfinished
+                    && parent_of(&ns, from)
+                        .and_then(|(d, n)| ns.lookup(d, n))
+                        .is_err()
+                {
+                    if let Ok((parent, name)) = parent_of(&ns, to) {
+                        if let Ok(ino) = ns.unlink(parent, name) {
+                            writer.forget_if_unused(ino);
+                        }
+                    }
+                    replayed = true;
+                }
                 for path in unclosed.values_mut() {
                     if let Some(rest) = path.strip_prefix(from.as_str()) {
                         if rest.is_empty() || rest.starts_with('/') {
@@ -78,6 +94,9 @@ pub async fn recover(
                 }
             }
             _ => {}
+        }
+        if replayed {
+            continue;
         }
         if let Err(e) = replay(&writer, &ns, record) {
             warn!("journal: cannot replay {record:?} ({e}); skipped");

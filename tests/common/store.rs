@@ -3,7 +3,7 @@
 //! slowed down.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,8 @@ use parking_lot::Mutex;
 pub struct TestStoreControl {
     /// PUTs of data objects (packs, whole items, chunks) panic.
     pub panic_on_data_puts: AtomicBool,
+    /// Data objects PUT so far (single PUTs and multipart uploads).
+    pub data_puts: AtomicU64,
     /// GETs of paths containing the text wait this long first.
     slow_gets: Mutex<Option<(String, Duration)>>,
 }
@@ -79,6 +81,9 @@ impl ObjectStore for TestStore {
             if is_data(location) && self.control.panic_on_data_puts.load(Ordering::SeqCst) {
                 panic!("test store: PUT of {location}");
             }
+            if is_data(location) {
+                self.control.data_puts.fetch_add(1, Ordering::SeqCst);
+            }
             self.inner.put_opts(location, payload, opts).await
         })
     }
@@ -93,6 +98,9 @@ impl ObjectStore for TestStore {
         'life1: 'async_trait,
         Self: 'async_trait,
     {
+        if is_data(location) {
+            self.control.data_puts.fetch_add(1, Ordering::SeqCst);
+        }
         self.inner.put_multipart_opts(location, opts)
     }
 
