@@ -366,18 +366,36 @@ impl Writer {
         }
         let (first, session) = {
             let _one_at_a_time = self.opening.lock(ino).await;
-            let (first, old) = self.ns.update_file(ino, false, |f| {
-                f.writers += 1;
-                (f.writers == 1, f.content.clone())
-            })?;
-            let session = match first {
-                true => self.new_session(ino, old, truncate).await,
-                false => self.session_of(ino),
+            // A first writer counts only once its session is in place:
+            // until then the file is closed, and a flush commits it as it
+            // is. Counted as a reader meanwhile, it keeps its node (and
+            // bytes) should it lose its name.
+            self.ns.add_reader(ino);
+            // A spool version is opened right here: a flush that commits
+            // it may delete it before the copy starts.
+            let tree = self.ns.tree().clone();
+            let joined = self.ns.update_file(ino, false, |f| match f.writers {
+                0 if truncate => Some(Ok(None)),
+                0 => Some(copy_from(&tree, &f.content).map(Some)),
+                _ => {
+                    f.writers += 1;
+                    None
+                }
+            });
+            let first = matches!(joined, Ok(Some(_)));
+            let session = match joined {
+                Ok(None) => self.session_of(ino).inspect_err(|_| {
+                    let _ = self.ns.update_file(ino, false, |f| f.writers -= 1);
+                }),
+                Ok(Some(Ok(from))) => self.new_session(ino, from).await,
+                Ok(Some(Err(e))) => Err(e),
+                Err(e) => Err(e.into()),
             };
+            self.ns.remove_reader(ino);
             match session {
                 Ok(session) => (first, session),
                 Err(e) => {
-                    let _ = self.ns.update_file(ino, false, |f| f.writers -= 1);
+                    self.retire(self.ns.release_if_unused(ino));
                     return Err(e);
                 }
             }
@@ -405,16 +423,17 @@ impl Writer {
         Ok(fh)
     }
 
-    /// Starts a write session on `ino` whose complete version is `old`.
+    /// Starts a write session on `ino` with a copy of its bytes `from`
+    /// (`None`: empty, for `O_TRUNC`), and counts its first writer.
     async fn new_session(
         &self,
         ino: Ino,
-        old: Content,
-        truncate: bool,
+        from: Option<CopyFrom>,
     ) -> Result<Arc<Session>, WriteError> {
+        let truncate = from.is_none();
         let (spool, file) = self.new_spool_file()?;
-        if !truncate {
-            if let Err(e) = self.copy_up(&old, &spool, &file).await {
+        if let Some(from) = from {
+            if let Err(e) = self.copy_up(from, &spool, &file).await {
                 self.spool.remove(&[spool]);
                 return Err(e);
             }
@@ -431,8 +450,10 @@ impl Writer {
             self.journal_open(ino, &spool);
         }
         self.ns.update_file(ino, truncate, |f| {
-            f.origin = Some(old);
-            f.content = Content::Spool(spool);
+            f.writers += 1;
+            // Its content now, not `old`: a flush may have committed that
+            // version meanwhile (the same bytes, as an item).
+            f.origin = Some(std::mem::replace(&mut f.content, Content::Spool(spool)));
             if truncate {
                 f.size = 0;
                 f.generation += 1;
@@ -594,19 +615,22 @@ impl Writer {
     /// stored item through the cache. File I/O runs on blocking threads.
     async fn copy_up(
         &self,
-        old: &Content,
+        from: CopyFrom,
         to: &SpoolFile,
         file: &Arc<File>,
     ) -> Result<(), WriteError> {
         const STEP: u64 = 8 << 20;
-        let item = match old {
-            Content::Spool(from) => {
-                let copied = blocking(copy_file(from.clone(), to.clone())).await?;
+        let item = match from {
+            CopyFrom::Spool(mut old, path) => {
+                let file = file.clone();
+                let copied = blocking(move || {
+                    std::io::copy(&mut old, &mut file.as_ref()).map_err(WriteError::file(&path))
+                })
+                .await?;
                 self.spool.resized(copied, 0);
                 return Ok(());
             }
-            Content::Base(i) => self.ns.tree().item(*i).clone(),
-            Content::Committed(c) => c.item.clone(),
+            CopyFrom::Item(item) => item,
         };
         let mut offset = 0;
         while offset < item.size {
@@ -988,6 +1012,25 @@ fn open_record(ns: &Namespace, ino: Ino, spool: &SpoolFile) -> Option<Record> {
         return None;
     };
     Some(Record::Open { path, file })
+}
+
+/// The bytes a write session copies.
+enum CopyFrom {
+    /// A spool version, opened (it may be deleted while it is copied).
+    Spool(File, PathBuf),
+    Item(crate::dataset::Item),
+}
+
+/// Where the bytes of `content` are to be copied from.
+fn copy_from(tree: &crate::tree::Tree, content: &Content) -> Result<CopyFrom, WriteError> {
+    Ok(match content {
+        Content::Spool(s) => {
+            let file = File::open(&s.path).map_err(WriteError::file(&s.path))?;
+            CopyFrom::Spool(file, s.path.clone())
+        }
+        Content::Base(i) => CopyFrom::Item(tree.item(*i).clone()),
+        Content::Committed(c) => CopyFrom::Item(c.item.clone()),
+    })
 }
 
 /// Runs blocking file I/O on tokio's blocking threads, off the async ones.
