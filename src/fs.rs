@@ -93,8 +93,15 @@ pub enum Opened {
     Stateless,
     /// A handle. With `direct_io` the kernel keeps no pages of the file
     /// (its bytes change behind the mount's back); otherwise it keeps them
-    /// across opens (every change goes through this mount).
-    Handle { fh: u64, direct_io: bool },
+    /// across opens (every change goes through this mount). With `flush`
+    /// the core hears of every `close(2)` of it ([`Fs::flush`]): a handle
+    /// open for writing journals its file then. One for reading needs no
+    /// such word, which spares every close a round trip.
+    Handle {
+        fh: u64,
+        direct_io: bool,
+        flush: bool,
+    },
 }
 
 /// Changes `setattr` asks for.
@@ -359,12 +366,14 @@ impl Fs {
                 Ok(Opened::Handle {
                     fh,
                     direct_io: false,
+                    flush: write,
                 })
             }
             Node::Catalog(..) if write => Err(NsError::ReadOnly.into()),
             Node::Catalog(..) => Ok(Opened::Handle {
                 fh: CATALOG_FH,
                 direct_io: self.getattr(ino)?.volatile,
+                flush: false,
             }),
         }
     }

@@ -202,11 +202,18 @@ impl Filesystem for PackFs {
         let fs = self.fs.clone();
         self.run(async move {
             match fs.open(ino.0, write, truncate).await {
-                Ok(Opened::Handle { fh, direct_io }) => {
-                    let flags = match direct_io {
+                Ok(Opened::Handle {
+                    fh,
+                    direct_io,
+                    flush,
+                }) => {
+                    let mut flags = match direct_io {
                         true => FopenFlags::FOPEN_DIRECT_IO,
                         false => FopenFlags::FOPEN_KEEP_CACHE,
                     };
+                    if !flush {
+                        flags |= FopenFlags::FOPEN_NOFLUSH;
+                    }
                     reply.opened(FileHandle(fh), flags)
                 }
                 Ok(Opened::Stateless) => reply.error(errno(&FsError::Unsupported)),

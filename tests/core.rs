@@ -38,7 +38,7 @@ fn the_stats_file_opens_a_handle_and_writes_after_it_still_commit() {
     // A handle (never the stateless answer, which would switch the
     // kernel's no-open mode on for every later open), read fresh each time.
     let opened = core.block_on(core.fs().open(stats, false, false)).unwrap();
-    let Opened::Handle { fh, direct_io } = opened else {
+    let Opened::Handle { fh, direct_io, .. } = opened else {
         panic!("the stats file opened stateless on a read-write mount")
     };
     assert!(direct_io);
@@ -186,6 +186,23 @@ fn a_write_waiting_for_spool_room_lets_the_flusher_free_it() {
     assert_eq!(written.unwrap().unwrap(), 10 << 10);
     core.unmount();
     assert_eq!(bench.committed("t/m/more").unwrap(), vec![8u8; 10 << 10]);
+}
+
+/// Closes of a handle open for reading need no word to the core (nothing
+/// to journal): the kernel is told not to send FLUSH for them.
+#[test]
+fn only_handles_open_for_writing_hear_of_their_closes() {
+    let bench = small_dataset();
+    let core = bench.mount();
+    let a = core.path("t/m/f00").unwrap();
+    for write in [false, true] {
+        let opened = core.block_on(core.fs().open(a, write, false)).unwrap();
+        let Opened::Handle { fh, flush, .. } = opened else {
+            panic!("opened as {opened:?}")
+        };
+        assert_eq!(flush, write);
+        core.close(fh);
+    }
 }
 
 #[test]

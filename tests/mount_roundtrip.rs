@@ -355,13 +355,7 @@ fn stats_file_counts_reads_and_stays_out_of_listings() {
         std::fs::read(mnt.path.join(format!("t/m/{i:02}"))).unwrap();
     }
     let stats = std::fs::read_to_string(mnt.path.join(".packfs/stats")).unwrap();
-    let counter = |name: &str| -> u64 {
-        let line = stats
-            .lines()
-            .find(|l| l.starts_with(&format!("{name} ")))
-            .unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    };
+    let counter = |name: &str| stat_counter(&mnt.path, name);
     assert!(counter("gets") >= 1, "{stats}");
     assert!(counter("bytes_fetched") >= 600_000, "{stats}");
     assert!(
@@ -369,6 +363,74 @@ fn stats_file_counts_reads_and_stays_out_of_listings() {
         "one block serves several small items: {stats}"
     );
     assert_eq!(counter("errors"), 0, "{stats}");
+}
+
+/// A counter of a mount's `.packfs/stats`.
+fn stat_counter(mnt: &Path, name: &str) -> u64 {
+    let stats = std::fs::read_to_string(mnt.join(".packfs/stats")).unwrap();
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in {stats}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// What a training loader does every epoch: small items of one pack in a
+/// shuffled order. Each costs one GET of its own bytes, not blocks or
+/// read-ahead of its neighbours; a scan in pack order still reads ahead.
+#[test]
+fn a_shuffled_scan_fetches_what_it_reads_and_a_sorted_one_reads_ahead() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dataset) = (tmp.path().join("src"), tmp.path().join("dataset"));
+    let mut rng = Rng::new(17);
+    let mut files = Vec::new();
+    for i in 0..400 {
+        let len = (16 << 10) + rng.below(48 << 10) as usize;
+        let bytes = rng.bytes(len);
+        let name = format!("t/m/{i:04}");
+        write_file(&src.join(&name), &bytes);
+        files.push((name, bytes));
+    }
+    import(&src, &dataset, &[]);
+    let delivered: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
+    let mut shuffled = files.clone();
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    // The default (read-write) mount and a read-only one read alike.
+    for read_only in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = match read_only {
+            true => Mounted::new(&dataset, &dir.path().join("mnt"), &[]),
+            false => Mounted::writable_in(dir.path(), &dataset, &[]),
+        };
+        for (name, bytes) in &shuffled {
+            assert!(
+                std::fs::read(mnt.path.join(name)).unwrap() == *bytes,
+                "{name}"
+            );
+        }
+        let fetched = stat_counter(&mnt.path, "bytes_fetched");
+        assert!(
+            fetched as f64 <= 1.5 * delivered as f64,
+            "read-only {read_only}: fetched {fetched} bytes to deliver {delivered}"
+        );
+        mnt.unmount();
+    }
+    let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
+    for (name, bytes) in &files {
+        assert!(
+            std::fs::read(mnt.path.join(name)).unwrap() == *bytes,
+            "{name}"
+        );
+    }
+    let gets = stat_counter(&mnt.path, "gets");
+    assert!(
+        stat_counter(&mnt.path, "prefetch_gets") > 0 && gets < files.len() as u64 / 10,
+        "a sorted scan is read ahead in few GETs ({gets} for {} files)",
+        files.len()
+    );
 }
 
 #[test]

@@ -23,7 +23,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::store::{Store, StoreError};
 pub use disk::{DiskCache, DiskCacheError};
-use prefetch::Prefetcher;
+use prefetch::{Access, Prefetcher};
 pub use stats::Stats;
 
 /// Settings of the cache and prefetcher.
@@ -173,10 +173,21 @@ impl BlockCache {
         }
         let bs = self.inner.options.block_size;
         let blocks = offset / bs..end.div_ceil(bs);
-        let pending = self.claim(object, blocks.clone(), None);
-        if self.inner.options.prefetch {
-            self.inner.prefetcher.on_read(self, object, blocks.clone());
-        }
+        let pending = match self.inner.options.prefetch {
+            // Without read-ahead every read goes through blocks, so
+            // concurrent readers of one block share its GET.
+            false => self.claim(object, blocks.clone(), None),
+            true => match self.inner.prefetcher.on_read(self, object, offset..end) {
+                Access::Sequential => self.claim(object, blocks.clone(), None),
+                // A random read of blocks not all at hand costs one GET of
+                // exactly its bytes: whole blocks would fetch (and cache)
+                // many times what a shuffled reader of small items uses.
+                Access::Random => match self.claim_present(object, blocks.clone()) {
+                    Some(pending) => pending,
+                    None => return self.fetch_exact(object, offset..end).await,
+                },
+            },
+        };
         let mut parts = Vec::with_capacity(pending.len());
         for p in pending {
             parts.push(match p {
@@ -190,19 +201,7 @@ impl BlockCache {
                 self.drop_consumed(object, blocks.end - 1..blocks.end);
             }
         }
-        let first = blocks.start * bs;
-        if parts.len() == 1 {
-            let lo = (offset - first) as usize;
-            return Ok(parts[0].slice(lo..lo + (end - offset) as usize));
-        }
-        let mut out = BytesMut::with_capacity((end - offset) as usize);
-        for (i, part) in parts.iter().enumerate() {
-            let block_start = first + i as u64 * bs;
-            let lo = offset.saturating_sub(block_start) as usize;
-            let hi = ((end - block_start) as usize).min(part.len());
-            out.extend_from_slice(&part[lo..hi]);
-        }
-        Ok(out.freeze())
+        Ok(join_blocks(&parts, blocks.start * bs, bs, offset..end))
     }
 
     /// Forgets `blocks` of `object` (those a read has used up).
@@ -213,6 +212,72 @@ impl BlockCache {
                 lru.bytes -= old.bytes.len() as u64;
             }
         }
+    }
+
+    /// For each block of `blocks`, its cached bytes or the fetch under way,
+    /// if every one of them has either; otherwise nothing is counted or
+    /// started.
+    fn claim_present(&self, object: &ObjectRef, blocks: Range<u64>) -> Option<Vec<Pending>> {
+        let inner = &*self.inner;
+        let lru = inner.lru.lock();
+        let in_flight = inner.in_flight.lock();
+        let key = |b: u64| (object.path.clone(), b);
+        let all = blocks
+            .clone()
+            .all(|b| lru.blocks.contains(&key(b)) || in_flight.contains_key(&key(b)));
+        drop((lru, in_flight));
+        // A block evicted in between is fetched again by the claim: rare,
+        // and still right.
+        all.then(|| self.claim(object, blocks, None))
+    }
+
+    /// Exactly `range` of `object`: from the disk tier if it holds all its
+    /// blocks, else by one GET of just those bytes (not cached: the kernel
+    /// keeps what a reader was given).
+    async fn fetch_exact(
+        &self,
+        object: &ObjectRef,
+        range: Range<u64>,
+    ) -> Result<Bytes, FetchError> {
+        let inner = &*self.inner;
+        let stats = &inner.stats;
+        let bs = inner.options.block_size;
+        Stats::add(&stats.cache_misses, 1);
+        let blocks = range.start / bs..range.end.div_ceil(bs);
+        if let Some(parts) = self.disk_blocks(object, blocks.clone()).await {
+            return Ok(join_blocks(&parts, blocks.start * bs, bs, range));
+        }
+        let bytes = get_exact(&inner.store, object, range).await;
+        Stats::add(&stats.gets, 1);
+        match bytes {
+            Ok(bytes) => {
+                Stats::add(&stats.bytes_fetched, bytes.len() as u64);
+                Ok(bytes)
+            }
+            Err(e) => {
+                Stats::add(&stats.errors, 1);
+                Err(e)
+            }
+        }
+    }
+
+    /// `blocks` of `object` from the disk tier, if there is one and it has
+    /// them all.
+    async fn disk_blocks(&self, object: &ObjectRef, blocks: Range<u64>) -> Option<Arc<[Bytes]>> {
+        let inner = &*self.inner;
+        let disk = inner.disk.clone()?;
+        let (path, bs) = (object.path.clone(), inner.options.block_size);
+        let found = tokio::task::spawn_blocking(move || {
+            blocks
+                .map(|b| disk.get(&path, bs, b))
+                .collect::<Option<Arc<[Bytes]>>>()
+        })
+        .await
+        .expect("disk cache read panicked");
+        if let Some(parts) = &found {
+            Stats::add(&inner.stats.disk_hits, parts.len() as u64);
+        }
+        found
     }
 
     /// For each block of `blocks`: its cached bytes, or the fetch to wait
@@ -354,19 +419,8 @@ impl BlockCache {
         let inner = &*self.inner;
         let stats = &inner.stats;
         let bs = inner.options.block_size;
-        if let Some(disk) = &inner.disk {
-            let (disk, path, wanted) = (disk.clone(), object.path.clone(), blocks.clone());
-            let found = tokio::task::spawn_blocking(move || {
-                wanted
-                    .map(|b| disk.get(&path, bs, b))
-                    .collect::<Option<Arc<[Bytes]>>>()
-            })
-            .await
-            .expect("disk cache read panicked");
-            if let Some(parts) = found {
-                Stats::add(&stats.disk_hits, parts.len() as u64);
-                return Ok(parts);
-            }
+        if let Some(parts) = self.disk_blocks(object, blocks.clone()).await {
+            return Ok(parts);
         }
         let range = blocks.start * bs..(blocks.end * bs).min(object.len);
         let bytes = get_exact(&inner.store, object, range).await;
@@ -395,6 +449,23 @@ impl BlockCache {
         }
         Ok(parts)
     }
+}
+
+/// Bytes `range` out of consecutive blocks of `block_size` (the last may be
+/// shorter) starting at byte `first`: a slice when one block holds them.
+fn join_blocks(parts: &[Bytes], first: u64, block_size: u64, range: Range<u64>) -> Bytes {
+    if parts.len() == 1 {
+        let lo = (range.start - first) as usize;
+        return parts[0].slice(lo..lo + (range.end - range.start) as usize);
+    }
+    let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
+    for (i, part) in parts.iter().enumerate() {
+        let block_start = first + i as u64 * block_size;
+        let lo = range.start.saturating_sub(block_start) as usize;
+        let hi = ((range.end - block_start) as usize).min(part.len());
+        out.extend_from_slice(&part[lo..hi]);
+    }
+    out.freeze()
 }
 
 /// The blocks of one GET's body, each in its own allocation.

@@ -7,12 +7,21 @@
 //! a read that continues no run starts a new one, replacing the object's
 //! oldest run.
 //!
-//! On a run the read-ahead window doubles with every newly reached block,
-//! from one block up to `max_window`; an object no larger than
-//! `max_window` is read ahead to its end (the seed's hint: a sequential
-//! scan may fetch the whole pack once). Read-ahead is topped up when less
-//! than half a window is left, so GETs stay large. Prefetch GETs in flight
-//! hold permits of one global semaphore, so their memory is bounded by
+//! Read-ahead needs evidence: a read continues a run only if it starts
+//! where the run's reads got to (within [`SLACK`], as concurrent kernel
+//! requests arrive out of order) or inside what was read ahead for it, and
+//! a run reads ahead only after [`EVIDENCE`] reads in a row have moved it
+//! on. A shuffled reader, whose reads land anywhere, almost never builds
+//! such a run, so it costs one right-sized GET per read and fetches
+//! nothing it does not read (see [`Access`]).
+//!
+//! On a run the read-ahead window doubles with every read that moves it
+//! on, from one block up to `max_window`; an object no larger than
+//! `max_window` is read ahead to its end once the run has gone on for
+//! [`WHOLE_OBJECT_EVIDENCE`] reads (the seed's hint: a sequential scan may
+//! fetch the whole pack once). Read-ahead is topped up when less than half
+//! a window is left, so GETs stay large. Prefetch GETs in flight hold
+//! permits of one global semaphore, so their memory is bounded by
 //! `prefetch_memory`.
 
 use std::ops::Range;
@@ -29,14 +38,32 @@ const TRACKED_OBJECTS: usize = 4096;
 /// Concurrent runs tracked per object: several loader workers scanning
 /// different parts of one pack each keep their own run.
 const RUNS_PER_OBJECT: usize = 8;
+/// How far before a run's end a read may start and still continue it.
+const SLACK: u64 = 128 << 10;
+/// Reads in a row that move a run on before it reads ahead.
+const EVIDENCE: u32 = 2;
+/// Reads in a row before a run reads a small object ahead to its end.
+const WHOLE_OBJECT_EVIDENCE: u32 = 4;
 
-/// The run state of one object, in blocks.
+/// How a demand read relates to the object's runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Access {
+    /// It continues a run that reads ahead: its blocks are (or will be)
+    /// fetched in large GETs, which it shares.
+    Sequential,
+    /// No evidence of a run (yet): fetch exactly the bytes wanted.
+    Random,
+}
+
+/// The run state of one object, in bytes.
 struct Run {
-    /// First block after the furthest block read.
+    /// End of the furthest read.
     next: u64,
-    /// First block not yet requested by read-ahead.
+    /// End of what read-ahead has requested (block-aligned).
     ahead: u64,
-    /// Read-ahead window, in blocks; 0 outside a run.
+    /// Reads in a row that moved `next` on.
+    streak: u32,
+    /// Read-ahead window, in blocks; 0 before the run reads ahead.
     window: u64,
 }
 
@@ -60,9 +87,14 @@ impl Prefetcher {
         }
     }
 
-    /// Notes a demand read of `blocks` of `object` and reads ahead if it
-    /// continues a run.
-    pub(super) fn on_read(&self, cache: &BlockCache, object: &ObjectRef, blocks: Range<u64>) {
+    /// Notes a demand read of `bytes` of `object`, reads ahead if it
+    /// continues a run that has shown itself, and says which it was.
+    pub(super) fn on_read(
+        &self,
+        cache: &BlockCache,
+        object: &ObjectRef,
+        bytes: Range<u64>,
+    ) -> Access {
         let options = &cache.inner.options;
         let bs = options.block_size;
         let total = object.len.div_ceil(bs);
@@ -70,46 +102,48 @@ impl Prefetcher {
         let ahead = {
             let mut runs = self.runs.lock();
             let object_runs = runs.get_or_insert_mut(object.path.clone(), Vec::new);
-            // A read continues a run if it is in the run's last block read,
-            // or anywhere up to what was already read ahead for it
-            // (concurrent kernel requests arrive out of order).
             let continued = object_runs.iter().position(|run| {
-                blocks.start + 1 >= run.next && blocks.start <= run.next.max(run.ahead)
+                bytes.start + SLACK >= run.next && bytes.start <= run.next.max(run.ahead)
             });
             let Some(i) = continued else {
                 if object_runs.len() == RUNS_PER_OBJECT {
                     object_runs.remove(0);
                 }
                 object_runs.push(Run {
-                    next: blocks.end,
-                    ahead: blocks.end,
+                    next: bytes.end,
+                    ahead: bytes.end,
+                    streak: 0,
                     window: 0,
                 });
-                return;
+                return Access::Random;
             };
             let run = object_runs.remove(i);
             object_runs.push(run);
             let run = object_runs.last_mut().expect("just pushed");
-            if blocks.end > run.next {
-                run.window = (run.window * 2).clamp(1, max_window);
-                run.next = blocks.end;
+            if bytes.end > run.next {
+                run.next = bytes.end;
+                run.streak = run.streak.saturating_add(1);
+                if run.streak >= EVIDENCE {
+                    run.window = (run.window * 2).clamp(1, max_window);
+                }
             }
-            // A run starts once a read moves on to a new block.
             if run.window == 0 {
-                return;
+                return Access::Random;
             }
-            let target = if object.len <= options.max_window {
+            let next_block = run.next.div_ceil(bs);
+            let target = if object.len <= options.max_window && run.streak >= WHOLE_OBJECT_EVIDENCE
+            {
                 total
             } else {
-                total.min(run.next + run.window)
+                total.min(next_block + run.window)
             };
-            let from = run.ahead.max(run.next);
+            let from = (run.ahead.div_ceil(bs)).max(next_block);
             // Top up in large steps: only when less than half a window is
             // still ahead of the reader.
-            if from >= target || (from - run.next) * 2 > run.window {
-                return;
+            if from >= target || (from - next_block) * 2 > run.window {
+                return Access::Sequential;
             }
-            run.ahead = target;
+            run.ahead = target * bs;
             from..target
         };
         let per_request = (options.max_request / bs).max(1);
@@ -124,10 +158,11 @@ impl Prefetcher {
                 Err(_) => {
                     // Over the memory bound: demand reads fetch the rest.
                     Stats::add(&cache.inner.stats.prefetch_skipped, 1);
-                    return;
+                    break;
                 }
             }
             start = end;
         }
+        Access::Sequential
     }
 }
