@@ -375,6 +375,13 @@ fn stat_counter(mnt: &Path, name: &str) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
+/// Reads `files` (path below `mnt`, bytes) in order, checking each.
+fn read_checked(mnt: &Path, files: &[(String, Vec<u8>)]) {
+    for (name, bytes) in files {
+        assert!(std::fs::read(mnt.join(name)).unwrap() == *bytes, "{name}");
+    }
+}
+
 /// What a training loader does every epoch: small items of one pack in a
 /// shuffled order. Each costs one GET of its own bytes, not blocks or
 /// read-ahead of its neighbours; a scan in pack order still reads ahead.
@@ -405,12 +412,7 @@ fn a_shuffled_scan_fetches_what_it_reads_and_a_sorted_one_reads_ahead() {
             true => Mounted::new(&dataset, &dir.path().join("mnt"), &[]),
             false => Mounted::writable_in(dir.path(), &dataset, &[]),
         };
-        for (name, bytes) in &shuffled {
-            assert!(
-                std::fs::read(mnt.path.join(name)).unwrap() == *bytes,
-                "{name}"
-            );
-        }
+        read_checked(&mnt.path, &shuffled);
         let fetched = stat_counter(&mnt.path, "bytes_fetched");
         assert!(
             fetched as f64 <= 1.5 * delivered as f64,
@@ -419,12 +421,7 @@ fn a_shuffled_scan_fetches_what_it_reads_and_a_sorted_one_reads_ahead() {
         mnt.unmount();
     }
     let mnt = Mounted::new(&dataset, &tmp.path().join("mnt"), &[]);
-    for (name, bytes) in &files {
-        assert!(
-            std::fs::read(mnt.path.join(name)).unwrap() == *bytes,
-            "{name}"
-        );
-    }
+    read_checked(&mnt.path, &files);
     let gets = stat_counter(&mnt.path, "gets");
     assert!(
         stat_counter(&mnt.path, "prefetch_gets") > 0 && gets < files.len() as u64 / 10,
