@@ -73,6 +73,7 @@ fn cached_blocks_hold_no_more_memory_than_the_bound() {
                 path: Arc::new(path),
                 len: OBJECT_BYTES as u64,
                 drop_behind: false,
+                then: None,
             });
         }
         let bound = 4 * MIB;
@@ -120,6 +121,7 @@ fn cached_blocks_hold_no_more_memory_than_the_bound() {
             .iter()
             .map(|o| ObjectRef {
                 drop_behind: true,
+                then: None,
                 ..o.clone()
             })
             .collect();

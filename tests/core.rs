@@ -405,6 +405,7 @@ fn extents_mix_store_ranges_memory_and_pad() {
         path: pack.clone(),
         len: *pack_len,
         drop_behind: false,
+        then: None,
     });
     // [header][item bytes 100..300][8 zeros][item bytes 0..50]
     let header = Bytes::from_static(b"HEADER");

@@ -86,6 +86,10 @@ pub struct ObjectRef {
     /// and keeps one big scan from flushing the cache of small items.
     /// Wrong for packs, whose blocks are shared by neighbouring items.
     pub drop_behind: bool,
+    /// The object a sequential reader goes on to at this one's end (the
+    /// next chunk of the same item): read-ahead that reaches the end
+    /// carries on into it, so a big item streams across its chunks.
+    pub then: Option<Arc<ObjectRef>>,
 }
 
 type BlockKey = (Arc<Path>, u64);
@@ -545,6 +549,7 @@ mod tests {
             path,
             len: len as u64,
             drop_behind: false,
+            then: None,
         };
         (BlockCache::new(store, options, None), object, bytes)
     }
@@ -609,6 +614,50 @@ mod tests {
             "{}",
             cache.stats().render()
         );
+    }
+
+    /// Waits until no GET of `cache` is in flight.
+    async fn settled(cache: &BlockCache) {
+        for _ in 0..500 {
+            if cache.inner.in_flight.lock().is_empty() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("GETs still in flight after 5 s");
+    }
+
+    #[tokio::test]
+    async fn read_ahead_carries_on_into_the_next_chunk() {
+        let len = 2 << 20;
+        let (cache, first, _) = cache_with(len, small_blocks()).await;
+        let bytes: Vec<u8> = (0..len).map(|i| (i % 253) as u8).collect();
+        let path = Arc::new(Path::from("t/m/0/next"));
+        let store = &cache.inner.store;
+        store
+            .put_overwrite(&path, Bytes::from(bytes.clone()))
+            .await
+            .unwrap();
+        let next = ObjectRef {
+            path,
+            len: len as u64,
+            drop_behind: true,
+            then: None,
+        };
+        let first = ObjectRef {
+            then: Some(Arc::new(next.clone())),
+            ..first
+        };
+        for offset in (0..len).step_by(64 << 10) {
+            cache.read(&first, offset as u64, 64 << 10).await.unwrap();
+        }
+        settled(&cache).await;
+        let stats = cache.stats();
+        let (gets, hits) = (stats.gets.load(Relaxed), stats.prefetch_hits.load(Relaxed));
+        let got = cache.read(&next, 0, 256 << 10).await.unwrap();
+        assert_eq!(&got[..], &bytes[..256 << 10]);
+        assert_eq!(stats.gets.load(Relaxed), gets, "{}", stats.render());
+        assert_eq!(stats.prefetch_hits.load(Relaxed), hits + 4);
     }
 
     #[tokio::test]
@@ -721,6 +770,7 @@ mod tests {
                 path,
                 len: 100_000,
                 drop_behind: false,
+                then: None,
             });
         }
         let disk = DiskCache::open(dir.path(), 1 << 30).unwrap();

@@ -19,7 +19,8 @@
 //! on, from one block up to `max_window`; an object no larger than
 //! `max_window` is read ahead to its end once the run has gone on for
 //! [`WHOLE_OBJECT_EVIDENCE`] reads (the seed's hint: a sequential scan may
-//! fetch the whole pack once). Read-ahead is topped up when less than half
+//! fetch the whole pack once). A run that reaches the end of an object
+//! with a successor (the next chunk of a big item) carries on into it. Read-ahead is topped up when less than half
 //! a window is left, so GETs stay large. Prefetch GETs in flight hold
 //! permits of one global semaphore, so their memory is bounded by
 //! `prefetch_memory`.
@@ -99,7 +100,7 @@ impl Prefetcher {
         let bs = options.block_size;
         let total = object.len.div_ceil(bs);
         let max_window = (options.max_window / bs).max(1);
-        let ahead = {
+        let (ahead, carried) = {
             let mut runs = self.runs.lock();
             let object_runs = runs.get_or_insert_mut(object.path.clone(), Vec::new);
             let continued = object_runs.iter().position(|run| {
@@ -144,12 +145,48 @@ impl Prefetcher {
                 return Access::Sequential;
             }
             run.ahead = target * bs;
-            from..target
+            let (streak, window) = (run.streak, run.window);
+            // Reaching the end, the run goes on into the next object: a
+            // run of its own there, as far on as this one.
+            let carried = object
+                .then
+                .as_ref()
+                .filter(|_| target == total)
+                .and_then(|then| {
+                    let then_runs = runs.get_or_insert_mut(then.path.clone(), Vec::new);
+                    if then_runs.iter().any(|r| r.next == 0) {
+                        return None; // carried already
+                    }
+                    let blocks = then.len.div_ceil(bs).min(window);
+                    if then_runs.len() == RUNS_PER_OBJECT {
+                        then_runs.remove(0);
+                    }
+                    then_runs.push(Run {
+                        next: 0,
+                        ahead: blocks * bs,
+                        streak,
+                        window,
+                    });
+                    Some((then.clone(), blocks))
+                });
+            (from..target, carried)
         };
+        self.read_ahead(cache, object, ahead);
+        if let Some((then, blocks)) = carried {
+            self.read_ahead(cache, &then, 0..blocks);
+        }
+        Access::Sequential
+    }
+
+    /// Starts prefetch GETs of `blocks` of `object`, as far as the memory
+    /// bound allows.
+    fn read_ahead(&self, cache: &BlockCache, object: &ObjectRef, blocks: Range<u64>) {
+        let options = &cache.inner.options;
+        let bs = options.block_size;
         let per_request = (options.max_request / bs).max(1);
-        let mut start = ahead.start;
-        while start < ahead.end {
-            let end = ahead.end.min(start + per_request);
+        let mut start = blocks.start;
+        while start < blocks.end {
+            let end = blocks.end.min(start + per_request);
             let kib = ((end - start) * bs).div_ceil(1024).min(u64::from(u32::MAX)) as u32;
             match self.memory.clone().try_acquire_many_owned(kib) {
                 Ok(permit) => {
@@ -158,11 +195,10 @@ impl Prefetcher {
                 Err(_) => {
                     // Over the memory bound: demand reads fetch the rest.
                     Stats::add(&cache.inner.stats.prefetch_skipped, 1);
-                    break;
+                    return;
                 }
             }
             start = end;
         }
-        Access::Sequential
     }
 }

@@ -3,6 +3,7 @@
 //! of chunk objects).
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::{Extents, Source};
 use crate::cache::ObjectRef;
@@ -25,6 +26,7 @@ pub fn item_extents(item: &Item, range: Range<u64>) -> Extents {
                 path: path.clone(),
                 len: item.size,
                 drop_behind: true,
+                then: None,
             });
             map.push_data(0, end - offset, source, offset);
         }
@@ -37,19 +39,25 @@ pub fn item_extents(item: &Item, range: Range<u64>) -> Extents {
                 path: pack.clone(),
                 len: *pack_len,
                 drop_behind: false,
+                then: None,
             });
             map.push_data(0, end - offset, source, base + offset);
         }
         ItemSource::Chunked { chunks } => {
+            let chunk_object = |chunk: &crate::dataset::ChunkRef| ObjectRef {
+                path: chunk.object.clone(),
+                len: chunk.size,
+                drop_behind: true,
+                then: None,
+            };
             let mut chunk_start = 0u64;
-            for chunk in chunks.iter() {
+            for (i, chunk) in chunks.iter().enumerate() {
                 let chunk_end = chunk_start + chunk.size;
                 let (from, to) = (offset.max(chunk_start), end.min(chunk_end));
                 if from < to {
                     let source = object(ObjectRef {
-                        path: chunk.object.clone(),
-                        len: chunk.size,
-                        drop_behind: true,
+                        then: chunks.get(i + 1).map(|next| Arc::new(chunk_object(next))),
+                        ..chunk_object(chunk)
                     });
                     map.push_data(from - offset, to - from, source, from - chunk_start);
                 }
