@@ -812,6 +812,17 @@ impl Namespace {
         let Some(overlay) = &self.overlay else {
             return Vec::new();
         };
+        // Most calls are closes of files that keep their name: a shared
+        // lock tells, so readers closing files do not queue for the
+        // exclusive one.
+        if overlay
+            .read()
+            .files
+            .get(&ino)
+            .is_none_or(|f| f.link.is_some())
+        {
+            return Vec::new();
+        }
         let mut o = overlay.write();
         match o.files.get(&ino) {
             Some(f) if f.link.is_none() && f.writers == 0 && !self.is_read(ino) => {
