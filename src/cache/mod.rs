@@ -251,12 +251,13 @@ impl BlockCache {
         if let Some(parts) = self.disk_blocks(object, blocks.clone()).await {
             return Ok(join_blocks(&parts, blocks.start * bs, bs, range));
         }
-        let bytes = get_exact(&inner.store, object, range).await;
+        let len = range.end - range.start;
+        let pieces = get_pieces(&inner.store, object, range.clone(), len).await;
         Stats::add(&stats.gets, 1);
-        match bytes {
-            Ok(bytes) => {
-                Stats::add(&stats.bytes_fetched, bytes.len() as u64);
-                Ok(bytes)
+        match pieces {
+            Ok(pieces) => {
+                Stats::add(&stats.bytes_fetched, len);
+                Ok(join_blocks(&pieces, range.start, len, range))
             }
             Err(e) => {
                 Stats::add(&stats.errors, 1);
@@ -427,14 +428,13 @@ impl BlockCache {
             return Ok(parts);
         }
         let range = blocks.start * bs..(blocks.end * bs).min(object.len);
-        let bytes = get_exact(&inner.store, object, range).await;
+        let parts = get_pieces(&inner.store, object, range.clone(), bs).await;
         Stats::add(&stats.gets, 1);
         if prefetch {
             Stats::add(&stats.prefetch_gets, 1);
         }
-        let bytes = bytes?;
-        Stats::add(&stats.bytes_fetched, bytes.len() as u64);
-        let parts = split_into_blocks(bytes, bs);
+        let parts = parts?;
+        Stats::add(&stats.bytes_fetched, range.end - range.start);
         if let Some(disk) = &inner.disk {
             // Written behind the reader: a slow disk never delays a read,
             // and never makes writes (and the bytes they hold) pile up.
@@ -501,6 +501,31 @@ fn split_into_blocks(body: Bytes, block_size: u64) -> Arc<[Bytes]> {
         return Arc::from([body]);
     }
     body.chunks(bs).map(Bytes::copy_from_slice).collect()
+}
+
+/// Exactly `range` of an object of `object.len` bytes, in pieces of
+/// `piece` bytes (the last may be shorter), each in its own buffer: read
+/// straight into them from a local dataset's file, else one ranged GET
+/// cut up.
+async fn get_pieces(
+    store: &Store,
+    object: &ObjectRef,
+    range: Range<u64>,
+    piece: u64,
+) -> Result<Arc<[Bytes]>, FetchError> {
+    let Some(read) = store.read_local(&object.path, range.clone(), piece).await else {
+        return Ok(split_into_blocks(get_exact(store, object, range).await?, piece));
+    };
+    let read = read.map_err(|e| FetchError::Store(Arc::new(e)))?;
+    let got: u64 = read.pieces.iter().map(|p| p.len() as u64).sum();
+    if read.object_size != object.len || got != range.end - range.start {
+        return Err(FetchError::LengthMismatch {
+            object: object.path.to_string(),
+            expected: object.len,
+            actual: read.object_size,
+        });
+    }
+    Ok(read.pieces.into())
 }
 
 /// A ranged GET that must return exactly `range` of an object of `object.len` bytes.
