@@ -1759,6 +1759,28 @@ fn a_write_after_a_commit_of_an_open_file_is_not_kept_by_a_crash() {
     .unwrap();
 }
 
+/// Found by proptest: an `fsync` committed a file still open and written,
+/// and the compaction after that commit dropped the journal's record that
+/// it was being written, so a crash left its unfinished bytes in
+/// `lost+found` under a number instead of its path.
+#[test]
+fn a_file_written_and_synced_but_not_closed_is_in_lost_found_after_a_crash() {
+    run(&[
+        Op::OpenWrite {
+            path: p("t/m/b"),
+            truncate: false,
+        },
+        Op::HandleWrite {
+            h: H(0),
+            offset: 0,
+            data: data(0, 1),
+        },
+        Op::Fsync { path: p("t/m/b") },
+        Op::Crash,
+    ])
+    .unwrap();
+}
+
 #[test]
 fn a_read_handle_of_an_unlinked_file_reads_its_last_bytes() {
     run(&[

@@ -514,7 +514,10 @@ async fn get_pieces(
     piece: u64,
 ) -> Result<Arc<[Bytes]>, FetchError> {
     let Some(read) = store.read_local(&object.path, range.clone(), piece).await else {
-        return Ok(split_into_blocks(get_exact(store, object, range).await?, piece));
+        return Ok(split_into_blocks(
+            get_exact(store, object, range).await?,
+            piece,
+        ));
     };
     let read = read.map_err(|e| FetchError::Store(Arc::new(e)))?;
     let got: u64 = read.pieces.iter().map(|p| p.len() as u64).sum();

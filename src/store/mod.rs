@@ -241,7 +241,11 @@ pub struct RangePieces {
 }
 
 /// Reads `range` of the file at `path` in pieces of `piece` bytes.
-fn read_pieces(path: &std::path::Path, range: Range<u64>, piece: u64) -> std::io::Result<RangePieces> {
+fn read_pieces(
+    path: &std::path::Path,
+    range: Range<u64>,
+    piece: u64,
+) -> std::io::Result<RangePieces> {
     use std::io::{Read, Seek};
     let mut file = std::fs::File::open(path)?;
     let object_size = file.metadata()?.len();

@@ -512,10 +512,12 @@ impl Writer {
         }
         let _change = self.journal.changing();
         let mut said = session.said.write();
-        if *said == Said::Unchanged {
-            self.journal_open(ino, &session.spool);
-            *said = Said::Writing;
+        match *said {
+            Said::Unchanged => self.journal_open(ino, &session.spool),
+            Said::Synced => {} // its `Open` stands
+            Said::Writing | Said::Complete => return Ok(()),
         }
+        *said = Said::Writing;
         Ok(())
     }
 
@@ -524,7 +526,7 @@ impl Writer {
     /// the live version may change again. Nothing to do if `origin` holds
     /// them already. The caller holds the inode's `opening` lock.
     async fn freeze(&self, ino: Ino, session: &Session) -> Result<(), WriteError> {
-        if *session.said.read() == Said::Unchanged {
+        if session.said.read().is_unchanged() {
             return Ok(());
         }
         // Unchanged during the copy: the live version is the copy's twin.
@@ -549,7 +551,7 @@ impl Writer {
             let _change = self.journal.changing();
             let mut said = session.said.write();
             let replaced = match *said {
-                Said::Unchanged => None,
+                Said::Unchanged | Said::Synced => None,
                 _ => self
                     .ns
                     .update_file(ino, true, |f| {
@@ -566,6 +568,7 @@ impl Writer {
                     self.journal(record);
                 }
                 match (twin, *said) {
+                    (true, Said::Writing) => *said = Said::Synced,
                     (true, _) => *said = Said::Unchanged,
                     // A write raced the copy (it began before the close).
                     (false, Said::Complete) => {
@@ -603,7 +606,7 @@ impl Writer {
         self.sessions()
             .into_iter()
             .filter_map(|(ino, session)| match *session.said.read() {
-                Said::Writing => open_record(&self.ns, ino, &session.spool),
+                Said::Writing | Said::Synced => open_record(&self.ns, ino, &session.spool),
                 Said::Complete => put_record(&self.ns, ino, &session.spool),
                 Said::Unchanged => None,
             })
@@ -752,12 +755,17 @@ impl Writer {
         };
         let _change = self.journal.changing();
         let mut said = session.said.write();
-        if *said == Said::Writing {
-            // None: unlinked meanwhile, nothing to keep.
-            if let Some(record) = put_record(&self.ns, ino, &session.spool) {
-                self.journal(record);
-                *said = Said::Complete;
+        match *said {
+            Said::Writing => {
+                // None: unlinked meanwhile, nothing to keep.
+                if let Some(record) = put_record(&self.ns, ino, &session.spool) {
+                    self.journal(record);
+                    *said = Said::Complete;
+                }
             }
+            // Complete as its synced copy, which the journal names.
+            Said::Synced => *said = Said::Unchanged,
+            Said::Complete | Said::Unchanged => {}
         }
     }
 
@@ -785,7 +793,7 @@ impl Writer {
                 // The version no longer needed: `origin`, unless the live
                 // version is a copy of it (nothing changed since).
                 Some(match (*said, f.origin.take()) {
-                    (Said::Unchanged, Some(origin)) => {
+                    (Said::Unchanged | Said::Synced, Some(origin)) => {
                         Some(std::mem::replace(&mut f.content, origin))
                     }
                     (_, origin) => origin,

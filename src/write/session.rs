@@ -40,6 +40,17 @@ pub(super) enum Said {
     /// and the journal names that one. Its next change journals it `Open`
     /// first (→ `Writing`); a last close without one keeps `origin`.
     Unchanged,
+    /// Like `Unchanged` (an `fsync` froze it), but written since its last
+    /// close: its `Open` stands, so a crash moves it to `lost+found`. A
+    /// close makes it `Unchanged`; its next change needs no record.
+    Synced,
+}
+
+impl Said {
+    /// Whether the live version's bytes are those of `origin`.
+    pub fn is_unchanged(self) -> bool {
+        matches!(self, Said::Unchanged | Said::Synced)
+    }
 }
 
 impl Session {
