@@ -391,28 +391,40 @@ fn generate_tree(root: &Path, config: &Config) -> Result<Files> {
         root.display()
     ));
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let small_dir = root.join(SMALL_DIR);
-    fs::create_dir_all(&small_dir)?;
-    let mut small = HashMap::with_capacity(config.small_files);
-    let mut buf = vec![0u8; READ_SIZE];
-    for i in 0..config.small_files {
+    let small = write_small_items(&root.join(SMALL_DIR), config.small_files, &mut rng)?;
+    write_big_item(&root.join(BIG_ITEM), config.big_bytes, &mut rng)?;
+    Ok(Files {
+        big_len: config.big_bytes,
+        small: small.into_iter().collect(),
+    })
+}
+
+/// `count` items of `SMALL_MIN`–`SMALL_MAX` bytes, `dir/item-NNNNN.bin`;
+/// their names and sizes in name order.
+fn write_small_items(dir: &Path, count: usize, rng: &mut Rng) -> Result<Vec<(OsString, u64)>> {
+    fs::create_dir_all(dir)?;
+    let mut items = Vec::with_capacity(count);
+    let mut buf = vec![0u8; SMALL_MAX as usize];
+    for i in 0..count {
         let len = SMALL_MIN + rng.next() % (SMALL_MAX - SMALL_MIN + 1);
         let name = OsString::from(format!("item-{i:05}.bin"));
         rng.fill(&mut buf[..len as usize]);
-        fs::write(small_dir.join(&name), &buf[..len as usize])?;
-        small.insert(name, len);
+        fs::write(dir.join(&name), &buf[..len as usize])?;
+        items.push((name, len));
     }
-    let big = root.join(BIG_ITEM);
-    fs::create_dir_all(big.parent().expect("has a parent"))?;
-    let mut file = File::create(&big)?;
-    for _ in 0..config.big_bytes / READ_SIZE as u64 {
+    Ok(items)
+}
+
+/// A file of `bytes` (a multiple of `READ_SIZE`) at `path`.
+fn write_big_item(path: &Path, bytes: u64, rng: &mut Rng) -> Result<()> {
+    fs::create_dir_all(path.parent().expect("has a parent"))?;
+    let mut file = File::create(path)?;
+    let mut buf = vec![0u8; READ_SIZE];
+    for _ in 0..bytes / READ_SIZE as u64 {
         rng.fill(&mut buf);
         std::io::Write::write_all(&mut file, &buf)?;
     }
-    Ok(Files {
-        big_len: config.big_bytes,
-        small,
-    })
+    Ok(())
 }
 
 async fn import_tree(src: &Path, dataset_dir: &Path) -> Result<()> {
@@ -1421,24 +1433,8 @@ fn generate_cold_tree(root: &Path, config: &Config) -> Result<ColdFiles> {
         root.display()
     ));
     let mut rng = Rng(0xD1B5_4A32_D192_ED03);
-    let pool_dir = root.join(POOL_DIR);
-    fs::create_dir_all(&pool_dir)?;
-    let mut pool = Vec::with_capacity(config.pool_files);
-    let mut buf = vec![0u8; READ_SIZE];
-    for i in 0..config.pool_files {
-        let len = SMALL_MIN + rng.next() % (SMALL_MAX - SMALL_MIN + 1);
-        let name = OsString::from(format!("item-{i:05}.bin"));
-        rng.fill(&mut buf[..len as usize]);
-        fs::write(pool_dir.join(&name), &buf[..len as usize])?;
-        pool.push((name, len));
-    }
-    let big = root.join(COLD_BIG);
-    fs::create_dir_all(big.parent().expect("has a parent"))?;
-    let mut file = File::create(&big)?;
-    for _ in 0..config.cold_big_bytes / READ_SIZE as u64 {
-        rng.fill(&mut buf);
-        std::io::Write::write_all(&mut file, &buf)?;
-    }
+    let pool = write_small_items(&root.join(POOL_DIR), config.pool_files, &mut rng)?;
+    write_big_item(&root.join(COLD_BIG), config.cold_big_bytes, &mut rng)?;
     Ok(ColdFiles {
         pool,
         big_len: config.cold_big_bytes,
@@ -2137,17 +2133,7 @@ fn print_report(
             .and_then(|l| l.split(' ').next().map(str::to_string))
             .unwrap_or_else(|| "?".into())
     );
-    print_table(
-        &[
-            "Measurement",
-            "packfs",
-            "References (same files, same run)",
-            "Ratio",
-            "Target",
-            "Met",
-        ],
-        &rows,
-    );
+    print_table(&rows);
     println!();
     match &comparison.ceiling {
         Ok(_) => {
@@ -2228,8 +2214,19 @@ fn many_rows(config: &Config, many: Option<&ManyItems>) -> Vec<Row> {
     ]
 }
 
+/// The columns of both tables.
+const HEADER: [&str; 6] = [
+    "Measurement",
+    "packfs",
+    "References (same files, same run)",
+    "Ratio",
+    "Target",
+    "Met",
+];
+
 /// A Markdown table with columns padded to line up in a terminal.
-fn print_table(header: &[&str; 6], rows: &[Row]) {
+fn print_table(rows: &[Row]) {
+    let header = HEADER;
     let width = |i: usize| {
         rows.iter()
             .map(|r| r[i].chars().count())
@@ -2256,7 +2253,7 @@ fn print_table(header: &[&str; 6], rows: &[Row]) {
 // ------------------------------------------------------- report, issue 11 --
 
 /// A reference of the cold rows.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum ColdRef {
     Plain,
     Squashfuse,
@@ -2330,7 +2327,7 @@ fn cold_rows(config: &Config, cold: &std::result::Result<ColdComparison, String>
         Ok(cold) => cold,
         Err(reason) => {
             return vec![row(
-                "11.1, 11.2: cold rows".into(),
+                "11.1, 11.2, cold rows".into(),
                 format!("skipped: {reason}"),
                 "—".into(),
                 "—".into(),
@@ -2396,7 +2393,7 @@ fn cold_rows(config: &Config, cold: &std::result::Result<ColdComparison, String>
         ),
         cold_row(
             cold,
-            "11.2 `ls -lR` of the cold tree, cold (ratios of speed: 1 / time)".into(),
+            "11. `ls -lR` of the cold tree, cold (ratios of speed: 1 / time)".into(),
             |f| (1.0 / f.ls_secs, format!("{:.2} s", f.ls_secs)),
             &[],
         ),
@@ -2505,17 +2502,7 @@ fn print_issue11(
     rows.extend(default_mount_rows(config, comparison));
     rows.extend(epoch_rows(config, epochs));
     println!("\n## Issue 11: read performance II\n");
-    print_table(
-        &[
-            "Measurement",
-            "packfs",
-            "References (same files, same run)",
-            "Ratio",
-            "Target",
-            "Met",
-        ],
-        &rows,
-    );
+    print_table(&rows);
     println!();
     if let Ok(cold) = cold {
         println!(
