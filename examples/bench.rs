@@ -24,6 +24,35 @@
 //!    daemon then takes to commit at unmount, and the objects it stored
 //!    (checked with `diff -r` on a read-only remount).
 //!
+//! Then the measurements of issue 11 ("Read performance II"), in a second
+//! table:
+//!
+//! 11.1, 11.2 (cold: each figure on a fresh mount after `sync; echo 3 >
+//! /proc/sys/vm/drop_caches`, so root only; skipped, saying so, otherwise)
+//! on a tree of its own (20,000 items of 16–64 KiB and a 256 MiB item;
+//! `--quick`: 2,000 and 64 MiB): 5,000 of the items (500) in a shuffled
+//! order of fixed seed read by one reader, with the bytes the mount fetched
+//! from its store (`bytes_fetched` of `/.packfs/stats`) against the bytes
+//! delivered; 1 MiB reads of the big item; the first 5,000 items in name
+//! order with 1 and 8 readers (each reader takes the next file of the list,
+//! like `xargs -n1 -P8`); `ls -lR`. Measured on the plain directory,
+//! `squashfuse_ll` over an uncompressed squashfs image of the tree
+//! (`mksquashfs TREE IMG -noI -noD -noF -noX`; the column is left out,
+//! saying how to install it, when squashfuse or squashfs-tools is missing),
+//! fuse-ceiling (RAM: the FUSE limit, not a cold read) and `packfs mount
+//! --read-only`.
+//!
+//! 11.3: measurements 1 and 2 also run on a default mount (`packfs mount`
+//! without flags, read-write), set against fuse-ceiling beside
+//! `--read-only`.
+//!
+//! 11.4 (later epochs): with `--cache-dir`, on a default and a
+//! `--read-only` mount, the big item read whole, the mount unmounted and
+//! mounted again on the same cache directory, and the item read again,
+//! against the same file on the plain disk with a warm page cache. The
+//! `/.packfs/stats` counters whose names mention passthrough are printed,
+//! whichever exist.
+//!
 //! The same measurements run against two references: the source directory
 //! itself (*direct disk*, page cache warm: everything is read once first)
 //! and `fuse-ceiling` (`../shared/tools/fuse-ceiling`, a FUSE filesystem
@@ -38,14 +67,15 @@
 //! turn so that load on the machine hits them alike; the table shows
 //! medians.
 //!
-//! Reading the output: one Markdown table on stdout, one row per figure.
+//! Reading the output: two Markdown tables on stdout, one row per figure.
 //! *packfs* is the measured figure, *References* the same measurement on
 //! the references, *Ratio* packfs divided by a reference (above 1× packfs is
-//! faster), *Target* the bar of issue 3 and *Met* whether this run reached
-//! it. MB is 10^6 bytes. On this shared 2-core machine figures vary by ±30%
-//! between runs, so compare within one run.
-//! Below the table come the `/.packfs/stats` counters of the last local
-//! mount. Progress goes to stderr.
+//! faster), *Target* the bar of issue 3 (first table) or 11 (second table)
+//! and *Met* whether this run reached it. MB is 10^6 bytes. On this shared
+//! 2-core machine figures vary by ±30% between runs, so compare within one
+//! run. Below each table come `/.packfs/stats` counters (of the last local
+//! mount of the first table; of the last remount of 11.4). Progress goes
+//! to stderr.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -146,6 +176,7 @@ fn run() -> Result<()> {
     progress("direct disk: reading everything once to warm the page cache");
     warm_page_cache(&src, &files)?;
     let (ceiling_mnt, packfs_mnt) = (mountpoint("mnt-ceiling")?, mountpoint("mnt-packfs")?);
+    let default_mnt = mountpoint("mnt-default")?;
     let src = src.as_path();
     let small_pages = small_page_copy(src);
     let comparison = compare(
@@ -153,8 +184,12 @@ fn run() -> Result<()> {
         &files,
         small_pages.as_ref().map(|dir| dir.path()),
         || Ok(Disk(src.to_path_buf())),
-        ceiling_bin.map(|bin| move || Ceiling::mount(&bin, src, &ceiling_mnt)),
+        ceiling_bin
+            .as_ref()
+            .map(|bin| move || FuseProcess::ceiling(bin, src, &ceiling_mnt))
+            .map_err(Clone::clone),
         || Daemon::mount(&packfs_bin, &dataset_dir, &packfs_mnt),
+        || Daemon::mount_with(&packfs_bin, &dataset_dir, &default_mnt, &[]),
     )?;
     let latency = latency_scans(
         &runtime,
@@ -162,6 +197,23 @@ fn run() -> Result<()> {
         &mountpoint("mnt-latency")?,
         &files,
         &config,
+    )?;
+    let epochs = later_epochs(
+        &packfs_bin,
+        src,
+        &dataset_dir,
+        work.path(),
+        &mountpoint("mnt-epochs")?,
+        &files,
+        &config,
+    )?;
+    let cold = cold_comparison(
+        &config,
+        &runtime,
+        work.path(),
+        &packfs_bin,
+        ceiling_bin.as_ref().ok().map(PathBuf::as_path),
+        &mountpoint,
     )?;
     let writes = write_bench(&packfs_bin, work.path(), &mountpoint("mnt-write")?, &config)?;
     let many = match config.skip_1m {
@@ -176,6 +228,7 @@ fn run() -> Result<()> {
     };
     progress("done");
     print_report(&config, &comparison, &latency, &writes, many.as_ref());
+    print_issue11(&config, &comparison, &cold, &epochs);
     Ok(())
 }
 
@@ -194,6 +247,11 @@ struct Config {
     tiny_items: usize,
     /// Files copied into the read-write mount in measurement 5.
     write_files: usize,
+    /// Issue 11's cold tree: small files, how many of them a cold scan
+    /// reads, and the size of its big item.
+    pool_files: usize,
+    sample_files: usize,
+    cold_big_bytes: u64,
 }
 
 impl Config {
@@ -218,6 +276,10 @@ impl Config {
             false => (512 << 20, 5_000, 500, 1_000_000, 20_000, 3),
             true => (128 << 20, 1_000, 100, 100_000, 2_000, 1),
         };
+        let (pool_files, sample_files, cold_big_bytes) = match quick {
+            false => (20_000, 5_000, 256 << 20),
+            true => (2_000, 500, 64 << 20),
+        };
         Ok(Config {
             quick,
             skip_1m,
@@ -227,6 +289,9 @@ impl Config {
             off_files,
             tiny_items,
             write_files,
+            pool_files,
+            sample_files,
+            cold_big_bytes,
         })
     }
 
@@ -326,28 +391,40 @@ fn generate_tree(root: &Path, config: &Config) -> Result<Files> {
         root.display()
     ));
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let small_dir = root.join(SMALL_DIR);
-    fs::create_dir_all(&small_dir)?;
-    let mut small = HashMap::with_capacity(config.small_files);
-    let mut buf = vec![0u8; READ_SIZE];
-    for i in 0..config.small_files {
+    let small = write_small_items(&root.join(SMALL_DIR), config.small_files, &mut rng)?;
+    write_big_item(&root.join(BIG_ITEM), config.big_bytes, &mut rng)?;
+    Ok(Files {
+        big_len: config.big_bytes,
+        small: small.into_iter().collect(),
+    })
+}
+
+/// `count` items of `SMALL_MIN`–`SMALL_MAX` bytes, `dir/item-NNNNN.bin`;
+/// their names and sizes in name order.
+fn write_small_items(dir: &Path, count: usize, rng: &mut Rng) -> Result<Vec<(OsString, u64)>> {
+    fs::create_dir_all(dir)?;
+    let mut items = Vec::with_capacity(count);
+    let mut buf = vec![0u8; SMALL_MAX as usize];
+    for i in 0..count {
         let len = SMALL_MIN + rng.next() % (SMALL_MAX - SMALL_MIN + 1);
         let name = OsString::from(format!("item-{i:05}.bin"));
         rng.fill(&mut buf[..len as usize]);
-        fs::write(small_dir.join(&name), &buf[..len as usize])?;
-        small.insert(name, len);
+        fs::write(dir.join(&name), &buf[..len as usize])?;
+        items.push((name, len));
     }
-    let big = root.join(BIG_ITEM);
-    fs::create_dir_all(big.parent().expect("has a parent"))?;
-    let mut file = File::create(&big)?;
-    for _ in 0..config.big_bytes / READ_SIZE as u64 {
+    Ok(items)
+}
+
+/// A file of `bytes` (a multiple of `READ_SIZE`) at `path`.
+fn write_big_item(path: &Path, bytes: u64, rng: &mut Rng) -> Result<()> {
+    fs::create_dir_all(path.parent().expect("has a parent"))?;
+    let mut file = File::create(path)?;
+    let mut buf = vec![0u8; READ_SIZE];
+    for _ in 0..bytes / READ_SIZE as u64 {
         rng.fill(&mut buf);
         std::io::Write::write_all(&mut file, &buf)?;
     }
-    Ok(Files {
-        big_len: config.big_bytes,
-        small,
-    })
+    Ok(())
 }
 
 async fn import_tree(src: &Path, dataset_dir: &Path) -> Result<()> {
@@ -557,50 +634,67 @@ impl Mounted for Disk {
     }
 }
 
-/// fuse-ceiling serving the source tree; killed and unmounted on drop.
-struct Ceiling {
+/// A FUSE filesystem served by a foreground process (fuse-ceiling,
+/// squashfuse_ll); unmounted, then killed if it lingers, on drop.
+struct FuseProcess {
     child: Child,
     mnt: PathBuf,
 }
 
-impl Ceiling {
-    fn mount(bin: &Path, src: &Path, mnt: &Path) -> Result<Ceiling> {
-        let child = Command::new(bin)
-            .arg(src)
-            .arg(mnt)
-            .env("N_THREADS", CEILING_THREADS)
+impl FuseProcess {
+    /// Starts `command` (which serves `mnt` in the foreground) and waits
+    /// until `mnt` shows up in the mount table.
+    fn start(
+        name: &str,
+        mut command: Command,
+        mnt: &Path,
+        timeout: Duration,
+    ) -> Result<FuseProcess> {
+        let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
-            .map_err(|e| format!("start {}: {e}", bin.display()))?;
-        let mut ceiling = Ceiling {
+            .map_err(|e| format!("start {name}: {e}"))?;
+        let mut process = FuseProcess {
             child,
             mnt: mnt.to_path_buf(),
         };
         let mut exited = None;
-        let mounted = poll(CEILING_START_TIMEOUT, || {
-            exited = ceiling.child.try_wait().ok().flatten();
+        let mounted = poll(timeout, || {
+            exited = process.child.try_wait().ok().flatten();
             exited.is_some() || is_mounted(mnt).unwrap_or(false)
         });
         if let Some(status) = exited {
-            return Err(format!("fuse-ceiling exited before mounting ({status})").into());
+            return Err(format!("{name} exited before mounting ({status})").into());
         }
         if !mounted {
-            return Err(
-                format!("fuse-ceiling did not mount within {CEILING_START_TIMEOUT:?}").into(),
-            );
+            return Err(format!("{name} did not mount within {timeout:?}").into());
         }
-        Ok(ceiling)
+        Ok(process)
+    }
+
+    /// fuse-ceiling serving the tree `src` from RAM.
+    fn ceiling(bin: &Path, src: &Path, mnt: &Path) -> Result<FuseProcess> {
+        let mut command = Command::new(bin);
+        command.arg(src).arg(mnt).env("N_THREADS", CEILING_THREADS);
+        Self::start("fuse-ceiling", command, mnt, CEILING_START_TIMEOUT)
+    }
+
+    /// `squashfuse_ll -f IMAGE MNT`.
+    fn squashfuse(bin: &Path, image: &Path, mnt: &Path) -> Result<FuseProcess> {
+        let mut command = Command::new(bin);
+        command.arg("-f").arg(image).arg(mnt);
+        Self::start("squashfuse_ll", command, mnt, SQUASHFUSE_START_TIMEOUT)
     }
 }
 
-impl Mounted for Ceiling {
+impl Mounted for FuseProcess {
     fn root(&self) -> &Path {
         &self.mnt
     }
 }
 
-impl Drop for Ceiling {
+impl Drop for FuseProcess {
     fn drop(&mut self) {
         if is_mounted(&self.mnt).unwrap_or(true) {
             unmount(&self.mnt);
@@ -866,7 +960,10 @@ struct Comparison {
     small_pages: std::result::Result<f64, String>,
     /// `Err` says why the fuse-ceiling column is missing.
     ceiling: std::result::Result<Figures, String>,
+    /// `packfs mount --read-only`.
     packfs: Figures,
+    /// `packfs mount` without flags: a read-write mount (issue 11 §3).
+    packfs_default: Figures,
 }
 
 /// Measures every system in `config.runs` rounds, one system after the
@@ -878,11 +975,13 @@ fn compare<D: Mounted, C: Mounted, P: Mounted>(
     disk: impl Fn() -> Result<D>,
     ceiling: std::result::Result<impl Fn() -> Result<C>, String>,
     packfs: impl Fn() -> Result<P>,
+    packfs_default: impl Fn() -> Result<P>,
 ) -> Result<Comparison> {
     let mut disk_rounds = Vec::new();
     let mut small_page_rounds = Vec::new();
     let mut ceiling_rounds = ceiling.as_ref().map(|_| Vec::new()).map_err(Clone::clone);
     let mut packfs_rounds = Vec::new();
+    let mut default_rounds = Vec::new();
     for round in 1..=config.runs {
         let tag = |name: &str| format!("{name} (round {round} of {})", config.runs);
         disk_rounds.push(measure(&tag("direct disk"), files, &disk)?);
@@ -897,7 +996,12 @@ fn compare<D: Mounted, C: Mounted, P: Mounted>(
                 Err(e) => ceiling_rounds = Err(format!("fuse-ceiling failed: {e}")),
             }
         }
-        packfs_rounds.push(measure(&tag("packfs"), files, &packfs)?);
+        packfs_rounds.push(measure(&tag("packfs --read-only"), files, &packfs)?);
+        default_rounds.push(measure(
+            &tag("packfs default (read-write) mount"),
+            files,
+            &packfs_default,
+        )?);
     }
     Ok(Comparison {
         disk: Figures::median(&disk_rounds),
@@ -906,6 +1010,7 @@ fn compare<D: Mounted, C: Mounted, P: Mounted>(
             .map_err(Clone::clone),
         ceiling: ceiling_rounds.map(|rounds| Figures::median(&rounds)),
         packfs: Figures::median(&packfs_rounds),
+        packfs_default: Figures::median(&default_rounds),
     })
 }
 
@@ -1301,6 +1406,444 @@ async fn build_many(dataset_dir: &Path, items: usize) -> Result<()> {
     Ok(())
 }
 
+// ------------------------------------------------------------- issue 11 --
+
+/// Issue 11's cold tree, a dataset and a squashfs image of its own:
+/// `cold/pool/item-NNNNN.bin` (small items) and `cold/big/big.bin`.
+const POOL_DIR: &str = "cold/pool";
+const COLD_BIG: &str = "cold/big/big.bin";
+/// Seed of the shuffled order of the cold scan (the same on every system).
+const SHUFFLE_SEED: u64 = 0x5DEE_CE66_D1CE_4E5B;
+/// How long squashfuse_ll may take to mount.
+const SQUASHFUSE_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// The counter of bytes a packfs mount read from its store.
+const FETCHED_COUNTER: &str = "bytes_fetched";
+
+/// The generated cold tree: small items in name order, and the big item.
+struct ColdFiles {
+    pool: Vec<(OsString, u64)>,
+    big_len: u64,
+}
+
+fn generate_cold_tree(root: &Path, config: &Config) -> Result<ColdFiles> {
+    progress(format!(
+        "writing the cold tree: {} small items and a {} MiB item under {}",
+        thousands(config.pool_files),
+        config.cold_big_bytes >> 20,
+        root.display()
+    ));
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let pool = write_small_items(&root.join(POOL_DIR), config.pool_files, &mut rng)?;
+    write_big_item(&root.join(COLD_BIG), config.cold_big_bytes, &mut rng)?;
+    Ok(ColdFiles {
+        pool,
+        big_len: config.cold_big_bytes,
+    })
+}
+
+/// `name` on `$PATH` (or in /usr/sbin, /sbin, where Debian may put it).
+fn find_tool(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// `mksquashfs TREE IMAGE -noI -noD -noF -noX` (nothing compressed) and the
+/// `squashfuse_ll` binary; `Err` says why the squashfuse_ll column is
+/// missing and how to get it.
+fn squash_image(tree: &Path, image: &Path) -> std::result::Result<PathBuf, String> {
+    let install = "install the Debian packages squashfuse and squashfs-tools \
+                   (apt-get install -y squashfuse squashfs-tools)";
+    let squashfuse = find_tool("squashfuse_ll")
+        .ok_or_else(|| format!("squashfuse_ll is not installed: {install}"))?;
+    let mksquashfs =
+        find_tool("mksquashfs").ok_or_else(|| format!("mksquashfs is not installed: {install}"))?;
+    progress(format!(
+        "mksquashfs of the cold tree into {}",
+        image.display()
+    ));
+    let status = Command::new(mksquashfs)
+        .arg(tree)
+        .arg(image)
+        .args(["-noI", "-noD", "-noF", "-noX", "-no-progress"])
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run mksquashfs: {e}"))?;
+    if !status.success() {
+        return Err(format!("mksquashfs failed ({status})"));
+    }
+    Ok(squashfuse)
+}
+
+/// Whether this process may drop the page cache (root only); `Err` says
+/// why the cold rows are skipped.
+fn check_drop_caches() -> std::result::Result<(), String> {
+    let euid = fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let uids = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+            uids.split_whitespace().nth(1)?.parse::<u32>().ok()
+        });
+    if euid != Some(0) {
+        return Err("not running as root, and a cold measurement needs \
+                    `echo 3 > /proc/sys/vm/drop_caches`: run the bench as root"
+            .into());
+    }
+    drop_caches().map_err(|e| format!("cannot drop the page cache: {e}"))
+}
+
+/// `sync; echo 3 > /proc/sys/vm/drop_caches`.
+fn drop_caches() -> Result<()> {
+    Command::new("sync").status()?;
+    fs::write("/proc/sys/vm/drop_caches", "3")?;
+    Ok(())
+}
+
+/// Reads `files` (path, expected length) whole with `readers` threads that
+/// each take the next file of the list as they finish one (`xargs -n1
+/// -P`); with one reader, `xargs cat` in list order.
+fn read_list(files: &[(PathBuf, u64)], readers: usize) -> Result<Scan> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let start = Instant::now();
+    let bytes = thread::scope(|s| {
+        let threads: Vec<_> = (0..readers)
+            .map(|_| {
+                s.spawn(|| -> Result<u64> {
+                    let mut buf = vec![0u8; READ_SIZE];
+                    let mut bytes = 0;
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((path, len)) = files.get(i) else {
+                            return Ok(bytes);
+                        };
+                        read_checked(path, *len, &mut buf)?;
+                        bytes += len;
+                    }
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("reader thread panicked"))
+            .sum::<Result<u64>>()
+    })?;
+    Ok(Scan {
+        files: files.len(),
+        bytes,
+        secs: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// The value of counter `name` in `/.packfs/stats` text (`name value`
+/// lines), if there is one.
+fn counter(stats: &str, name: &str) -> Option<u64> {
+    stats.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        (words.next() == Some(name)).then(|| words.next()?.parse().ok())?
+    })
+}
+
+/// `name value` of every counter whose name mentions passthrough.
+fn passthrough_counters(stats: &str) -> Vec<String> {
+    stats
+        .lines()
+        .filter(|line| {
+            line.split_whitespace()
+                .next()
+                .is_some_and(|name| name.to_ascii_lowercase().contains("passthrough"))
+        })
+        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// Cold figures of one system (each on a fresh mount after dropping the
+/// page cache).
+#[derive(Clone, Copy)]
+struct ColdFigures {
+    shuffled: Scan,
+    /// Bytes the mount fetched from its store during the shuffled scan
+    /// (packfs only, when it has the counter).
+    fetched: Option<u64>,
+    big_mb: f64,
+    sorted1: Scan,
+    sorted8: Scan,
+    ls_secs: f64,
+}
+
+type FreshMount<'a> = Box<dyn Fn() -> Result<Box<dyn Mounted>> + 'a>;
+
+/// One round of the cold rows on one system.
+fn measure_cold(
+    label: &str,
+    cold: &ColdFiles,
+    config: &Config,
+    shuffled: &[usize],
+    mount: &FreshMount,
+) -> Result<ColdFigures> {
+    let fresh_cold = || -> Result<Box<dyn Mounted>> {
+        let m = mount()?;
+        drop_caches()?;
+        Ok(m)
+    };
+    let list = |root: &Path, indices: &mut dyn Iterator<Item = usize>| -> Vec<(PathBuf, u64)> {
+        let dir = root.join(POOL_DIR);
+        indices
+            .map(|i| (dir.join(&cold.pool[i].0), cold.pool[i].1))
+            .collect()
+    };
+    let n = thousands(shuffled.len());
+    progress(format!("{label}: cold, {n} small items in shuffled order"));
+    let m = fresh_cold()?;
+    let files = list(m.root(), &mut shuffled.iter().copied());
+    let before = m.stats();
+    let shuffled_scan = read_list(&files, 1)?;
+    let after = m.stats();
+    let fetched = match (before, after) {
+        (Some(b), Some(a)) => counter(&a, FETCHED_COUNTER)
+            .zip(counter(&b, FETCHED_COUNTER))
+            .map(|(a, b)| a.saturating_sub(b)),
+        _ => None,
+    };
+    drop(m);
+
+    progress(format!("{label}: cold, 1 MiB reads of the big item"));
+    let m = fresh_cold()?;
+    let mut buf = vec![0u8; READ_SIZE];
+    let start = Instant::now();
+    read_checked(&m.root().join(COLD_BIG), cold.big_len, &mut buf)?;
+    let big_mb = cold.big_len as f64 / start.elapsed().as_secs_f64() / 1e6;
+    drop(m);
+
+    let sorted = |readers: usize| -> Result<Scan> {
+        progress(format!(
+            "{label}: cold, {n} small items in name order, {}",
+            readers_label(readers)
+        ));
+        let m = fresh_cold()?;
+        read_list(&list(m.root(), &mut (0..config.sample_files)), readers)
+    };
+    let sorted1 = sorted(1)?;
+    let sorted8 = sorted(SCAN_READERS)?;
+
+    progress(format!("{label}: cold, ls -lR"));
+    let m = fresh_cold()?;
+    let start = Instant::now();
+    let status = Command::new("ls")
+        .arg("-lR")
+        .arg(m.root())
+        .stdout(Stdio::null())
+        .status()?;
+    let ls_secs = start.elapsed().as_secs_f64();
+    if !status.success() {
+        return Err(format!("ls -lR {} failed ({status})", m.root().display()).into());
+    }
+    Ok(ColdFigures {
+        shuffled: shuffled_scan,
+        fetched,
+        big_mb,
+        sorted1,
+        sorted8,
+        ls_secs,
+    })
+}
+
+impl ColdFigures {
+    fn median(rounds: &[ColdFigures]) -> ColdFigures {
+        let fetched: Vec<u64> = rounds.iter().filter_map(|f| f.fetched).collect();
+        ColdFigures {
+            shuffled: median_by(rounds, |f| f.shuffled.files_per_sec()).shuffled,
+            fetched: (!fetched.is_empty()).then(|| *median_by(&fetched, |&x| x as f64)),
+            big_mb: median_by(rounds, |f| f.big_mb).big_mb,
+            sorted1: median_by(rounds, |f| f.sorted1.files_per_sec()).sorted1,
+            sorted8: median_by(rounds, |f| f.sorted8.files_per_sec()).sorted8,
+            ls_secs: median_by(rounds, |f| f.ls_secs).ls_secs,
+        }
+    }
+}
+
+/// Medians of the cold rows. `Err` on a reference says why its column is
+/// missing.
+struct ColdComparison {
+    pool_files: usize,
+    plain: ColdFigures,
+    squashfuse: std::result::Result<ColdFigures, String>,
+    ceiling: std::result::Result<ColdFigures, String>,
+    packfs: ColdFigures,
+}
+
+/// Issue 11 §1 and §2: builds the cold tree, its dataset and its squashfs
+/// image and measures plain directory, squashfuse_ll, fuse-ceiling and
+/// `packfs --read-only` cold, in rounds. `Ok(Err(reason))`: skipped.
+fn cold_comparison(
+    config: &Config,
+    runtime: &Runtime,
+    work: &Path,
+    packfs_bin: &Path,
+    ceiling_bin: Option<&Path>,
+    mountpoint: &dyn Fn(&str) -> Result<PathBuf>,
+) -> Result<std::result::Result<ColdComparison, String>> {
+    if let Err(reason) = check_drop_caches() {
+        progress(format!("cold rows skipped: {reason}"));
+        return Ok(Err(reason));
+    }
+    let tree = work.join("cold-src");
+    let cold = generate_cold_tree(&tree, config)?;
+    let dataset = work.join("dataset-cold");
+    runtime.block_on(import_tree(&tree, &dataset))?;
+    let image = work.join("cold.squashfs");
+    let squashfuse = squash_image(&tree, &image);
+    if let Err(reason) = &squashfuse {
+        progress(format!("squashfuse_ll column missing: {reason}"));
+    }
+
+    let mut shuffled: Vec<usize> = (0..cold.pool.len()).collect();
+    let mut rng = Rng(SHUFFLE_SEED);
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+    }
+    shuffled.truncate(config.sample_files);
+
+    let tree_ref = tree.as_path();
+    let plain: FreshMount =
+        Box::new(move || Ok(Box::new(Disk(tree_ref.to_path_buf())) as Box<dyn Mounted>));
+    let squash_mnt = mountpoint("mnt-cold-squashfuse")?;
+    let squash: std::result::Result<FreshMount, String> = squashfuse.map(|bin| {
+        let (image, mnt) = (image.clone(), squash_mnt.clone());
+        Box::new(move || {
+            Ok(Box::new(FuseProcess::squashfuse(&bin, &image, &mnt)?) as Box<dyn Mounted>)
+        }) as FreshMount
+    });
+    let ceiling_mnt = mountpoint("mnt-cold-ceiling")?;
+    let ceiling: std::result::Result<FreshMount, String> = match ceiling_bin {
+        Some(bin) => Ok(Box::new(move || {
+            Ok(Box::new(FuseProcess::ceiling(bin, tree_ref, &ceiling_mnt)?) as Box<dyn Mounted>)
+        })),
+        None => Err("fuse-ceiling is not available (see the table above)".into()),
+    };
+    let packfs_mnt = mountpoint("mnt-cold-packfs")?;
+    let packfs: FreshMount = Box::new(|| {
+        Ok(Box::new(Daemon::mount(packfs_bin, &dataset, &packfs_mnt)?) as Box<dyn Mounted>)
+    });
+
+    let (mut plain_rounds, mut packfs_rounds) = (Vec::new(), Vec::new());
+    let mut squash_rounds = squash.as_ref().map(|_| Vec::new()).map_err(Clone::clone);
+    let mut ceiling_rounds = ceiling.as_ref().map(|_| Vec::new()).map_err(Clone::clone);
+    for round in 1..=config.runs {
+        let tag = |name: &str| format!("{name} (cold round {round} of {})", config.runs);
+        plain_rounds.push(measure_cold(
+            &tag("plain dir"),
+            &cold,
+            config,
+            &shuffled,
+            &plain,
+        )?);
+        for (name, mount, rounds) in [
+            ("squashfuse_ll", &squash, &mut squash_rounds),
+            ("fuse-ceiling", &ceiling, &mut ceiling_rounds),
+        ] {
+            if let (Ok(mount), Ok(list)) = (mount, &mut *rounds) {
+                match measure_cold(&tag(name), &cold, config, &shuffled, mount) {
+                    Ok(figures) => list.push(figures),
+                    Err(e) => *rounds = Err(format!("{name} failed: {e}")),
+                }
+            }
+        }
+        packfs_rounds.push(measure_cold(
+            &tag("packfs --read-only"),
+            &cold,
+            config,
+            &shuffled,
+            &packfs,
+        )?);
+    }
+    Ok(Ok(ColdComparison {
+        pool_files: cold.pool.len(),
+        plain: ColdFigures::median(&plain_rounds),
+        squashfuse: squash_rounds.map(|r| ColdFigures::median(&r)),
+        ceiling: ceiling_rounds.map(|r| ColdFigures::median(&r)),
+        packfs: ColdFigures::median(&packfs_rounds),
+    }))
+}
+
+/// Issue 11 §4 on one kind of mount: the big item read whole once with
+/// `--cache-dir`, then again after a remount on the same cache directory.
+struct Epoch {
+    label: &'static str,
+    first_mb: f64,
+    reread_mb: f64,
+    /// `/.packfs/stats` of the remount after the re-read (last round).
+    stats: Option<String>,
+}
+
+struct Epochs {
+    /// The big item on the plain disk, page cache warm.
+    plain_mb: f64,
+    mounts: Vec<Epoch>,
+}
+
+fn later_epochs(
+    bin: &Path,
+    src: &Path,
+    dataset: &Path,
+    work: &Path,
+    mnt: &Path,
+    files: &Files,
+    config: &Config,
+) -> Result<Epochs> {
+    let kinds: [(&'static str, &[&str]); 2] =
+        [("default mount", &[]), ("--read-only", &["--read-only"])];
+    let mut plain = Vec::new();
+    let mut rounds: Vec<Vec<Epoch>> = kinds.iter().map(|_| Vec::new()).collect();
+    for round in 1..=config.runs {
+        progress(format!(
+            "later epochs (round {round} of {}): the big item on the plain disk, warm",
+            config.runs
+        ));
+        sequential(src, files)?;
+        plain.push(sequential(src, files)?);
+        for ((label, flags), epochs) in kinds.iter().zip(&mut rounds) {
+            progress(format!(
+                "later epochs (round {round} of {}): {label} with --cache-dir: read, remount, re-read",
+                config.runs
+            ));
+            let cache = work.join(format!("epoch-cache-{round}-{}", epochs.len()));
+            let mut args = flags.to_vec();
+            args.extend(["--cache-dir", path_str(&cache)?]);
+            let daemon = Daemon::mount_with(bin, dataset, mnt, &args)?;
+            let first_mb = sequential(mnt, files)?;
+            daemon.unmount_and_wait()?;
+            let daemon = Daemon::mount_with(bin, dataset, mnt, &args)?;
+            let reread_mb = sequential(mnt, files)?;
+            let stats = daemon.stats();
+            daemon.unmount_and_wait()?;
+            fs::remove_dir_all(&cache)?;
+            epochs.push(Epoch {
+                label,
+                first_mb,
+                reread_mb,
+                stats,
+            });
+        }
+    }
+    Ok(Epochs {
+        plain_mb: *median_by(&plain, |x| *x),
+        mounts: rounds
+            .iter()
+            .map(|r| {
+                let last = r.last().expect("at least one round");
+                Epoch {
+                    label: last.label,
+                    first_mb: median_by(r, |e| e.first_mb).first_mb,
+                    reread_mb: median_by(r, |e| e.reread_mb).reread_mb,
+                    stats: last.stats.clone(),
+                }
+            })
+            .collect(),
+    })
+}
+
 // ---------------------------------------------------------------- report --
 
 /// A bar of issue 3 on a ratio or a figure.
@@ -1590,17 +2133,7 @@ fn print_report(
             .and_then(|l| l.split(' ').next().map(str::to_string))
             .unwrap_or_else(|| "?".into())
     );
-    print_table(
-        &[
-            "Measurement",
-            "packfs",
-            "References (same files, same run)",
-            "Ratio",
-            "Target",
-            "Met",
-        ],
-        &rows,
-    );
+    print_table(&rows);
     println!();
     match &comparison.ceiling {
         Ok(_) => {
@@ -1681,8 +2214,19 @@ fn many_rows(config: &Config, many: Option<&ManyItems>) -> Vec<Row> {
     ]
 }
 
+/// The columns of both tables.
+const HEADER: [&str; 6] = [
+    "Measurement",
+    "packfs",
+    "References (same files, same run)",
+    "Ratio",
+    "Target",
+    "Met",
+];
+
 /// A Markdown table with columns padded to line up in a terminal.
-fn print_table(header: &[&str; 6], rows: &[Row]) {
+fn print_table(rows: &[Row]) {
+    let header = HEADER;
     let width = |i: usize| {
         rows.iter()
             .map(|r| r[i].chars().count())
@@ -1703,5 +2247,310 @@ fn print_table(header: &[&str; 6], rows: &[Row]) {
     line(widths.iter().map(|&w| "-".repeat(w)).collect());
     for r in rows {
         line(r.to_vec());
+    }
+}
+
+// ------------------------------------------------------- report, issue 11 --
+
+/// A reference of the cold rows.
+#[derive(Clone, Copy)]
+enum ColdRef {
+    Plain,
+    Squashfuse,
+    Ceiling,
+}
+
+impl ColdRef {
+    fn name(self) -> &'static str {
+        match self {
+            ColdRef::Plain => "plain",
+            ColdRef::Squashfuse => "squashfuse_ll",
+            ColdRef::Ceiling => "ceiling",
+        }
+    }
+
+    fn figures(self, cold: &ColdComparison) -> Option<&ColdFigures> {
+        match self {
+            ColdRef::Plain => Some(&cold.plain),
+            ColdRef::Squashfuse => cold.squashfuse.as_ref().ok(),
+            ColdRef::Ceiling => cold.ceiling.as_ref().ok(),
+        }
+    }
+}
+
+/// A cold row: packfs against the plain directory, squashfuse_ll and
+/// fuse-ceiling; `targets` are minimum ratios against some of them.
+fn cold_row(
+    cold: &ColdComparison,
+    measurement: String,
+    figure: impl Fn(&ColdFigures) -> (f64, String),
+    targets: &[(ColdRef, f64)],
+) -> Row {
+    let refs = [ColdRef::Plain, ColdRef::Squashfuse, ColdRef::Ceiling];
+    let (packfs, packfs_shown) = figure(&cold.packfs);
+    let shown = |r: ColdRef| r.figures(cold).map(&figure);
+    let vs = |r: ColdRef| ratio(packfs, shown(r).map(|f| f.0));
+    let references = refs
+        .iter()
+        .map(|&r| format!("{} {}", r.name(), shown(r).map_or("n/a".into(), |f| f.1)))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let ratios = refs
+        .iter()
+        .map(|&r| show_ratio(vs(r), r.name()))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let (target, met) = match targets {
+        [] => ("—".into(), "—".into()),
+        _ => (
+            targets
+                .iter()
+                .map(|&(r, bar)| format!("≥ {bar:.1}× {}", r.name()))
+                .collect::<Vec<_>>()
+                .join(" · "),
+            targets
+                .iter()
+                .map(|&(r, bar)| met(vs(r), Bar::AtLeast(bar)))
+                .collect::<Vec<_>>()
+                .join(" · "),
+        ),
+    };
+    row(measurement, packfs_shown, references, ratios, &target, met)
+}
+
+fn gb(bytes: u64) -> String {
+    format!("{:.3} GB", bytes as f64 / 1e9)
+}
+
+fn cold_rows(config: &Config, cold: &std::result::Result<ColdComparison, String>) -> Vec<Row> {
+    let cold = match cold {
+        Ok(cold) => cold,
+        Err(reason) => {
+            return vec![row(
+                "11.1, 11.2, cold rows".into(),
+                format!("skipped: {reason}"),
+                "—".into(),
+                "—".into(),
+                "—",
+                "—".into(),
+            )]
+        }
+    };
+    let n = thousands(config.sample_files);
+    let scan = |s: Scan| {
+        (
+            s.files_per_sec(),
+            format!("{} files/s", rate(s.files_per_sec())),
+        )
+    };
+    let delivered = cold.packfs.shuffled.bytes;
+    let amplification = cold.packfs.fetched.map(|f| f as f64 / delivered as f64);
+    vec![
+        cold_row(
+            cold,
+            format!(
+                "11.1 {n} of {} items of 16–64 KiB in shuffled order, cold, 1 reader",
+                thousands(cold.pool_files)
+            ),
+            |f| scan(f.shuffled),
+            &[(ColdRef::Squashfuse, 1.0)],
+        ),
+        row(
+            "11.1 the shuffled scan: bytes fetched from the store / bytes delivered".into(),
+            match cold.packfs.fetched {
+                Some(f) => format!("{} / {}", gb(f), gb(delivered)),
+                None => format!("no `{FETCHED_COUNTER}` counter in /.packfs/stats"),
+            },
+            "—".into(),
+            show_ratio(amplification, "delivered"),
+            "≤ 1.5× delivered",
+            met(amplification, Bar::AtMost(1.5)),
+        ),
+        cold_row(
+            cold,
+            format!(
+                "11.1 the first {n} items in name order, cold, 1 reader"
+            ),
+            |f| scan(f.sorted1),
+            &[],
+        ),
+        cold_row(
+            cold,
+            format!(
+                "11.1 the first {n} items in name order, cold, {SCAN_READERS} readers (xargs -P{SCAN_READERS})"
+            ),
+            |f| scan(f.sorted8),
+            &[],
+        ),
+        cold_row(
+            cold,
+            format!(
+                "11.2 1 MiB reads of a {} MiB item, cold",
+                config.cold_big_bytes >> 20
+            ),
+            |f| (f.big_mb, mb(f.big_mb)),
+            &[(ColdRef::Squashfuse, 1.0), (ColdRef::Plain, 0.6)],
+        ),
+        cold_row(
+            cold,
+            "11. `ls -lR` of the cold tree, cold (ratios of speed: 1 / time)".into(),
+            |f| (1.0 / f.ls_secs, format!("{:.2} s", f.ls_secs)),
+            &[],
+        ),
+    ]
+}
+
+/// An issue 11 §3 row: the default mount and `--read-only` against
+/// fuse-ceiling; `bar` is the default mount's minimum ratio.
+fn default_mount_row(
+    comparison: &Comparison,
+    measurement: String,
+    figure: impl Fn(&Figures) -> (f64, String),
+    bar: Option<f64>,
+) -> Row {
+    let ceiling = comparison.ceiling.as_ref().ok().map(&figure);
+    let (default, default_shown) = figure(&comparison.packfs_default);
+    let (read_only, read_only_shown) = figure(&comparison.packfs);
+    let vs_default = ratio(default, ceiling.as_ref().map(|c| c.0));
+    let vs_read_only = ratio(read_only, ceiling.as_ref().map(|c| c.0));
+    let (target, met) = match bar {
+        Some(bar) => (
+            format!("≥ {bar}× ceiling (default)"),
+            met(vs_default, Bar::AtLeast(bar)),
+        ),
+        None => ("—".into(), "—".into()),
+    };
+    row(
+        measurement,
+        format!("default {default_shown}"),
+        format!(
+            "ceiling {} · --read-only {read_only_shown}",
+            ceiling.map_or_else(|| "n/a".into(), |c| c.1)
+        ),
+        format!(
+            "default {} · --read-only {}",
+            show_ratio(vs_default, "ceiling"),
+            show_ratio(vs_read_only, "ceiling")
+        ),
+        &target,
+        met,
+    )
+}
+
+fn default_mount_rows(config: &Config, comparison: &Comparison) -> Vec<Row> {
+    let small = format!("{} items of 16–64 KiB", thousands(config.small_files));
+    let scan = |s: Scan| {
+        (
+            s.files_per_sec(),
+            format!("{} files/s", rate(s.files_per_sec())),
+        )
+    };
+    vec![
+        default_mount_row(
+            comparison,
+            format!("11.3 1st pass over {small}, 1 reader: default mount"),
+            |f| scan(f.scan1),
+            Some(0.85),
+        ),
+        default_mount_row(
+            comparison,
+            format!("11.3 1st pass over {small}, {SCAN_READERS} readers: default mount"),
+            |f| scan(f.scan8),
+            Some(0.7),
+        ),
+        default_mount_row(
+            comparison,
+            format!(
+                "11.3 1st pass over the {} MiB item: default mount",
+                config.big_bytes >> 20
+            ),
+            |f| (f.big_first, mb(f.big_first)),
+            None,
+        ),
+    ]
+}
+
+fn epoch_rows(config: &Config, epochs: &Epochs) -> Vec<Row> {
+    epochs
+        .mounts
+        .iter()
+        .map(|e| {
+            let vs_plain = ratio(e.reread_mb, Some(epochs.plain_mb));
+            row(
+                format!(
+                    "11.4 {} MiB item re-read after a remount on the same --cache-dir: {}",
+                    config.big_bytes >> 20,
+                    e.label
+                ),
+                format!("{} (first read {})", mb(e.reread_mb), mb(e.first_mb)),
+                format!("plain disk, warm {}", mb(epochs.plain_mb)),
+                show_ratio(vs_plain, "plain"),
+                "≥ 0.9× plain",
+                met(vs_plain, Bar::AtLeast(0.9)),
+            )
+        })
+        .collect()
+}
+
+fn print_issue11(
+    config: &Config,
+    comparison: &Comparison,
+    cold: &std::result::Result<ColdComparison, String>,
+    epochs: &Epochs,
+) {
+    let mut rows = cold_rows(config, cold);
+    rows.extend(default_mount_rows(config, comparison));
+    rows.extend(epoch_rows(config, epochs));
+    println!("\n## Issue 11: read performance II\n");
+    print_table(&rows);
+    println!();
+    if let Ok(cold) = cold {
+        println!(
+            "11.1, 11.2: packfs --read-only; each figure on a fresh mount after \
+             `echo 3 > /proc/sys/vm/drop_caches` (fuse-ceiling serves from RAM: its \
+             figures are the FUSE limit, not a cold read), medians of {} round(s). \
+             Readers take the next file of the list as they finish one; no listing is timed.",
+            config.runs
+        );
+        if let Err(reason) = &cold.squashfuse {
+            println!("squashfuse_ll column missing: {reason}.");
+        } else {
+            println!(
+                "squashfuse_ll: `mksquashfs TREE IMG -noI -noD -noF -noX`, `squashfuse_ll -f IMG MNT`."
+            );
+        }
+        if let Err(reason) = &cold.ceiling {
+            println!("fuse-ceiling column of the cold rows missing: {reason}.");
+        }
+    }
+    println!(
+        "11.3: the figures of rows 1. and 2.; default = `packfs mount` without flags \
+         (read-write). 11.4: the mount's page cache is new after the remount; nothing \
+         else is dropped; medians of {} round(s), a new --cache-dir each round.",
+        config.runs
+    );
+    for e in &epochs.mounts {
+        let found = e
+            .stats
+            .as_deref()
+            .map(passthrough_counters)
+            .unwrap_or_default();
+        match found.is_empty() {
+            true => println!(
+                "11.4 {}: no counter named *passthrough* in /.packfs/stats of the remount.",
+                e.label
+            ),
+            false => println!(
+                "11.4 {}: passthrough counters of the remount after the re-read: {}.",
+                e.label,
+                found.join(", ")
+            ),
+        }
+    }
+    if let Some(stats) = epochs.mounts.last().and_then(|e| e.stats.as_ref()) {
+        println!(
+            "\n`/.packfs/stats` of the last 11.4 remount ({}) after the re-read:\n\n```\n{stats}```",
+            epochs.mounts.last().expect("checked").label
+        );
     }
 }
