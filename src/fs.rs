@@ -390,7 +390,7 @@ impl Fs {
         let passthrough = self.passthrough.as_ref().filter(|p| p.is_on());
         let (Some(passthrough), false) = (passthrough, write) else {
             let opened = self.open_daemon(ino, write, truncate).await?;
-            if let Opened::Handle { .. } = opened {
+            if let (Opened::Handle { .. }, Node::Ns(_)) = (&opened, self.node(ino)) {
                 Stats::add(&self.reader.stats().opens_daemon, 1);
             }
             return Ok(opened);
@@ -400,7 +400,6 @@ impl Fs {
             return Err(NsError::IsADirectory.into());
         }
         let Node::Ns(ino) = self.node(ino) else {
-            Stats::add(&self.reader.stats().opens_daemon, 1);
             return Ok(Opened::Handle {
                 fh: CATALOG_FH,
                 direct_io: stat.volatile,

@@ -17,10 +17,11 @@ pub struct Stats {
     /// Blocks not written to the disk tier: its write-behind was full.
     pub disk_skipped: AtomicU64,
     pub errors: AtomicU64,
-    /// Opens the kernel serves by passthrough from a whole-file copy.
+    /// Opens of dataset files the kernel serves by passthrough from a
+    /// whole-file copy.
     pub opens_passthrough: AtomicU64,
-    /// Opens whose reads come to the daemon (read-only mounts in the
-    /// kernel's no-open mode send none, so count none).
+    /// Opens of dataset files whose reads come to the daemon (read-only
+    /// mounts in the kernel's no-open mode send none, so count none).
     pub opens_daemon: AtomicU64,
     /// Whole-file copies made.
     pub whole_copies: AtomicU64,
