@@ -509,7 +509,7 @@ impl Fs {
             return match self.reader.read_item(item, offset, u64::from(size)).await {
                 Ok(bytes) => {
                     if let Some(passthrough) = &self.passthrough {
-                        passthrough.served(item, offset, &bytes);
+                        passthrough.served(item, offset, &bytes).await;
                     }
                     Ok(bytes)
                 }

@@ -178,10 +178,11 @@ impl Passthrough {
         }
     }
 
-    /// Bytes `offset..` of `item` as a read served them: fed to its copy.
-    pub fn served(&self, item: &Item, offset: u64, bytes: &Bytes) {
+    /// Bytes `offset..` of `item` as a read served them: fed to its copy
+    /// (waiting briefly when its writer is behind).
+    pub async fn served(&self, item: &Item, offset: u64, bytes: &Bytes) {
         if self.is_on() && item.size >= self.whole.min_size() {
-            self.whole.served(key(item), item.size, offset, bytes);
+            self.whole.served(key(item), item.size, offset, bytes).await;
         }
     }
 }

@@ -4,9 +4,11 @@
 //! a later open can hand the kernel that file and its reads skip the
 //! daemon.
 //!
-//! One writer thread assembles copies in temporary files: reads only queue
-//! their bytes (never wait on the disk), and when the queue is full a piece
-//! is dropped, leaving a hole that a later read of the item fills. A copy
+//! One writer thread assembles copies in temporary files: reads queue
+//! their bytes, and wait a little for room when the writer is behind (the
+//! local disk's writeback throttles it below a fast store's pace); past
+//! that wait a piece is dropped, leaving a hole that a later read of the
+//! item through the daemon fills. A copy
 //! whose every byte is in is hashed with BLAKE3 and renamed into place
 //! beside its hash (`<key>.b3`). Only a renamed copy is ever offered, and a
 //! copy a previous mount left is hashed again before its first use: a
@@ -20,13 +22,13 @@ use std::io::Read;
 use std::ops::Range;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 use thiserror::Error;
+use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use super::Stats;
@@ -36,6 +38,8 @@ pub const WHOLE_DIR: &str = "whole";
 /// Pieces of read bytes waiting for the writer thread (each at most one
 /// kernel read, 1 MiB): bounds the memory they hold.
 const QUEUE: usize = 64;
+/// How long a read waits for room in the queue before it drops its piece.
+const QUEUE_WAIT: Duration = Duration::from_millis(200);
 /// Copies assembled at once; a new one displaces the least recently fed.
 const BUILDS: usize = 8;
 /// Suffix of a copy's hash file.
@@ -90,7 +94,7 @@ impl WholeKey {
 /// The directory of whole-file copies and the thread that assembles them.
 pub struct WholeCache {
     shared: Arc<Shared>,
-    queue: SyncSender<Piece>,
+    queue: mpsc::Sender<Piece>,
 }
 
 struct Shared {
@@ -188,7 +192,7 @@ impl WholeCache {
             stats,
         });
         shared.evict(&mut shared.index.lock());
-        let (queue, pieces) = sync_channel(QUEUE);
+        let (queue, pieces) = mpsc::channel(QUEUE);
         let builder = shared.clone();
         std::thread::Builder::new()
             .name("packfs-whole".into())
@@ -203,8 +207,8 @@ impl WholeCache {
     }
 
     /// Bytes `offset..` of the item `key` (`size` bytes long), as a read
-    /// served them: fed to its copy. Never waits.
-    pub fn served(&self, key: WholeKey, size: u64, offset: u64, bytes: &Bytes) {
+    /// served them: fed to its copy. Waits at most [`QUEUE_WAIT`].
+    pub async fn served(&self, key: WholeKey, size: u64, offset: u64, bytes: &Bytes) {
         if size < self.shared.options.min_size
             || size > self.shared.options.max_bytes
             || bytes.is_empty()
@@ -217,8 +221,11 @@ impl WholeCache {
             offset,
             bytes: bytes.clone(),
         };
-        if let Err(TrySendError::Full(_)) = self.queue.try_send(piece) {
-            Stats::add(&self.shared.stats.whole_dropped, 1);
+        if let Err(mpsc::error::TrySendError::Full(piece)) = self.queue.try_send(piece) {
+            let sent = tokio::time::timeout(QUEUE_WAIT, self.queue.send(piece)).await;
+            if !matches!(sent, Ok(Ok(()))) {
+                Stats::add(&self.shared.stats.whole_dropped, 1);
+            }
         }
     }
 
@@ -369,8 +376,8 @@ impl Builder {
 
     /// Feeds pieces to their copies until the cache is dropped, then
     /// deletes the unfinished ones.
-    fn run(mut self, pieces: Receiver<Piece>) {
-        for piece in pieces {
+    fn run(mut self, mut pieces: mpsc::Receiver<Piece>) {
+        while let Some(piece) = pieces.blocking_recv() {
             self.feed(piece);
         }
         for key in std::mem::take(&mut self.builds).into_keys() {
@@ -507,11 +514,11 @@ mod tests {
         let cache = WholeCache::open(tmp.path(), options(1 << 20), Default::default()).unwrap();
         let all = bytes(3, 1000);
         // Out of order, overlapping, with a hole until the last piece.
-        cache.served(key(1), 1000, 600, &all.slice(600..1000));
-        cache.served(key(1), 1000, 0, &all.slice(0..300));
-        cache.served(key(1), 1000, 100, &all.slice(100..400));
+        cache.served(key(1), 1000, 600, &all.slice(600..1000)).await;
+        cache.served(key(1), 1000, 0, &all.slice(0..300)).await;
+        cache.served(key(1), 1000, 100, &all.slice(100..400)).await;
         assert!(copy(&cache, key(1), 1000).await.is_none());
-        cache.served(key(1), 1000, 400, &all.slice(400..600));
+        cache.served(key(1), 1000, 400, &all.slice(400..600)).await;
         let file = copy(&cache, key(1), 1000).await.unwrap();
         assert_eq!(contents(&file), all);
         // Another size is another item.
@@ -523,7 +530,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = WholeCache::open(tmp.path(), options(1 << 20), Default::default()).unwrap();
         for i in [1, 2] {
-            cache.served(key(i), 500, 0, &bytes(i, 500));
+            cache.served(key(i), 500, 0, &bytes(i, 500)).await;
             assert!(copy(&cache, key(i), 500).await.is_some());
         }
         drop(cache);
@@ -548,7 +555,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cache = WholeCache::open(tmp.path(), options(1000), Default::default()).unwrap();
         for i in 1..=3 {
-            cache.served(key(i), 400, 0, &bytes(i, 400));
+            cache.served(key(i), 400, 0, &bytes(i, 400)).await;
             assert!(copy(&cache, key(i), 400).await.is_some());
             if i == 2 {
                 assert!(cache.open_copy(key(1), 400).await.is_some()); // 1 is now recent
@@ -558,8 +565,8 @@ mod tests {
         assert!(cache.open_copy(key(1), 400).await.is_some());
         assert!(cache.open_copy(key(3), 400).await.is_some());
         // Bigger than the bound, or smaller than the minimum: never copied.
-        cache.served(key(4), 2000, 0, &bytes(4, 2000));
-        cache.served(key(5), 5, 0, &bytes(5, 5));
+        cache.served(key(4), 2000, 0, &bytes(4, 2000)).await;
+        cache.served(key(5), 5, 0, &bytes(5, 5)).await;
         assert!(copy(&cache, key(4), 2000).await.is_none());
         assert!(cache.open_copy(key(5), 5).await.is_none());
     }
