@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use packfs::cache::whole::WholeOptions;
 use packfs::cache::CacheOptions;
 use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
 use packfs::import::{import_files, prepare, ImportOptions};
@@ -281,9 +282,26 @@ pub struct MountArgs {
     /// on read and kept across mounts. One mount per directory.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// Most bytes kept in --cache-dir.
+    /// Most bytes of blocks kept in --cache-dir.
     #[arg(long, default_value = "10GiB", value_parser = parse_size)]
     pub cache_dir_bytes: u64,
+    /// With --read-only and --cache-dir, items read whole once get a
+    /// whole-file copy in --cache-dir, and later opens of them (this mount
+    /// or a later one) are served by kernel passthrough, at local-disk
+    /// speed without the daemon (Linux >= 6.9, CAP_SYS_ADMIN; otherwise
+    /// reads go through the daemon). Every open then costs a round trip to
+    /// the daemon; this option turns passthrough off and keeps the
+    /// open-free mode of --read-only.
+    #[arg(long)]
+    pub no_passthrough: bool,
+    /// Most bytes of whole-file copies kept in --cache-dir, besides
+    /// --cache-dir-bytes of blocks; least recently used go first.
+    #[arg(long, default_value = "10GiB", value_parser = parse_size)]
+    pub whole_copy_bytes: u64,
+    /// Items smaller than this get no whole-file copy: the daemon serves
+    /// small files faster than passthrough.
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    pub whole_copy_min: u64,
     /// Refuse every change (EROFS). Reads are faster: the kernel then
     /// needs no open/close round trip per file. Use it for training loaders.
     #[arg(long)]
@@ -336,6 +354,11 @@ impl MountArgs {
             },
             cache_dir: self.cache_dir.clone(),
             cache_dir_bytes: self.cache_dir_bytes,
+            passthrough: !self.no_passthrough,
+            whole: WholeOptions {
+                max_bytes: self.whole_copy_bytes,
+                min_size: self.whole_copy_min,
+            },
             read_only: self.read_only,
             allow_non_empty: self.allow_non_empty,
             write: WriteOptions {

@@ -19,8 +19,10 @@ use bytes::Bytes;
 use thiserror::Error;
 use tracing::warn;
 
+use crate::cache::Stats;
 use crate::catalog::Catalog;
 use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, ROOT_INO};
+use crate::passthrough::Passthrough;
 use crate::reader::{ReadError, Reader};
 use crate::write::{WriteError, Writer};
 
@@ -85,7 +87,7 @@ pub struct Stat {
 }
 
 /// How an open file is served.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Opened {
     /// No handle: reads need no per-open state. Only a read-only mount
     /// answers this, as an error the kernel remembers (it then stops
@@ -102,6 +104,9 @@ pub enum Opened {
         direct_io: bool,
         flush: bool,
     },
+    /// A handle whose reads the kernel serves from `file`, a complete copy
+    /// of the file's bytes (passthrough), without the daemon.
+    Backing { fh: u64, file: Arc<std::fs::File> },
 }
 
 /// Changes `setattr` asks for.
@@ -151,6 +156,8 @@ pub struct Fs {
     writer: Option<Arc<Writer>>,
     reader: Reader,
     owner: Owner,
+    /// Read-only mounts with whole-file copies.
+    passthrough: Option<Passthrough>,
 }
 
 impl Fs {
@@ -177,6 +184,45 @@ impl Fs {
             writer,
             reader,
             owner,
+            passthrough: None,
+        }
+    }
+
+    /// Serves reads of items with whole-file copies by passthrough once
+    /// [`Self::enable_passthrough`] is called. Read-only mounts only.
+    pub fn with_passthrough(mut self, passthrough: Passthrough) -> Self {
+        debug_assert!(self.writer.is_none(), "passthrough on a read-write mount");
+        self.passthrough = Some(passthrough);
+        self
+    }
+
+    /// Whether the mount would serve reads by passthrough if the kernel
+    /// allows it.
+    pub fn wants_passthrough(&self) -> bool {
+        self.passthrough.is_some()
+    }
+
+    /// The kernel granted passthrough at init; returns whether it is on.
+    pub fn enable_passthrough(&self) -> bool {
+        self.passthrough.as_ref().is_some_and(|p| p.enable())
+    }
+
+    /// Whether opens may still be answered with [`Opened::Backing`].
+    pub fn passthrough_on(&self) -> bool {
+        self.passthrough.as_ref().is_some_and(|p| p.is_on())
+    }
+
+    /// The kernel refused the backing file of handle `fh` (`error`;
+    /// `None`: passthrough went off since the open was answered): the
+    /// handle is served by the daemon instead, and so are later opens.
+    pub fn passthrough_refused(&self, fh: u64, error: Option<&std::io::Error>) -> Opened {
+        match &self.passthrough {
+            Some(p) => p.refused(fh, error),
+            None => Opened::Handle {
+                fh,
+                direct_io: false,
+                flush: false,
+            },
         }
     }
 
@@ -345,12 +391,48 @@ impl Fs {
         }
     }
 
-    /// Opens file `ino`. A read-only mount answers [`Opened::Stateless`]
-    /// for every file. A read-write mount opens a handle for every file,
-    /// control files included: a stateless answer there would switch the
-    /// kernel's no-open mode on for the whole mount, and later opens for
-    /// writing would never reach the writer.
+    /// Opens file `ino`. A read-only mount with passthrough on answers
+    /// [`Opened::Backing`] for an item with a whole-file copy and a handle
+    /// for every other file; otherwise see [`Self::open_daemon`].
     pub async fn open(&self, ino: Ino, write: bool, truncate: bool) -> Result<Opened, FsError> {
+        let passthrough = self.passthrough.as_ref().filter(|p| p.is_on());
+        let (Some(passthrough), false) = (passthrough, write) else {
+            let opened = self.open_daemon(ino, write, truncate).await?;
+            if let (Opened::Handle { .. }, Node::Ns(_)) = (&opened, self.node(ino)) {
+                Stats::add(&self.reader.stats().opens_daemon, 1);
+            }
+            return Ok(opened);
+        };
+        let stat = self.getattr(ino)?;
+        if stat.attr.kind == Kind::Dir {
+            return Err(NsError::IsADirectory.into());
+        }
+        let Node::Ns(ino) = self.node(ino) else {
+            return Ok(Opened::Handle {
+                fh: CATALOG_FH,
+                direct_io: stat.volatile,
+                flush: false,
+            });
+        };
+        let committed;
+        let item = match self.ns.content(ino)? {
+            Content::Base(index) => Some(self.ns.tree().item(index)),
+            Content::Committed(c) => {
+                committed = c;
+                Some(&committed.item)
+            }
+            Content::Spool(_) => None,
+        };
+        Ok(passthrough.open(ino, item).await)
+    }
+
+    /// Opens file `ino` for reads served by the daemon. A read-only mount
+    /// answers [`Opened::Stateless`] for every file. A read-write mount
+    /// opens a handle for every file, control files included: a stateless
+    /// answer there would switch the kernel's no-open mode on for the
+    /// whole mount, and later opens for writing would never reach the
+    /// writer.
+    async fn open_daemon(&self, ino: Ino, write: bool, truncate: bool) -> Result<Opened, FsError> {
         if self.getattr(ino)?.attr.kind == Kind::Dir {
             return Err(NsError::IsADirectory.into());
         }
@@ -436,7 +518,12 @@ impl Fs {
                 },
             };
             return match self.reader.read_item(item, offset, u64::from(size)).await {
-                Ok(bytes) => Ok(bytes),
+                Ok(bytes) => {
+                    if let Some(passthrough) = &self.passthrough {
+                        passthrough.served(item, offset, &bytes).await;
+                    }
+                    Ok(bytes)
+                }
                 Err(e) => {
                     warn!("read {} at {offset}: {e}", item.name);
                     Err(e.into())
@@ -477,6 +564,9 @@ impl Fs {
     pub fn release(&self, fh: u64) {
         if let (Some(writer), false) = (&self.writer, fh == CATALOG_FH) {
             writer.release(fh);
+        }
+        if let Some(passthrough) = &self.passthrough {
+            passthrough.release(fh);
         }
     }
 

@@ -2,18 +2,20 @@
 //! filesystem core ([`crate::fs`]) and its errors into errno — in
 //! [`errno`], the one place that does. It decides nothing about files.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    BackingId, BsdFileFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+use parking_lot::Mutex;
 use tracing::debug;
 
 use crate::fs::{self, Fs, FsError, Opened, SetAttr, Stat};
@@ -30,6 +32,9 @@ const BLKSIZE: u32 = 128 * 1024;
 const MAX_BACKGROUND: u16 = 64;
 /// Largest read-ahead the kernel may do on its own (it caps this further).
 const MAX_READAHEAD: u32 = 1 << 20;
+/// Filesystems stacked under passthrough files: 2 lets the copies live on
+/// overlayfs (container roots), at the price of no overlayfs over a mount.
+const MAX_STACK_DEPTH: u32 = 2;
 
 /// The one mapping from errors to errno.
 fn errno(e: &FsError) -> Errno {
@@ -106,15 +111,31 @@ fn perm(mode: u32, umask: u32) -> u16 {
     (mode & !umask & 0o7777) as u16
 }
 
-/// The kernel side of a mount: [`Fs`] and the runtime its waits run on.
+/// The kernel side of a mount: [`Fs`], the runtime its waits run on, and
+/// the backing files registered for passthrough.
 pub struct PackFs {
     fs: Arc<Fs>,
     runtime: tokio::runtime::Handle,
+    backings: Arc<Mutex<Backings>>,
+}
+
+/// Registered backing files. The kernel wants the same one for every open
+/// of an inode while any is open; one is unregistered when the last
+/// handle using it is released.
+#[derive(Default)]
+struct Backings {
+    by_handle: HashMap<u64, Arc<BackingId>>,
+    by_inode: HashMap<u64, Weak<BackingId>>,
 }
 
 impl PackFs {
+    /// The adapter of `fs`, whose waits run on `runtime`.
     pub fn new(fs: Arc<Fs>, runtime: tokio::runtime::Handle) -> Self {
-        PackFs { fs, runtime }
+        PackFs {
+            fs,
+            runtime,
+            backings: Arc::default(),
+        }
     }
 
     /// Runs `task` to its end: answered right here on the loop thread if
@@ -180,6 +201,14 @@ impl Filesystem for PackFs {
         }
         let _ = config.set_max_background(MAX_BACKGROUND);
         let _ = config.set_max_readahead(MAX_READAHEAD);
+        if self.fs.wants_passthrough() {
+            let granted = config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok()
+                && config.set_max_stack_depth(MAX_STACK_DEPTH).is_ok();
+            match granted && self.fs.enable_passthrough() {
+                true => debug!("passthrough on"),
+                false => debug!("passthrough off"),
+            }
+        }
         Ok(())
     }
 
@@ -199,9 +228,35 @@ impl Filesystem for PackFs {
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let write = flags.acc_mode() != OpenAccMode::O_RDONLY;
         let truncate = flags.0 & libc::O_TRUNC != 0;
-        let fs = self.fs.clone();
+        let (fs, backings) = (self.fs.clone(), self.backings.clone());
         self.run(async move {
-            match fs.open(ino.0, write, truncate).await {
+            let opened = match fs.open(ino.0, write, truncate).await {
+                Ok(Opened::Backing { fh, file }) => {
+                    let mut backings = backings.lock();
+                    let id = match backings.by_inode.get(&ino.0).and_then(Weak::upgrade) {
+                        Some(id) => Ok(id),
+                        None if fs.passthrough_on() => {
+                            reply.open_backing(&*file).map(Arc::new).map_err(Some)
+                        }
+                        None => Err(None),
+                    };
+                    match id {
+                        Ok(id) => {
+                            backings.by_inode.insert(ino.0, Arc::downgrade(&id));
+                            backings.by_handle.insert(fh, id.clone());
+                            drop(backings);
+                            return reply.opened_passthrough(
+                                FileHandle(fh),
+                                FopenFlags::empty(),
+                                &id,
+                            );
+                        }
+                        Err(e) => Ok(fs.passthrough_refused(fh, e.as_ref())),
+                    }
+                }
+                opened => opened,
+            };
+            match opened {
                 Ok(Opened::Handle {
                     fh,
                     direct_io,
@@ -217,6 +272,12 @@ impl Filesystem for PackFs {
                     reply.opened(FileHandle(fh), flags)
                 }
                 Ok(Opened::Stateless) => reply.error(errno(&FsError::Unsupported)),
+                // A backing file the kernel did not take: the daemon serves
+                // the handle's reads (`passthrough_refused` answers this).
+                Ok(Opened::Backing { fh, .. }) => reply.opened(
+                    FileHandle(fh),
+                    FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
+                ),
                 Err(e) => reply.error(errno(&e)),
             }
         });
@@ -299,13 +360,25 @@ impl Filesystem for PackFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let backing = self.backings.lock().by_handle.remove(&fh.0);
+        if let Some(backing) = backing {
+            let mut backings = self.backings.lock();
+            drop(backing); // unregistered here if it was the last
+            if backings
+                .by_inode
+                .get(&ino.0)
+                .is_some_and(|id| id.strong_count() == 0)
+            {
+                backings.by_inode.remove(&ino.0);
+            }
+        }
         self.fs.release(fh.0);
         reply.ok();
     }
@@ -440,7 +513,9 @@ impl Filesystem for PackFs {
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.opendir(ino.0) {
             Ok(Opened::Stateless) => reply.error(errno(&FsError::Unsupported)),
-            Ok(Opened::Handle { fh, .. }) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok(Opened::Handle { fh, .. } | Opened::Backing { fh, .. }) => {
+                reply.opened(FileHandle(fh), FopenFlags::empty())
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }

@@ -45,6 +45,7 @@ pub mod mount;
 mod mountpoint;
 pub mod namespace;
 pub mod packer;
+pub mod passthrough;
 pub mod private_dir;
 pub mod reader;
 pub mod store;

@@ -8,6 +8,7 @@ use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{debug, info, warn};
 
+use crate::cache::whole::{WholeCache, WholeError, WholeOptions};
 use crate::cache::{CacheOptions, DiskCache, DiskCacheError};
 use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
@@ -15,6 +16,7 @@ use crate::fs::{Fs, Owner};
 use crate::fuse::PackFs;
 use crate::mountpoint;
 use crate::namespace::{Modes, Namespace};
+use crate::passthrough::Passthrough;
 use crate::reader::Reader;
 use crate::store::StoreConfig;
 use crate::tree::{Tree, TreeError};
@@ -51,6 +53,12 @@ pub struct MountOptions {
     pub cache_dir: Option<PathBuf>,
     /// Most bytes kept in `cache_dir`.
     pub cache_dir_bytes: u64,
+    /// On a read-only mount with `cache_dir`: keep whole-file copies of
+    /// items read whole and serve later opens of them by kernel
+    /// passthrough.
+    pub passthrough: bool,
+    /// Bounds of the whole-file copies.
+    pub whole: WholeOptions,
     /// Refuse every change (EROFS) and serve reads in the kernel's
     /// no-open mode (fewer round trips per file).
     pub read_only: bool,
@@ -76,6 +84,8 @@ impl Default for MountOptions {
             cache: CacheOptions::default(),
             cache_dir: None,
             cache_dir_bytes: 10 << 30,
+            passthrough: true,
+            whole: WholeOptions::default(),
             read_only: false,
             allow_non_empty: false,
             write: WriteOptions::default(),
@@ -94,6 +104,8 @@ pub enum MountError {
     Tree(#[from] TreeError),
     #[error(transparent)]
     DiskCache(#[from] DiskCacheError),
+    #[error(transparent)]
+    Whole(#[from] WholeError),
     #[error(transparent)]
     Write(#[from] WriteError),
     #[error("{op}: {source}")]
@@ -386,7 +398,15 @@ pub fn open_fs(
             Some(writer)
         }
     };
-    Ok(Arc::new(Fs::new(ns, writer, reader, owner)))
+    let fs = Fs::new(ns, writer, reader.clone(), owner);
+    let fs = match (&options.cache_dir, options.passthrough && !writable) {
+        (Some(dir), true) => {
+            let whole = WholeCache::open(dir, options.whole.clone(), reader.stats().clone())?;
+            fs.with_passthrough(Passthrough::new(whole, reader.stats().clone()))
+        }
+        _ => fs,
+    };
+    Ok(Arc::new(fs))
 }
 
 /// Kernel read-ahead for the mount, in KiB. The kernel's default of 128 KiB

@@ -150,7 +150,9 @@ impl Worker {
                 .block_on(self.fs.open(stat.attr.ino, true, true))?
             {
                 packfs::fs::Opened::Handle { fh, .. } => fh,
-                packfs::fs::Opened::Stateless => panic!("a read-write mount opened no handle"),
+                packfs::fs::Opened::Stateless | packfs::fs::Opened::Backing { .. } => {
+                    panic!("a read-write mount opened no daemon handle")
+                }
             },
             Err(FsError::Namespace(NsError::NotFound)) => {
                 self.fs.create(dir, name.as_bytes(), 0o644)?.1

@@ -1181,7 +1181,9 @@ fn resolve_file(core: &Core, path: &str) -> Result<Ino, E> {
 fn handle(opened: Opened) -> u64 {
     match opened {
         Opened::Handle { fh, .. } => fh,
-        Opened::Stateless => panic!("a read-write mount opened a file without a handle"),
+        Opened::Stateless | Opened::Backing { .. } => {
+            panic!("a read-write mount opened a file without a daemon handle")
+        }
     }
 }
 

@@ -66,7 +66,10 @@ impl DiskCache {
         let mut found = Vec::new();
         for shard in fs::read_dir(dir).map_err(io)? {
             let shard = shard.map_err(io)?;
-            if !shard.file_type().map_err(io)?.is_dir() {
+            // The whole-file copies' directory has its own index and bound.
+            if !shard.file_type().map_err(io)?.is_dir()
+                || shard.file_name() == super::whole::WHOLE_DIR
+            {
                 continue;
             }
             for file in fs::read_dir(shard.path()).map_err(io)? {

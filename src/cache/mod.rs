@@ -9,6 +9,7 @@
 mod disk;
 mod prefetch;
 mod stats;
+pub mod whole;
 
 use std::collections::HashMap;
 use std::ops::Range;

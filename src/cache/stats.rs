@@ -17,6 +17,16 @@ pub struct Stats {
     /// Blocks not written to the disk tier: its write-behind was full.
     pub disk_skipped: AtomicU64,
     pub errors: AtomicU64,
+    /// Opens of dataset files the kernel serves by passthrough from a
+    /// whole-file copy.
+    pub opens_passthrough: AtomicU64,
+    /// Opens of dataset files whose reads come to the daemon (read-only
+    /// mounts in the kernel's no-open mode send none, so count none).
+    pub opens_daemon: AtomicU64,
+    /// Whole-file copies made.
+    pub whole_copies: AtomicU64,
+    /// Read bytes not fed to a whole-file copy: its writer was behind.
+    pub whole_dropped: AtomicU64,
 }
 
 impl Stats {
@@ -39,6 +49,10 @@ impl Stats {
             ("disk_hits", &self.disk_hits),
             ("disk_skipped", &self.disk_skipped),
             ("errors", &self.errors),
+            ("opens_passthrough", &self.opens_passthrough),
+            ("opens_daemon", &self.opens_daemon),
+            ("whole_copies", &self.whole_copies),
+            ("whole_dropped", &self.whole_dropped),
         ] {
             let _ = writeln!(out, "{name:<16} {:>20}", c.load(Ordering::Relaxed));
         }

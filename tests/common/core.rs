@@ -210,7 +210,9 @@ impl Core {
     pub fn open(&self, ino: Ino, write: bool) -> u64 {
         match self.block_on(self.fs().open(ino, write, false)).unwrap() {
             Opened::Handle { fh, .. } => fh,
-            Opened::Stateless => panic!("a read-write mount opens handles"),
+            Opened::Stateless | Opened::Backing { .. } => {
+                panic!("a read-write mount opens handles served by the daemon")
+            }
         }
     }
 
