@@ -655,5 +655,8 @@ impl Fs {
         if let Some(writer) = &self.writer {
             writer.shutdown().await;
         }
+        if let Some(passthrough) = &self.passthrough {
+            passthrough.finish().await;
+        }
     }
 }

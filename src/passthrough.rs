@@ -76,6 +76,11 @@ impl Passthrough {
         }
     }
 
+    /// At unmount: finishes the whole-file copies under way.
+    pub async fn finish(&self) {
+        self.whole.finish().await;
+    }
+
     /// The kernel granted passthrough: it is used if this process may
     /// register backing files. Returns whether it is on.
     pub fn enable(&self) -> bool {

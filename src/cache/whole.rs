@@ -94,7 +94,10 @@ impl WholeKey {
 /// The directory of whole-file copies and the thread that assembles them.
 pub struct WholeCache {
     shared: Arc<Shared>,
-    queue: mpsc::Sender<Piece>,
+    /// `None` once [`WholeCache::finish`] has closed it.
+    queue: parking_lot::RwLock<Option<mpsc::Sender<Piece>>>,
+    /// The writer thread, joined by [`WholeCache::finish`].
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 struct Shared {
@@ -194,11 +197,26 @@ impl WholeCache {
         shared.evict(&mut shared.index.lock());
         let (queue, pieces) = mpsc::channel(QUEUE);
         let builder = shared.clone();
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("packfs-whole".into())
             .spawn(move || Builder::new(builder).run(pieces))
             .map_err(io)?;
-        Ok(WholeCache { shared, queue })
+        Ok(WholeCache {
+            shared,
+            queue: parking_lot::RwLock::new(Some(queue)),
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// At unmount: takes no more pieces and waits for the writer to finish
+    /// the copies whose every byte it has (the daemon exits right after,
+    /// and a copy half-renamed would be lost).
+    pub async fn finish(&self) {
+        drop(self.queue.write().take());
+        let writer = self.writer.lock().take();
+        if let Some(writer) = writer {
+            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+        }
     }
 
     /// The smallest item that gets a copy.
@@ -221,8 +239,11 @@ impl WholeCache {
             offset,
             bytes: bytes.clone(),
         };
-        if let Err(mpsc::error::TrySendError::Full(piece)) = self.queue.try_send(piece) {
-            let sent = tokio::time::timeout(QUEUE_WAIT, self.queue.send(piece)).await;
+        let Some(queue) = self.queue.read().clone() else {
+            return; // unmounting
+        };
+        if let Err(mpsc::error::TrySendError::Full(piece)) = queue.try_send(piece) {
+            let sent = tokio::time::timeout(QUEUE_WAIT, queue.send(piece)).await;
             if !matches!(sent, Ok(Ok(()))) {
                 Stats::add(&self.shared.stats.whole_dropped, 1);
             }
