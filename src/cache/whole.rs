@@ -9,10 +9,13 @@
 //! local disk's writeback throttles it below a fast store's pace); past
 //! that wait a piece is dropped, leaving a hole that a later read of the
 //! item through the daemon fills. A copy
-//! whose every byte is in is hashed with BLAKE3 and renamed into place
-//! beside its hash (`<key>.b3`). Only a renamed copy is ever offered, and a
-//! copy a previous mount left is hashed again before its first use: a
-//! torn, truncated or damaged copy is deleted, never served. Copies are
+//! whose every byte is in is hashed with BLAKE3, renamed into place, and
+//! sealed (`<key>.b3`: the hash, and the copy's inode and change time).
+//! Only a sealed copy is ever offered. A copy a previous mount left is
+//! hashed again before its first use unless it is untouched since it was
+//! sealed (same inode and change time: any write, truncation or `chmod`
+//! moves the change time, and no one can set it back); a torn, truncated
+//! or damaged copy is deleted, never served. Copies are
 //! bounded in bytes, least recently used dropped first; the directory is
 //! guarded by the block tier's lock on the cache directory.
 
@@ -42,8 +45,12 @@ const QUEUE: usize = 64;
 const QUEUE_WAIT: Duration = Duration::from_millis(200);
 /// Copies assembled at once; a new one displaces the least recently fed.
 const BUILDS: usize = 8;
-/// Suffix of a copy's hash file.
+/// Suffix of a copy's seal: its BLAKE3 hash, then the inode number and
+/// change time (seconds, nanoseconds; little-endian) the copy had when it
+/// was hashed.
 const SUM: &str = ".b3";
+/// Length of a seal.
+const SUM_LEN: usize = 32 + 3 * 8;
 /// Suffix of a copy being assembled.
 const TMP: &str = ".tmp";
 
@@ -147,18 +154,19 @@ impl WholeCache {
             .create(&dir)
             .map_err(io)?;
         let mut found = Vec::new();
-        let mut sums = std::collections::HashSet::new();
+        // Seals by copy, with their mtime: when the copy was last used.
+        let mut sums = HashMap::new();
         for entry in fs::read_dir(&dir).map_err(io)? {
             let entry = entry.map_err(io)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             match name.strip_suffix(SUM).and_then(WholeKey::from_hex) {
-                Some(key) if entry.metadata().map_err(io)?.len() == 32 => {
-                    sums.insert(key);
+                Some(key) if entry.metadata().map_err(io)?.len() == SUM_LEN as u64 => {
+                    sums.insert(key, entry.metadata().map_err(io)?.modified().ok());
                 }
                 _ => match WholeKey::from_hex(&name) {
                     Some(key) => {
                         let meta = entry.metadata().map_err(io)?;
-                        found.push((meta.modified().ok(), key, meta.len()));
+                        found.push((key, meta.len()));
                     }
                     None => {
                         let _ = fs::remove_file(entry.path()); // a crash's leftover
@@ -166,13 +174,13 @@ impl WholeCache {
                 },
             }
         }
-        found.sort();
+        found.sort_by_key(|(key, _)| sums.get(key).copied().flatten());
         let mut index = Index {
             copies: lru::LruCache::unbounded(),
             bytes: 0,
         };
-        for (_, key, size) in found {
-            if sums.remove(&key) {
+        for (key, size) in found {
+            if sums.remove(&key).is_some() {
                 index.bytes += size;
                 index.copies.put(
                     key,
@@ -185,7 +193,7 @@ impl WholeCache {
                 let _ = fs::remove_file(dir.join(key.hex()));
             }
         }
-        for key in sums {
+        for key in sums.into_keys() {
             let _ = fs::remove_file(dir.join(format!("{}{SUM}", key.hex())));
         }
         let shared = Arc::new(Shared {
@@ -283,9 +291,14 @@ impl Shared {
     fn open(&self, key: WholeKey, size: u64, check: bool) -> Option<File> {
         let opened = File::open(self.path(&key, "")).and_then(|file| {
             if check {
-                let mut sum = [0u8; 32];
+                let mut sum = [0u8; SUM_LEN];
                 File::open(self.path(&key, SUM))?.read_exact(&mut sum)?;
-                if file.metadata()?.len() != size || hash(&file)? != sum {
+                let meta = file.metadata()?;
+                // Untouched since it was hashed (any change of a file moves
+                // its change time, which no one can set back): no need to
+                // read 512 MiB again before the first open.
+                let untouched = sum[32..] == seal(&meta);
+                if meta.len() != size || !(untouched || hash(&file)? == sum[..32]) {
                     return Err(std::io::Error::other("its bytes do not match its hash"));
                 }
             }
@@ -293,8 +306,11 @@ impl Shared {
         });
         match opened {
             Ok(file) => {
-                // Its mtime orders the next mount's index by last use.
-                let _ = file.set_modified(SystemTime::now());
+                // The seal's mtime orders the next mount's index by last
+                // use (touching the copy would move its change time).
+                if let Ok(sum) = File::options().write(true).open(self.path(&key, SUM)) {
+                    let _ = sum.set_modified(SystemTime::now());
+                }
                 if let Some(copy) = self.index.lock().copies.get_mut(&key) {
                     copy.verified = true;
                 }
@@ -333,6 +349,15 @@ impl Shared {
             self.remove(&key);
         }
     }
+}
+
+/// What identifies a file's state: its inode and change time.
+fn seal(meta: &fs::Metadata) -> Vec<u8> {
+    use std::os::unix::fs::MetadataExt;
+    [meta.ino(), meta.ctime() as u64, meta.ctime_nsec() as u64]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect()
 }
 
 /// The BLAKE3 hash of everything in `file`.
@@ -469,14 +494,17 @@ impl Builder {
         let _ = fs::remove_file(self.shared.path(key, TMP));
     }
 
-    /// Hashes a complete copy, writes its hash, then renames it into place:
-    /// a copy is never found without its hash.
+    /// Hashes a complete copy, renames it into place and seals it: a copy
+    /// found without its seal (a crash in between) is deleted.
     fn finish(&self, key: &WholeKey, build: &Build) -> std::io::Result<()> {
         let shared = &self.shared;
         let sum = hash(&build.file)?;
-        fs::write(shared.path(key, SUM), sum)?;
         fs::set_permissions(shared.path(key, TMP), fs::Permissions::from_mode(0o400))?;
         fs::rename(shared.path(key, TMP), shared.path(key, ""))?;
+        // Sealed as renamed; a copy found without its seal is deleted.
+        let mut sealed = sum.to_vec();
+        sealed.extend_from_slice(&seal(&fs::metadata(shared.path(key, ""))?));
+        fs::write(shared.path(key, SUM), sealed)?;
         let mut index = shared.index.lock();
         index.bytes += build.size;
         index.copies.put(
