@@ -154,6 +154,18 @@ impl PackFs {
     }
 }
 
+/// The kernel's flags for a handle the daemon serves (see [`Opened::Handle`]).
+fn open_flags(direct_io: bool, flush: bool) -> FopenFlags {
+    let cache = match direct_io {
+        true => FopenFlags::FOPEN_DIRECT_IO,
+        false => FopenFlags::FOPEN_KEEP_CACHE,
+    };
+    match flush {
+        true => cache,
+        false => cache | FopenFlags::FOPEN_NOFLUSH,
+    }
+}
+
 fn reply_empty(reply: ReplyEmpty, result: Result<(), FsError>) {
     match result {
         Ok(()) => reply.ok(),
@@ -261,23 +273,13 @@ impl Filesystem for PackFs {
                     fh,
                     direct_io,
                     flush,
-                }) => {
-                    let mut flags = match direct_io {
-                        true => FopenFlags::FOPEN_DIRECT_IO,
-                        false => FopenFlags::FOPEN_KEEP_CACHE,
-                    };
-                    if !flush {
-                        flags |= FopenFlags::FOPEN_NOFLUSH;
-                    }
-                    reply.opened(FileHandle(fh), flags)
-                }
+                }) => reply.opened(FileHandle(fh), open_flags(direct_io, flush)),
                 Ok(Opened::Stateless) => reply.error(errno(&FsError::Unsupported)),
                 // A backing file the kernel did not take: the daemon serves
                 // the handle's reads (`passthrough_refused` answers this).
-                Ok(Opened::Backing { fh, .. }) => reply.opened(
-                    FileHandle(fh),
-                    FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
-                ),
+                Ok(Opened::Backing { fh, .. }) => {
+                    reply.opened(FileHandle(fh), open_flags(false, false))
+                }
                 Err(e) => reply.error(errno(&e)),
             }
         });

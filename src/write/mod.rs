@@ -782,10 +782,13 @@ impl Writer {
             self.retire(self.ns.release_if_unused(h.ino));
             return;
         };
-        let ended = {
+        let (ended, changed) = {
             let _change = self.journal.changing();
             let said = session.said.write();
-            let ended = self.ns.update_file(h.ino, true, |f| {
+            // A session that changed nothing since its complete version
+            // (`origin`, which it keeps) leaves nothing to commit.
+            let changed = !said.is_unchanged();
+            let ended = self.ns.update_file(h.ino, changed, |f| {
                 f.writers -= 1;
                 if f.writers > 0 {
                     return None;
@@ -813,7 +816,7 @@ impl Writer {
                     self.journal(record);
                 }
             }
-            ended
+            (ended, changed)
         };
         let Some(superseded) = ended else {
             return;
@@ -832,6 +835,9 @@ impl Writer {
             self.retire(vec![old]);
         }
         self.retire(self.ns.release_if_unused(h.ino));
+        if !changed {
+            return;
+        }
         let size = self.ns.attr(h.ino).map_or(0, |a| a.size);
         let mut pending = self.pending.lock();
         pending.0 += 1;
