@@ -139,16 +139,15 @@ impl PackFs {
     }
 
     /// Runs `task` to its end: answered right here on the loop thread if
-    /// it completes on its first poll (a read served by the cache), else
-    /// continued on the runtime, freeing the loop thread at once.
+    /// it completes on its first poll (a read served by the cache, or by a
+    /// local file read inline: see [`crate::blocking`]), else continued on
+    /// the runtime, freeing the loop thread at once.
     fn run(&self, task: impl Future<Output = ()> + Send + 'static) {
         let mut task = Box::pin(task);
         let _runtime = self.runtime.enter();
-        if task
-            .as_mut()
-            .poll(&mut Context::from_waker(Waker::noop()))
-            .is_pending()
-        {
+        let first =
+            crate::blocking::allow(|| task.as_mut().poll(&mut Context::from_waker(Waker::noop())));
+        if first.is_pending() {
             self.runtime.spawn(task);
         }
     }

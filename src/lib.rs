@@ -29,8 +29,10 @@
 //! - [`dataset`]: refs → Manifests → Tracks → items; commits; merges.
 //! - [`format`] (pure CBOR codecs, no I/O) and [`store`] (object_store
 //!   wiring: locations, object paths, retries, refs moved by
-//!   compare-and-swap).
+//!   compare-and-swap); [`blocking`]: where their blocking file reads run
+//!   (inline on a FUSE loop thread, else on the runtime's pool).
 
+pub mod blocking;
 pub mod cache;
 pub mod catalog;
 mod daemon;

@@ -273,13 +273,12 @@ impl BlockCache {
         let inner = &*self.inner;
         let disk = inner.disk.clone()?;
         let (path, bs) = (object.path.clone(), inner.options.block_size);
-        let found = tokio::task::spawn_blocking(move || {
+        let found = crate::blocking::run(move || {
             blocks
                 .map(|b| disk.get(&path, bs, b))
                 .collect::<Option<Arc<[Bytes]>>>()
         })
-        .await
-        .expect("disk cache read panicked");
+        .await;
         if let Some(parts) = &found {
             Stats::add(&inner.stats.disk_hits, parts.len() as u64);
         }

@@ -471,9 +471,7 @@ impl Store {
             return None;
         }
         let file = dir.join(path.as_ref());
-        let read = tokio::task::spawn_blocking(move || read_pieces(&file, range, piece.max(1)))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        let read = crate::blocking::run(move || read_pieces(&file, range, piece.max(1))).await;
         Some(read.map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => StoreError::NotFound {
                 path: path.to_string(),
