@@ -33,6 +33,7 @@
 //!   (inline on a FUSE loop thread, else on the runtime's pool).
 
 pub mod blocking;
+pub mod bundle;
 pub mod cache;
 pub mod catalog;
 mod daemon;

@@ -1,8 +1,11 @@
-//! On-store format: pure CBOR codecs and validation, no I/O.
+//! On-store formats: pure codecs and validation, no I/O.
 //!
 //! Every type here encodes to and decodes from bytes; nothing here touches a
-//! store. The byte-level layout is specified in `docs/FORMAT.md`.
+//! store. A dataset's objects are CBOR, specified in `docs/FORMAT.md`; a
+//! DataBundle's index values are protobuf, specified in
+//! `docs/DATABUNDLE.md` ([`bundle`]).
 
+pub mod bundle;
 mod cbor;
 mod entry;
 mod error;
