@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use packfs::bundle::Bundle;
 use packfs::cache::whole::WholeOptions;
 use packfs::cache::CacheOptions;
 use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
@@ -16,7 +17,7 @@ use packfs::mount::MountOptions;
 use packfs::packer::PackOptions;
 use packfs::reader::Reader;
 use packfs::store::faults::Faults;
-use packfs::store::{parse_duration, StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
+use packfs::store::{parse_duration, Store, StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
 use packfs::tree::{NodeKind, Tree};
 use packfs::write::WriteOptions;
 
@@ -623,6 +624,9 @@ pub async fn run_verify(
     config: &StoreConfig,
 ) -> Result<bool, Box<dyn std::error::Error>> {
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
+    if Bundle::is_bundle(dataset.store()).await? {
+        return verify_bundle(dataset.store()).await;
+    }
     let report = packfs::verify::verify(&dataset, &at.ref_name).await?;
     for p in &report.problems {
         println!("FAIL {p}");
@@ -637,6 +641,26 @@ pub async fn run_verify(
         let n = report.problems.len();
         let noun = if n == 1 { "problem" } else { "problems" };
         println!("{n} {noun} in ref {} manifest {manifest}", at.ref_name);
+    }
+    Ok(report.problems.is_empty())
+}
+
+/// `packfs verify` of a DataBundle.
+async fn verify_bundle(store: &Store) -> Result<bool, Box<dyn std::error::Error>> {
+    let reader = Reader::new(store.clone(), CacheOptions::default(), None);
+    let index_dir = packfs::mount::bundle_index_dir(None);
+    let report = packfs::bundle::verify::verify(store, &index_dir, reader).await?;
+    for p in &report.problems {
+        println!("FAIL {p}");
+    }
+    let location = store.location();
+    match report.problems.len() {
+        0 => println!(
+            "OK bundle {location}: {} files, {} directories, {} records, {} bytes verified",
+            report.files, report.directories, report.records, report.bytes
+        ),
+        1 => println!("1 problem in bundle {location}"),
+        n => println!("{n} problems in bundle {location}"),
     }
     Ok(report.problems.is_empty())
 }

@@ -24,6 +24,7 @@ use crate::catalog::Catalog;
 use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, ROOT_INO};
 use crate::passthrough::Passthrough;
 use crate::reader::{ReadError, Reader};
+use crate::tree::Tree;
 use crate::write::{WriteError, Writer};
 
 /// Inodes of attached catalogs start here, one span of ids each: above
@@ -158,6 +159,8 @@ pub struct Fs {
     owner: Owner,
     /// Read-only mounts with whole-file copies.
     passthrough: Option<Passthrough>,
+    /// The attached catalog that is the mount's root ([`Fs::of_catalog`]).
+    root_catalog: Option<usize>,
 }
 
 impl Fs {
@@ -185,7 +188,18 @@ impl Fs {
             reader,
             owner,
             passthrough: None,
+            root_catalog: None,
         }
+    }
+
+    /// Serves `catalog` as the whole (read-only) mount: its root is the
+    /// mount's root, with the control catalog attached at `/.packfs`.
+    pub fn of_catalog(catalog: Arc<dyn Catalog>, reader: Reader, owner: Owner) -> Self {
+        let ns = Arc::new(Namespace::new(Tree::empty(), false));
+        let mut fs = Fs::new(ns, None, reader, owner);
+        fs.attached.push(Attached { name: "", catalog });
+        fs.root_catalog = Some(fs.attached.len() - 1);
+        fs
     }
 
     /// Serves reads of items with whole-file copies by passthrough once
@@ -227,6 +241,9 @@ impl Fs {
     }
 
     fn node(&self, ino: Ino) -> Node {
+        if let (ROOT_INO, Some(index)) = (ino, self.root_catalog) {
+            return Node::Catalog(index, 0);
+        }
         if ino < CATALOG_INOS {
             return Node::Ns(ino);
         }
@@ -240,7 +257,10 @@ impl Fs {
         }
     }
 
-    fn catalog_ino(index: usize, id: u64) -> Ino {
+    fn catalog_ino(&self, index: usize, id: u64) -> Ino {
+        if id == 0 && self.root_catalog == Some(index) {
+            return ROOT_INO;
+        }
         CATALOG_INOS + index as u64 * CATALOG_SPAN + id
     }
 
@@ -318,15 +338,17 @@ impl Fs {
 
     /// The child `name` of directory `parent`.
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Stat, FsError> {
-        let found = match self.node(parent) {
-            Node::Ns(ROOT_INO) => {
-                match self.attached.iter().position(|a| a.name.as_bytes() == name) {
-                    Some(index) => Self::catalog_ino(index, 0),
-                    None => self.ns.lookup(ROOT_INO, name)?,
-                }
-            }
-            Node::Ns(ino) => self.ns.lookup(ino, name)?,
-            Node::Catalog(index, dir) => {
+        // Catalogs attached at names in the root come first.
+        let named = (parent == ROOT_INO)
+            .then(|| {
+                let at = |a: &Attached| !a.name.is_empty() && a.name.as_bytes() == name;
+                self.attached.iter().position(at)
+            })
+            .flatten();
+        let found = match (named, self.node(parent)) {
+            (Some(index), _) => self.catalog_ino(index, 0),
+            (None, Node::Ns(ino)) => self.ns.lookup(ino, name)?,
+            (None, Node::Catalog(index, dir)) => {
                 let catalog = &self.attached[index].catalog;
                 match catalog.entry(dir).map(|e| e.kind) {
                     Some(Kind::Dir) => {}
@@ -334,7 +356,7 @@ impl Fs {
                     None => return Err(NsError::NotFound.into()),
                 }
                 let id = catalog.lookup(dir, name).ok_or(NsError::NotFound)?;
-                Self::catalog_ino(index, id)
+                self.catalog_ino(index, id)
             }
         };
         self.getattr(found)
@@ -362,7 +384,7 @@ impl Fs {
         let catalog = &self.attached[index].catalog;
         let parent = catalog
             .parent(dir)
-            .map_or(ROOT_INO, |p| Self::catalog_ino(index, p));
+            .map_or(ROOT_INO, |p| self.catalog_ino(index, p));
         // Entry i (`.`, `..`, then the children) carries cookie i + 1.
         let mut i = usize::try_from(offset).unwrap_or(usize::MAX);
         loop {
@@ -370,7 +392,7 @@ impl Fs {
                 0 => (ino, ".".into()),
                 1 => (parent, "..".into()),
                 i => match catalog.child(dir, i - 2) {
-                    Some((id, name)) => (Self::catalog_ino(index, id), name),
+                    Some((id, name)) => (self.catalog_ino(index, id), name),
                     None => return Ok(()),
                 },
             };

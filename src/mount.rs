@@ -8,8 +8,10 @@ use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{debug, info, warn};
 
+use crate::bundle::Bundle;
 use crate::cache::whole::{WholeCache, WholeError, WholeOptions};
 use crate::cache::{CacheOptions, DiskCache, DiskCacheError};
+use crate::catalog::bundle::BundleCatalog;
 use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
 use crate::fs::{Fs, Owner};
@@ -18,7 +20,7 @@ use crate::mountpoint;
 use crate::namespace::{Modes, Namespace};
 use crate::passthrough::Passthrough;
 use crate::reader::Reader;
-use crate::store::StoreConfig;
+use crate::store::{Store, StoreConfig};
 use crate::tree::{Tree, TreeError};
 use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
 
@@ -108,6 +110,8 @@ pub enum MountError {
     Whole(#[from] WholeError),
     #[error(transparent)]
     Write(#[from] WriteError),
+    #[error(transparent)]
+    Bundle(#[from] crate::bundle::BundleError),
     #[error("{op}: {source}")]
     Io {
         op: &'static str,
@@ -293,10 +297,17 @@ fn open_session(
     options: &MountOptions,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<fuser::Session<PackFs>, MountError> {
-    let spool_dir = options.write.spool_dir.clone().unwrap_or_else(|| {
-        default_spool_dir(dataset.store().location(), &options.ref_name, mountpoint)
-    });
-    let fs = open_fs(dataset, &spool_dir, options, runtime.handle())?;
+    let store = dataset.store();
+    let bundle = runtime.block_on(Bundle::is_bundle(store))?;
+    let fs = match bundle {
+        true => open_bundle_fs(store, options, runtime.handle())?,
+        false => {
+            let spool_dir = options.write.spool_dir.clone().unwrap_or_else(|| {
+                default_spool_dir(store.location(), &options.ref_name, mountpoint)
+            });
+            open_fs(dataset, &spool_dir, options, runtime.handle())?
+        }
+    };
     let fs = PackFs::new(fs, runtime.handle().clone());
     let mut config = Config::default();
     let fsname =
@@ -307,7 +318,7 @@ fn open_session(
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
-    if options.read_only {
+    if options.read_only || bundle {
         config.mount_options.push(MountOption::RO);
     }
     if options.allow_other {
@@ -369,12 +380,7 @@ pub fn open_fs(
         tree.node_count(),
         tree.total_bytes()
     );
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let owner = Owner {
-        uid: options.uid.unwrap_or(uid),
-        gid: options.gid.unwrap_or(gid),
-    };
+    let owner = owner(options);
     let defaults = Modes::default_for(writable);
     let modes = Modes {
         file: options.file_mode.unwrap_or(defaults.file),
@@ -407,6 +413,54 @@ pub fn open_fs(
         _ => fs,
     };
     Ok(Arc::new(fs))
+}
+
+/// The filesystem core of a mount of the DataBundle at `store`'s
+/// location: read-only, its tree queried from the index on demand. A
+/// remote bundle's index is downloaded to [`bundle_index_dir`].
+pub fn open_bundle_fs(
+    store: &Store,
+    options: &MountOptions,
+    runtime: &tokio::runtime::Handle,
+) -> Result<Arc<Fs>, MountError> {
+    let index_dir = bundle_index_dir(options.cache_dir.as_deref());
+    let bundle = runtime.block_on(Bundle::open(store, &index_dir))?;
+    info!(
+        "bundle {}: {} shards, {} compression",
+        store.location(),
+        bundle.index().config().shard_count,
+        bundle.index().compression().name()
+    );
+    let disk = match &options.cache_dir {
+        Some(dir) => Some(DiskCache::open(dir, options.cache_dir_bytes)?),
+        None => None,
+    };
+    let reader = Reader::new(store.clone(), options.cache.clone(), disk);
+    let catalog = BundleCatalog::new(Arc::new(bundle), std::time::SystemTime::now());
+    Ok(Arc::new(Fs::of_catalog(
+        Arc::new(catalog),
+        reader,
+        owner(options),
+    )))
+}
+
+/// Where copies of remote bundles' indexes are kept: `<cache-dir>/bundle-index`,
+/// or without a cache directory `bundle-index` in packfs's state directory.
+pub fn bundle_index_dir(cache_dir: Option<&Path>) -> PathBuf {
+    match cache_dir {
+        Some(dir) => dir.join("bundle-index"),
+        None => crate::write::state_dir().join("bundle-index"),
+    }
+}
+
+/// Who owns every node: `--uid`/`--gid`, else the mounting user.
+fn owner(options: &MountOptions) -> Owner {
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    Owner {
+        uid: options.uid.unwrap_or(uid),
+        gid: options.gid.unwrap_or(gid),
+    }
 }
 
 /// Kernel read-ahead for the mount, in KiB. The kernel's default of 128 KiB

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use thiserror::Error;
 
-use crate::cache::{BlockCache, CacheOptions, DiskCache, ObjectRef, Stats};
+use crate::cache::{BlockCache, CacheOptions, DiskCache, ObjectRef, RecordRef, Stats};
 use crate::catalog::dataset::item_extents;
 use crate::catalog::{Extents, Source};
 use crate::dataset::Item;
@@ -72,6 +72,10 @@ impl Reader {
                         object,
                     }),
                     Source::Memory(bytes) => Box::new(MemorySource::new(bytes)),
+                    Source::Record(record) => Box::new(CachedRecord {
+                        cache: &self.cache,
+                        record,
+                    }),
                 }
             })
             .collect();
@@ -95,6 +99,28 @@ impl SeekableSource for CachedObject<'_> {
         async move {
             self.cache
                 .read(&self.object, offset, len)
+                .await
+                .map_err(|e| SourceError::Other(Box::new(e)))
+        }
+        .boxed()
+    }
+}
+
+/// A compressed record, decoded through the block cache.
+struct CachedRecord<'a> {
+    cache: &'a BlockCache,
+    record: std::sync::Arc<RecordRef>,
+}
+
+impl SeekableSource for CachedRecord<'_> {
+    fn len(&self) -> u64 {
+        self.record.len
+    }
+
+    fn read_at(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<Bytes, SourceError>> {
+        async move {
+            self.cache
+                .read_record(&self.record, offset, len)
                 .await
                 .map_err(|e| SourceError::Other(Box::new(e)))
         }

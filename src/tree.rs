@@ -67,6 +67,23 @@ pub struct Tree {
 impl Tree {
     pub const ROOT: NodeId = 0;
 
+    /// A tree of nothing but its root (a mount whose root is a catalog).
+    pub fn empty() -> Tree {
+        let manifest = crate::format::Manifest {
+            parents: Vec::new(),
+            timelines: Vec::new(),
+            tracks: Vec::new(),
+            ts_unix_ns: 0,
+            writer: String::new(),
+        };
+        let snapshot = Snapshot {
+            manifest_id: crate::format::ObjectId::of(&manifest.encode()),
+            manifest,
+            tracks: Vec::new(),
+        };
+        Tree::build(snapshot).expect("an empty snapshot has no name clashes")
+    }
+
     /// Builds the tree; a name used both as a file and as a directory is an
     /// error naming the path.
     pub fn build(snapshot: Snapshot) -> Result<Tree, TreeError> {

@@ -10,7 +10,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use super::BundleError;
 use crate::format::bundle::{
     dir_prefix, file_key, parse_file_key, prefix_end, shard_key, shard_prefix, BundleConfig,
-    Compression, FileMetadata, ShardMetadata, APPLICATION_ID, CONFIG_KEY,
+    Compression, FileMetadata, ShardMetadata, APPLICATION_ID, CONFIG_KEY, FILE_PREFIX,
 };
 
 /// The table every bundle index has. A rowid table (not `WITHOUT ROWID`):
@@ -145,12 +145,22 @@ impl Index {
     /// Every entry of directory `dir`, in key (byte) order of names.
     pub fn list(&self, dir: &str) -> Result<Vec<IndexEntry>, BundleError> {
         let prefix = dir_prefix(dir);
-        let end = prefix_end(&prefix);
+        self.entries_in(&prefix, &prefix_end(&prefix))
+    }
+
+    /// Every file and directory entry, in key order (for `verify`).
+    pub fn entries(&self) -> Result<Vec<IndexEntry>, BundleError> {
+        let prefix = FILE_PREFIX;
+        self.entries_in(prefix, &prefix_end(prefix))
+    }
+
+    /// The entries whose keys are in `low..high`, in key order.
+    fn entries_in(&self, low: &str, high: &str) -> Result<Vec<IndexEntry>, BundleError> {
         let rows = self.query(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT rowid, key, value FROM bundle WHERE key >= ?1 AND key < ?2 ORDER BY key",
             )?;
-            let rows = stmt.query_map([&prefix, &end], |row| {
+            let rows = stmt.query_map([low, high], |row| {
                 Ok((
                     row.get::<_, i64>(0)?,
                     row.get::<_, String>(1)?,
@@ -161,13 +171,14 @@ impl Index {
         })?;
         rows.into_iter()
             .map(|(id, key, value)| {
-                let name = key[prefix.len()..].to_owned();
-                let meta = FileMetadata::decode_checked(&key, &value)?;
+                let (dir, name) = parse_file_key(&key).ok_or_else(|| {
+                    crate::format::FormatError::shape(&key, "not a FILE_METADATA key")
+                })?;
                 Ok(IndexEntry {
                     id,
                     dir: dir.to_owned(),
-                    name,
-                    meta,
+                    name: name.to_owned(),
+                    meta: FileMetadata::decode_checked(&key, &value)?,
                 })
             })
             .collect()
@@ -189,15 +200,33 @@ impl Index {
         row.map(|(key, value)| record(&key, &value)).transpose()
     }
 
+    /// The records of shard `shard` that hold bytes of `range` of its
+    /// stream, in order (from the one holding `range.start`).
+    pub fn records_covering(
+        &self,
+        shard: u32,
+        range: std::ops::Range<u64>,
+    ) -> Result<Vec<IndexRecord>, BundleError> {
+        let Some(first) = self.record_at(shard, range.start)? else {
+            return Ok(Vec::new());
+        };
+        self.records_in(shard_key(shard, first.start), shard_key(shard, range.end))
+    }
+
     /// Every record of shard `shard`, in stream order.
     pub fn records(&self, shard: u32) -> Result<Vec<IndexRecord>, BundleError> {
         let prefix = shard_prefix(shard);
         let end = prefix_end(&prefix);
+        self.records_in(prefix, end)
+    }
+
+    /// The records whose keys are in `low..high`, in order.
+    fn records_in(&self, low: String, high: String) -> Result<Vec<IndexRecord>, BundleError> {
         let rows = self.query(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT key, value FROM bundle WHERE key >= ?1 AND key < ?2 ORDER BY key",
             )?;
-            let rows = stmt.query_map([&prefix, &end], |row| {
+            let rows = stmt.query_map([&low, &high], |row| {
                 Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?))
             })?;
             rows.collect::<Result<Vec<_>, _>>()
@@ -389,6 +418,11 @@ mod tests {
         );
         assert!(index.record_at(1, 0).unwrap().is_none());
         assert_eq!(index.records(0).unwrap().len(), 2);
+        assert_eq!(index.entries().unwrap().len(), 4);
+        let covering = |r| index.records_covering(0, r).unwrap().len();
+        assert_eq!(covering(5..(1 << 18)), 1);
+        assert_eq!(covering(5..(1 << 18) + 1), 2);
+        assert_eq!(covering((1 << 18) + 1..(1 << 18) + 2), 1);
     }
 
     #[test]

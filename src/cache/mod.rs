@@ -8,6 +8,7 @@
 
 mod disk;
 mod prefetch;
+mod record;
 mod stats;
 pub mod whole;
 
@@ -25,6 +26,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::store::{Store, StoreError};
 pub use disk::{DiskCache, DiskCacheError};
 use prefetch::{Access, Prefetcher};
+pub use record::RecordRef;
 pub use stats::Stats;
 
 /// Settings of the cache and prefetcher.
@@ -70,6 +72,9 @@ pub enum FetchError {
     },
     #[error(transparent)]
     Store(Arc<StoreError>),
+    /// A compressed record does not decode to the bytes the metadata says.
+    #[error(transparent)]
+    Decode(Arc<crate::format::FormatError>),
 }
 
 /// An object as the metadata describes it.
@@ -105,6 +110,18 @@ struct Cached {
 struct Lru {
     blocks: lru::LruCache<BlockKey, Cached>,
     bytes: u64,
+}
+
+impl Lru {
+    /// Drops least recently used entries until at most `limit` bytes stay.
+    fn evict_to(&mut self, limit: u64) {
+        while self.bytes > limit {
+            match self.blocks.pop_lru() {
+                Some((_, old)) => self.bytes -= old.bytes.len() as u64,
+                None => break,
+            }
+        }
+    }
 }
 
 /// Write-behind jobs to the disk tier (one per GET, writing its blocks)
@@ -404,12 +421,7 @@ impl BlockCache {
                 lru.bytes -= old.bytes.len() as u64;
             }
         }
-        while lru.bytes > inner.options.cache_bytes {
-            match lru.blocks.pop_lru() {
-                Some((_, old)) => lru.bytes -= old.bytes.len() as u64,
-                None => break,
-            }
-        }
+        lru.evict_to(inner.options.cache_bytes);
         Ok(parts)
     }
 

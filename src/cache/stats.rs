@@ -27,6 +27,8 @@ pub struct Stats {
     pub whole_copies: AtomicU64,
     /// Read bytes not fed to a whole-file copy: its writer was behind.
     pub whole_dropped: AtomicU64,
+    /// Compressed records (of DataBundles) decoded.
+    pub records_decoded: AtomicU64,
 }
 
 impl Stats {
@@ -53,6 +55,7 @@ impl Stats {
             ("opens_daemon", &self.opens_daemon),
             ("whole_copies", &self.whole_copies),
             ("whole_dropped", &self.whole_dropped),
+            ("records_decoded", &self.records_decoded),
         ] {
             let _ = writeln!(out, "{name:<16} {:>20}", c.load(Ordering::Relaxed));
         }

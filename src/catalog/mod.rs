@@ -10,16 +10,18 @@
 //! attaches catalogs at names in the root (`/.packfs` is one: [`control`]).
 //! `docs/ARCHITECTURE.md` says where new layouts plug in.
 
+pub mod bundle;
 pub mod control;
 pub mod dataset;
 
 use std::borrow::Cow;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use crate::cache::ObjectRef;
+use crate::cache::{ObjectRef, RecordRef};
 use crate::engine::ByteRangeMap;
 
 /// File or directory.
@@ -36,6 +38,8 @@ pub enum Source {
     Object(ObjectRef),
     /// Bytes held in memory (generated text, headers).
     Memory(Bytes),
+    /// A compressed record, decoded once and cached decoded.
+    Record(Arc<RecordRef>),
 }
 
 /// Bytes `range` of a file: `map` (destination offset 0 is `range.start`)

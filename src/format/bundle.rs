@@ -29,7 +29,8 @@ pub const ATTRIBUTES_TYPE_URL: &str = "type.googleapis.com/packfs.databundle.v1.
 
 /// The singleton key of the bundle's configuration.
 pub const CONFIG_KEY: &str = "BUNDLE_CONFIG #";
-const FILE_PREFIX: &str = "FILE_METADATA # ";
+/// The prefix of every `FILE_METADATA` key.
+pub const FILE_PREFIX: &str = "FILE_METADATA # ";
 const SHARD_PREFIX: &str = "SHARD_METADATA # ";
 
 /// Name of shard file `index` in the bundle's directory.

@@ -452,6 +452,14 @@ impl Store {
         .map_err(|e| self.fail("get", path, e))
     }
 
+    /// The file that holds object `path` of a local store; `None` for
+    /// other stores.
+    pub fn local_file(&self, path: &Path) -> Option<PathBuf> {
+        let dir = self.local_dir.as_ref()?;
+        // Percent-encoded names map to files as `object_store` decodes them.
+        (!path.as_ref().contains('%')).then(|| dir.join(path.as_ref()))
+    }
+
     /// Reads `range` of an object of a local dataset straight from its file,
     /// as consecutive pieces of at most `piece` bytes, each read into a
     /// buffer of its own: one blocking task, no zero-fill, no copy (a
@@ -465,12 +473,7 @@ impl Store {
         range: Range<u64>,
         piece: u64,
     ) -> Option<Result<RangePieces, StoreError>> {
-        let dir = self.local_dir.as_ref()?;
-        // Percent-encoded names map to files as `object_store` decodes them.
-        if path.as_ref().contains('%') {
-            return None;
-        }
-        let file = dir.join(path.as_ref());
+        let file = self.local_file(path)?;
         let read = crate::blocking::run(move || read_pieces(&file, range, piece.max(1))).await;
         Some(read.map_err(|source| match source.kind() {
             std::io::ErrorKind::NotFound => StoreError::NotFound {

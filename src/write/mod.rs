@@ -36,7 +36,7 @@ use crate::reader::{ReadError, Reader};
 use journal::{Journal, Record};
 pub use recover::recover;
 use session::{Said, Session};
-pub use spool::{default_dir, Spool};
+pub use spool::{default_dir, state_dir, Spool};
 
 /// Settings of a read-write mount. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]

@@ -301,12 +301,18 @@ fn create(data: &Path, next: &AtomicU64) -> std::io::Result<(SpoolFile, File)> {
 /// `~/.local/state`), one directory per (location, ref, mountpoint), so a
 /// remount at the same place finds what a crashed mount left.
 pub fn default_dir(location: &str, ref_name: &str, mountpoint: &Path) -> PathBuf {
-    let state = std::env::var_os("XDG_STATE_HOME")
+    let key = format!("{location}\0{ref_name}\0{}", mountpoint.display());
+    let key = blake3::hash(key.as_bytes()).to_hex();
+    state_dir().join("spool").join(&key[..16])
+}
+
+/// packfs's directory under `$XDG_STATE_HOME` (or `~/.local/state`, or
+/// the temp directory without a home).
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(std::env::temp_dir);
-    let key = format!("{location}\0{ref_name}\0{}", mountpoint.display());
-    let key = blake3::hash(key.as_bytes()).to_hex();
-    state.join("packfs/spool").join(&key[..16])
+        .unwrap_or_else(std::env::temp_dir)
+        .join("packfs")
 }

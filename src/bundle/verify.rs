@@ -1,0 +1,113 @@
+//! `packfs verify BUNDLE`: every shard header, every record (it decodes to
+//! its length) and every file (its bytes, read as a mount reads them,
+//! match its size and CRC32C).
+
+use std::sync::Arc;
+
+use super::{Bundle, BundleError};
+use crate::catalog::bundle::BundleCatalog;
+use crate::catalog::Catalog;
+use crate::format::bundle::{crc32c, FileMetadata};
+use crate::reader::Reader;
+use crate::store::Store;
+
+/// What [`verify`] found.
+#[derive(Debug, Default)]
+pub struct BundleReport {
+    pub files: u64,
+    pub directories: u64,
+    pub records: u64,
+    pub bytes: u64,
+    /// One line per problem, naming the file or record.
+    pub problems: Vec<String>,
+}
+
+/// Bytes of a file read at a time.
+const READ: u64 = 8 << 20;
+
+/// Checks the bundle at `store`'s location; `index_dir` as for
+/// [`Bundle::open`]. Errors only when the bundle cannot be opened at all;
+/// damage found inside it is listed in the report.
+pub async fn verify(
+    store: &Store,
+    index_dir: &std::path::Path,
+    reader: Reader,
+) -> Result<BundleReport, BundleError> {
+    let bundle = Arc::new(Bundle::open(store, index_dir).await?);
+    let mut report = BundleReport::default();
+    let index = bundle.index();
+    for shard in 0..index.config().shard_count {
+        let object = bundle.shard(shard).expect("open checked every shard");
+        for record in index.records(shard)? {
+            report.records += 1;
+            let meta = &record.meta;
+            if meta.zeros {
+                continue;
+            }
+            let stored = meta.compressed_offset..meta.compressed_offset + meta.compressed_size;
+            let what = format!(
+                "{} record at uncompressed offset {}",
+                object.path, record.start
+            );
+            if stored.end > object.len {
+                report.problems.push(format!(
+                    "{what}: stored at bytes {stored:?}, past the shard's end ({} bytes)",
+                    object.len
+                ));
+                continue;
+            }
+            let bytes = store.get_range(&object.path, stored).await?.bytes;
+            let (compression, len) = (index.compression(), meta.uncompressed_size);
+            let decoded =
+                crate::blocking::run(move || compression.decompress(&bytes, len, &what).map(drop))
+                    .await;
+            if let Err(e) = decoded {
+                report.problems.push(e.to_string());
+            }
+        }
+    }
+    let catalog = BundleCatalog::new(bundle.clone(), std::time::SystemTime::now());
+    for entry in index.entries()? {
+        if entry.meta.is_dir() {
+            report.directories += 1;
+            continue;
+        }
+        report.files += 1;
+        let path = match entry.dir.as_str() {
+            "" => entry.name.clone(),
+            dir => format!("{dir}/{}", entry.name),
+        };
+        match check_file(&catalog, &reader, entry.id as u64, &entry.meta).await {
+            Ok(()) => report.bytes += entry.meta.size,
+            Err(detail) => report.problems.push(format!("{path}: {detail}")),
+        }
+    }
+    Ok(report)
+}
+
+/// Reads file `id` whole and compares its CRC32C.
+async fn check_file(
+    catalog: &BundleCatalog,
+    reader: &Reader,
+    id: u64,
+    meta: &FileMetadata,
+) -> Result<(), String> {
+    let mut crc = 0;
+    let mut at = 0;
+    while at < meta.size {
+        let end = meta.size.min(at + READ);
+        let extents = catalog
+            .extents(id, at..end)
+            .ok_or("its entry cannot be read")?;
+        let bytes = reader.read(extents).await.map_err(|e| e.to_string())?;
+        crc = crc32c(crc, &bytes);
+        at = end;
+    }
+    match crc == meta.checksum {
+        true => Ok(()),
+        false => Err(format!(
+            "CRC32C is {crc:#010x}, the index says {:#010x}",
+            meta.checksum
+        )),
+    }
+}

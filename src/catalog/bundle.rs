@@ -1,0 +1,235 @@
+//! A DataBundle as a catalog: its tree from the index, queried on demand
+//! (mount time does not grow with the file count), and its files' bytes
+//! as maps over decoded records, explicit PAD for `zeros` records, or,
+//! for an uncompressed bundle, ranges of the shard.
+
+use std::borrow::Cow;
+use std::num::NonZeroUsize;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+
+use super::{Catalog, Entry, Extents, Kind, Source};
+use crate::bundle::index::IndexEntry;
+use crate::bundle::{Bundle, BundleError};
+use crate::cache::RecordRef;
+use crate::engine::{ByteRangeMap, SourceIndex};
+use crate::format::bundle::Compression;
+
+/// Directory listings kept (a listing is read once per `readdir` batch).
+const LISTINGS: usize = 64;
+
+/// One directory's entries: ids and names, in key order.
+type Listing = Arc<Vec<(u64, String)>>;
+
+/// The catalog of one bundle; ids are the index's row ids, 0 the root.
+pub struct BundleCatalog {
+    bundle: Arc<Bundle>,
+    listings: Mutex<lru::LruCache<u64, Listing>>,
+    /// The root's mtime (the bundle has no entry for its root).
+    root_mtime: SystemTime,
+}
+
+impl BundleCatalog {
+    /// The catalog of `bundle`; its root shows `root_mtime`.
+    pub fn new(bundle: Arc<Bundle>, root_mtime: SystemTime) -> Self {
+        BundleCatalog {
+            bundle,
+            listings: Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(LISTINGS).expect("not zero"),
+            )),
+            root_mtime,
+        }
+    }
+
+    /// Entry `id` of the index (not the root); an unreadable one is
+    /// logged and treated as missing.
+    fn indexed(&self, id: u64) -> Option<IndexEntry> {
+        let id = i64::try_from(id).ok().filter(|&id| id > 0)?;
+        self.bundle.index().entry(id).unwrap_or_else(|e| {
+            self.failed(&e);
+            None
+        })
+    }
+
+    fn failed(&self, e: &BundleError) {
+        tracing::error!("bundle {}: {e}", self.bundle.location());
+    }
+
+    /// The path of directory `dir` relative to the root (`""` for it).
+    fn dir_path(&self, dir: u64) -> Option<String> {
+        if dir == 0 {
+            return Some(String::new());
+        }
+        let entry = self.indexed(dir).filter(|e| e.meta.is_dir())?;
+        Some(join(&entry.dir, &entry.name))
+    }
+
+    fn listing(&self, dir: u64) -> Option<Listing> {
+        if let Some(listing) = self.listings.lock().get(&dir) {
+            return Some(listing.clone());
+        }
+        let path = self.dir_path(dir)?;
+        let entries = self.bundle.index().list(&path).unwrap_or_else(|e| {
+            self.failed(&e);
+            Vec::new()
+        });
+        let listing: Listing =
+            Arc::new(entries.into_iter().map(|e| (e.id as u64, e.name)).collect());
+        self.listings.lock().put(dir, listing.clone());
+        Some(listing)
+    }
+
+    /// The map of bytes `range` (within the file) of file `entry`.
+    fn file_extents(&self, entry: &IndexEntry, range: Range<u64>) -> Result<Extents, BundleError> {
+        let meta = &entry.meta;
+        let len = range.end - range.start;
+        let mut map = ByteRangeMap::new(len);
+        let mut sources = Vec::new();
+        if len == 0 {
+            return Ok(Extents { map, sources });
+        }
+        let shard = self.bundle.shard(meta.shard_index).ok_or_else(|| {
+            crate::format::FormatError::shape(
+                join(&entry.dir, &entry.name),
+                format!("shard {} does not exist", meta.shard_index),
+            )
+        })?;
+        let stream = meta.shard_offset + range.start..meta.shard_offset + range.end;
+        let index = self.bundle.index();
+        let compression = index.compression();
+        if compression == Compression::None {
+            sources.push(Source::Object(shard.clone()));
+            let header = index.config().block_size;
+            map.push_data(0, len, SourceIndex(0), header + stream.start);
+            return Ok(Extents { map, sources });
+        }
+        for record in index.records_covering(meta.shard_index, stream.clone())? {
+            let held = record.start..record.start + record.meta.uncompressed_size;
+            let (from, to) = (stream.start.max(held.start), stream.end.min(held.end));
+            if from >= to {
+                continue;
+            }
+            let dest = from - stream.start;
+            if record.meta.zeros {
+                map.push_pad(dest, to - from);
+                continue;
+            }
+            let stored = record.meta.compressed_offset
+                ..record.meta.compressed_offset + record.meta.compressed_size;
+            sources.push(Source::Record(Arc::new(RecordRef {
+                object: shard.clone(),
+                stored,
+                len: record.meta.uncompressed_size,
+                compression,
+            })));
+            map.push_data(
+                dest,
+                to - from,
+                SourceIndex(sources.len() - 1),
+                from - held.start,
+            );
+        }
+        // Bytes no record holds stay a gap: the read fails (EIO), naming
+        // it, instead of inventing bytes.
+        Ok(Extents { map, sources })
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    match dir {
+        "" => name.to_owned(),
+        dir => format!("{dir}/{name}"),
+    }
+}
+
+fn mtime(entry: &IndexEntry) -> SystemTime {
+    match entry.meta.attributes() {
+        Some(a) if a.mtime_ns >= 0 => {
+            SystemTime::UNIX_EPOCH + Duration::from_nanos(a.mtime_ns as u64)
+        }
+        Some(a) => SystemTime::UNIX_EPOCH - Duration::from_nanos(a.mtime_ns.unsigned_abs()),
+        None => SystemTime::UNIX_EPOCH,
+    }
+}
+
+impl Catalog for BundleCatalog {
+    fn entry(&self, id: u64) -> Option<Entry> {
+        if id == 0 {
+            return Some(Entry {
+                kind: Kind::Dir,
+                size: 0,
+                perm: 0o555,
+                mtime: self.root_mtime,
+                volatile: false,
+            });
+        }
+        let entry = self.indexed(id)?;
+        let kind = match entry.meta.is_dir() {
+            true => Kind::Dir,
+            false => Kind::File,
+        };
+        let perm = match (entry.meta.attributes(), kind) {
+            (Some(a), _) => (a.mode & 0o7777) as u16,
+            (None, Kind::Dir) => 0o555,
+            (None, Kind::File) => 0o444,
+        };
+        Some(Entry {
+            kind,
+            size: entry.meta.size,
+            perm,
+            mtime: mtime(&entry),
+            volatile: false,
+        })
+    }
+
+    fn lookup(&self, dir: u64, name: &[u8]) -> Option<u64> {
+        let name = std::str::from_utf8(name).ok()?;
+        let path = self.dir_path(dir)?;
+        match self.bundle.index().lookup(&path, name) {
+            Ok(found) => found.map(|e| e.id as u64),
+            Err(e) => {
+                self.failed(&e);
+                None
+            }
+        }
+    }
+
+    fn child(&self, dir: u64, index: usize) -> Option<(u64, Cow<'_, str>)> {
+        let listing = self.listing(dir)?;
+        let (id, name) = listing.get(index)?;
+        Some((*id, Cow::Owned(name.clone())))
+    }
+
+    fn parent(&self, dir: u64) -> Option<u64> {
+        if dir == 0 {
+            return None;
+        }
+        let entry = self.indexed(dir)?;
+        if entry.dir.is_empty() {
+            return Some(0);
+        }
+        let (up, name) = entry.dir.rsplit_once('/').unwrap_or(("", &entry.dir));
+        self.bundle
+            .index()
+            .lookup(up, name)
+            .ok()
+            .flatten()
+            .map(|e| e.id as u64)
+    }
+
+    fn extents(&self, id: u64, range: Range<u64>) -> Option<Extents> {
+        let entry = self.indexed(id).filter(|e| !e.meta.is_dir())?;
+        let end = range.end.min(entry.meta.size);
+        let range = range.start.min(end)..end;
+        match self.file_extents(&entry, range) {
+            Ok(extents) => Some(extents),
+            Err(e) => {
+                self.failed(&e);
+                None
+            }
+        }
+    }
+}
