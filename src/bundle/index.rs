@@ -143,9 +143,15 @@ impl Index {
     }
 
     /// Every entry of directory `dir`, in key (byte) order of names.
+    ///
+    /// The key range of `dir`'s prefix also holds the entries of any
+    /// subdirectory whose name starts with `" # "` (`a/ # b/ # x` starts
+    /// with `a/ # `): they are left out.
     pub fn list(&self, dir: &str) -> Result<Vec<IndexEntry>, BundleError> {
         let prefix = dir_prefix(dir);
-        self.entries_in(&prefix, &prefix_end(&prefix))
+        let mut entries = self.entries_in(&prefix, &prefix_end(&prefix))?;
+        entries.retain(|e| e.dir == dir);
+        Ok(entries)
     }
 
     /// Every file and directory entry, in key order (for `verify`).
@@ -384,6 +390,8 @@ mod tests {
         w.put(&file_key("a", "x"), &file(0, 10)).unwrap();
         w.put(&file_key("a", "y # z"), &file(10, 5)).unwrap();
         w.put(&file_key("a/b", "deep"), &file(15, 1)).unwrap();
+        w.put(&file_key("a", " # c"), &dir_meta).unwrap();
+        w.put(&file_key("a/ # c", "inner"), &file(16, 1)).unwrap();
         for (start, size) in [(0, 1 << 18), (1 << 18, 100)] {
             let record = ShardMetadata {
                 compressed_offset: 4096 + start,
@@ -404,7 +412,10 @@ mod tests {
             .into_iter()
             .map(|e| e.name)
             .collect();
-        assert_eq!(names, ["x", "y # z"]);
+        assert_eq!(names, [" # c", "x", "y # z"]);
+        let inner = index.list("a/ # c").unwrap();
+        assert_eq!(inner.len(), 1);
+        assert_eq!(inner[0].name, "inner");
         let root = index.list("").unwrap();
         assert_eq!(root.len(), 1);
         assert!(root[0].meta.is_dir());
@@ -418,7 +429,7 @@ mod tests {
         );
         assert!(index.record_at(1, 0).unwrap().is_none());
         assert_eq!(index.records(0).unwrap().len(), 2);
-        assert_eq!(index.entries().unwrap().len(), 4);
+        assert_eq!(index.entries().unwrap().len(), 6);
         let covering = |r| index.records_covering(0, r).unwrap().len();
         assert_eq!(covering(5..(1 << 18)), 1);
         assert_eq!(covering(5..(1 << 18) + 1), 2);
