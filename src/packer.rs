@@ -194,6 +194,24 @@ fn plan(files: &[SourceFile], o: &PackOptions) -> Vec<Unit> {
     units
 }
 
+/// A bar of `total` bytes, labelled `verb`, if `show` (indicatif draws
+/// it only on a terminal); else a hidden one.
+pub(crate) fn progress_bar(total: u64, verb: &str, show: bool) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {verb} [{{bar:30}}] {{binary_bytes}}/{{binary_total_bytes}} \
+             {{binary_bytes_per_sec}} eta {{eta}} {{msg}}"
+        ))
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar
+}
+
 /// Uploads `files` (sorted by timeline, modality, name) as packs and
 /// chunks; the entries are parallel to `files`.
 pub async fn upload(
@@ -203,19 +221,7 @@ pub async fn upload(
 ) -> Result<Uploaded, PackError> {
     let units = plan(files, options);
     let total: u64 = files.iter().map(|f| f.size).sum();
-    let progress = if options.progress {
-        let bar = ProgressBar::new(total);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} importing [{bar:30}] {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta} {msg}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let progress = progress_bar(total, "importing", options.progress);
     // Permits are KiB of file data held in memory by in-flight units.
     let budget_kib = u32::try_from(options.memory_bytes.div_ceil(1024)).unwrap_or(u32::MAX);
     let memory = Arc::new(Semaphore::new(budget_kib as usize));

@@ -19,6 +19,7 @@ use crate::format::{FormatError, ObjectId, Track, TrackItem};
 pub use crate::packer::{media_type, SourceFile};
 use crate::packer::{upload, PackError, PackOptions};
 use crate::store::StoreError;
+pub use scan::{check_root, list_dir, problems_report, SourceEntry, SourceIoError};
 
 /// Settings of an import. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]

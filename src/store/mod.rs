@@ -269,6 +269,33 @@ fn read_pieces(
     })
 }
 
+/// The local file `file` as a stream of parts of `part` bytes, read one
+/// at a time as the upload asks for them. A failed read is an error of
+/// the upload, which [`retrying`] starts over.
+fn file_parts(
+    file: &std::path::Path,
+    part: usize,
+) -> impl futures::Stream<Item = object_store::Result<Bytes>> + '_ {
+    use tokio::io::AsyncReadExt;
+    let failed = move |source: std::io::Error| object_store::Error::Generic {
+        store: "local file",
+        source: format!("read {}: {source}", file.display()).into(),
+    };
+    futures::stream::try_unfold(None, move |open: Option<tokio::fs::File>| async move {
+        let mut f = match open {
+            Some(f) => f,
+            None => tokio::fs::File::open(file).await.map_err(failed)?,
+        };
+        let mut buf = Vec::with_capacity(part);
+        (&mut f)
+            .take(part as u64)
+            .read_to_end(&mut buf)
+            .await
+            .map_err(failed)?;
+        Ok((!buf.is_empty()).then(|| (Bytes::from(buf), Some(f))))
+    })
+}
+
 /// A dataset's home: an object store, the prefix the dataset lives under,
 /// and the mechanism that moves its refs atomically.
 #[derive(Clone)]
@@ -312,17 +339,7 @@ impl Store {
             location: location.to_string(),
             detail,
         };
-        let local_dir = match location.split_once("://") {
-            None => Some(PathBuf::from(location)),
-            Some(("file", _)) => Some(
-                url::Url::parse(location)
-                    .ok()
-                    .and_then(|u| u.to_file_path().ok())
-                    .ok_or_else(|| bad("not a valid file:// URL".into()))?,
-            ),
-            Some(_) => None,
-        };
-        let store = if let Some(dir) = local_dir {
+        let store = if let Some(dir) = Self::local_path(location)? {
             if location.is_empty() {
                 return Err(bad("empty path".into()));
             }
@@ -352,6 +369,23 @@ impl Store {
                 })
             }
             None => Ok(store),
+        }
+    }
+
+    /// The directory a location names if it is a local one (a path or a
+    /// `file://` URL), `None` for any other URL.
+    pub fn local_path(location: &str) -> Result<Option<PathBuf>, StoreError> {
+        match location.split_once("://") {
+            None => Ok(Some(PathBuf::from(location))),
+            Some(("file", _)) => url::Url::parse(location)
+                .ok()
+                .and_then(|u| u.to_file_path().ok())
+                .map(Some)
+                .ok_or_else(|| StoreError::Location {
+                    location: location.to_string(),
+                    detail: "not a valid file:// URL".into(),
+                }),
+            Some(_) => Ok(None),
         }
     }
 
@@ -578,7 +612,11 @@ impl Store {
                         _ => {}
                     }
                 }
-                self.put_multipart(path, bytes.clone()).await
+                let part = self.options.part_bytes;
+                let parts = (0..bytes.len())
+                    .step_by(part)
+                    .map(|start| Ok(bytes.slice(start..bytes.len().min(start + part))));
+                self.put_multipart(path, futures::stream::iter(parts)).await
             };
             return match retrying(deadline, "multipart put", path, put).await {
                 Ok(()) => Ok(true),
@@ -602,24 +640,64 @@ impl Store {
         }
     }
 
-    /// One multipart upload of `bytes`, a few parts in flight at a time;
-    /// aborted (parts deleted) if any part or the completion fails.
-    async fn put_multipart(&self, path: &Path, bytes: Bytes) -> object_store::Result<()> {
+    /// One multipart upload of `parts` (each `StoreOptions::part_bytes`
+    /// long but the last), a few in flight at a time; aborted (parts
+    /// deleted) if any part, the source of the parts, or the completion
+    /// fails.
+    async fn put_multipart(
+        &self,
+        path: &Path,
+        parts: impl futures::Stream<Item = object_store::Result<Bytes>>,
+    ) -> object_store::Result<()> {
         const PARTS_IN_FLIGHT: usize = 4;
         let upload = self.inner.put_multipart(path).await?;
-        let part = self.options.part_bytes;
-        let mut writer = WriteMultipart::new_with_chunk_size(upload, part);
-        let mut start = 0;
-        while start < bytes.len() {
-            if let Err(e) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
-                writer.abort().await.ok();
-                return Err(e);
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, self.options.part_bytes);
+        let mut parts = std::pin::pin!(parts);
+        loop {
+            let next = match writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                Ok(()) => parts.next().await,
+                Err(e) => Some(Err(e)),
+            };
+            match next {
+                Some(Ok(part)) => writer.put(part),
+                Some(Err(e)) => {
+                    writer.abort().await.ok();
+                    return Err(e);
+                }
+                None => break,
             }
-            let end = bytes.len().min(start + part);
-            writer.put(bytes.slice(start..end));
-            start = end;
         }
         writer.finish().await.map(|_| ())
+    }
+
+    /// Uploads the local file `file` as object `path`, replacing any
+    /// object there; returns its size. A file over
+    /// [`StoreOptions::multipart_threshold`] is read and sent part by
+    /// part (only the parts in flight are in memory); a smaller one in
+    /// one put. Both are retried like [`Store::put_immutable`]'s.
+    pub async fn put_file(&self, path: &Path, file: &std::path::Path) -> Result<u64, StoreError> {
+        let local = |source| StoreError::Io {
+            op: "read",
+            path: file.display().to_string(),
+            source,
+        };
+        let len = tokio::fs::metadata(file).await.map_err(local)?.len();
+        let deadline = self.options.retry_deadline;
+        if len > self.options.multipart_threshold {
+            // The answer to a completion may be lost after it landed; the
+            // retry then replaces the object with the same bytes.
+            let put = || self.put_multipart(path, file_parts(file, self.options.part_bytes));
+            retrying(deadline, "multipart put", path, put)
+                .await
+                .map_err(|e| self.fail("multipart put", path, e))?;
+        } else {
+            let bytes = Bytes::from(tokio::fs::read(file).await.map_err(local)?);
+            let put = || self.inner.put(path, bytes.clone().into());
+            retrying(deadline, "put", path, put)
+                .await
+                .map_err(|e| self.fail("put", path, e))?;
+        }
+        Ok(len)
     }
 
     /// Overwrites an object regardless of what is there (unit tests).
@@ -639,6 +717,15 @@ impl Store {
         retrying(self.options.retry_deadline, "list", &root, list)
             .await
             .map_err(|e| self.fail("list", &root, e))
+    }
+
+    /// The objects directly in `dir` (none of its subdirectories').
+    pub async fn list_dir(&self, dir: &Path) -> Result<Vec<object_store::ObjectMeta>, StoreError> {
+        let list = || self.inner.list_with_delimiter(Some(dir));
+        retrying(self.options.retry_deadline, "list", dir, list)
+            .await
+            .map(|listed| listed.objects)
+            .map_err(|e| self.fail("list", dir, e))
     }
 
     /// Deletes an object (gone already counts as deleted).
@@ -763,6 +850,37 @@ mod tests {
             source: "gone".into(),
         };
         assert_eq!(attempts_of(Duration::from_secs(30), not_found).await, 1);
+    }
+
+    /// Local files go up whole or, over the threshold, in parts, and come
+    /// back the same; a listing of a directory leaves out its
+    /// subdirectories.
+    #[tokio::test]
+    async fn local_files_are_uploaded_whole_or_in_parts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let inner = Arc::new(object_store::memory::InMemory::new());
+        let store = Store::from_object_store(inner, Path::from("b"), "memory://").with_options(
+            StoreOptions {
+                multipart_threshold: 1000,
+                part_bytes: 300,
+                ..StoreOptions::default()
+            },
+        );
+        for len in [0, 999, 1000, 1001, 2500] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let file = tmp.path().join(format!("f{len}"));
+            std::fs::write(&file, &bytes).unwrap();
+            let path = Path::from(format!("b/f{len}"));
+            assert_eq!(store.put_file(&path, &file).await.unwrap(), len as u64);
+            assert_eq!(store.get(&path).await.unwrap(), bytes, "{len} bytes");
+        }
+        let file = tmp.path().join("f999");
+        store.put_file(&Path::from("b/sub/x"), &file).await.unwrap();
+        let listed = store.list_dir(&Path::from("b")).await.unwrap();
+        assert_eq!(listed.len(), 5);
+        let missing = tmp.path().join("missing");
+        let err = store.put_file(&Path::from("b/m"), &missing).await;
+        assert!(err.unwrap_err().to_string().contains("missing"));
     }
 
     /// A retry still running when the deadline passes is abandoned: the
