@@ -13,6 +13,8 @@
 //!   files, its journal, and the flusher that packs and commits them.
 //! - [`import`], [`verify`] and [`gc`]: commands that write a dataset from
 //!   a directory tree, check one, and delete what no ref reaches.
+//! - [`bundle`]: DataBundles (`docs/DATABUNDLE.md`): their index, and
+//!   `bundle create`, which writes one from a directory tree.
 //! - [`namespace`] and [`tree`]: inodes, names and attributes of the
 //!   dataset's `/<timeline>/<modality>/<name…>` tree, plus, on a read-write
 //!   mount, an overlay of the changes.

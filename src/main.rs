@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
-use cli::{Cli, Command};
+use cli::{BundleCommand, Cli, Command};
 use packfs::store::StoreConfig;
 use tracing_subscriber::EnvFilter;
 
@@ -81,6 +81,9 @@ fn run_async(command: Command, config: &StoreConfig) -> Result<bool, Box<dyn std
             } => cli::run_merge(dataset, into, branches, config)
                 .await
                 .map(|_| true),
+            Command::Bundle {
+                command: BundleCommand::Create(args),
+            } => cli::run_bundle_create(args, config).await.map(|_| true),
             Command::Mount(_) => unreachable!("mount runs outside the runtime"),
         }
     })

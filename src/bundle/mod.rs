@@ -3,6 +3,7 @@
 //! The codecs are in [`crate::format::bundle`]; this module reads and
 //! writes bundles.
 
+pub mod create;
 pub mod index;
 pub mod verify;
 
@@ -15,6 +16,7 @@ use thiserror::Error;
 use crate::cache::ObjectRef;
 use crate::format::bundle::{check_shard_header, shard_name, INDEX_PATH, SHARD_HEADER_LEN};
 use crate::format::FormatError;
+use crate::import::SourceIoError;
 use crate::store::{Store, StoreError};
 use index::Index;
 
@@ -39,6 +41,31 @@ pub enum BundleError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Entries of the source tree that cannot be bundled, each with its
+    /// path (and that nothing was written).
+    #[error("{}", .0.join("\n"))]
+    Source(Vec<String>),
+    /// A source directory or file could not be listed or read.
+    #[error(transparent)]
+    SourceIo(#[from] SourceIoError),
+    /// A source file's size changed between the scan and its reading, so
+    /// the bytes bundled would not be the file listed.
+    #[error(
+        "{} changed size while being bundled ({listed} bytes when listed, {now} now)",
+        path.display()
+    )]
+    Changed {
+        path: PathBuf,
+        listed: u64,
+        /// What was found: a number of bytes, or "more".
+        now: String,
+    },
+    /// The destination already holds a bundle, or part of one.
+    #[error("{location} already holds {what}: refusing to overwrite it (remove it, or choose another location)")]
+    Exists { location: String, what: String },
+    /// An option out of range, or a destination that cannot be used.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// An open bundle: its index and its shard objects.
@@ -110,7 +137,8 @@ impl Bundle {
     }
 }
 
-fn index_path(store: &Store) -> Path {
+/// The object of the index of the bundle at `store`'s location.
+pub(crate) fn index_path(store: &Store) -> Path {
     // One segment at a time: `join` would escape a `/`.
     INDEX_PATH
         .split('/')
