@@ -21,17 +21,11 @@ static SERVER: OnceLock<S3> = OnceLock::new();
 static BUCKETS: AtomicUsize = AtomicUsize::new(0);
 
 fn moto_server() -> PathBuf {
-    let path = std::env::var_os("PACKFS_MOTO_SERVER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci-venv-moto/bin/moto_server")
-        });
-    assert!(
-        path.exists(),
-        "{} is missing: S3 tests need moto (`bash .ci/run` installs it, or set PACKFS_MOTO_SERVER)",
-        path.display()
-    );
-    path
+    super::required_program(
+        "PACKFS_MOTO_SERVER",
+        ".ci-venv-moto/bin/moto_server",
+        "S3 tests need moto",
+    )
 }
 
 /// One HTTP/1.0 request to the server; returns the status code.
