@@ -1,6 +1,7 @@
 //! `packfs bundle create`, checked by an independent reader:
 //! `tests/bundle_reader.py`, written from docs/DATABUNDLE.md alone, reads
-//! every bundle back and compares it with its source tree. Also: an
+//! every bundle back and compares it with its source tree; `packfs
+//! verify` and a read-only mount check it too. Also: an
 //! existing bundle is refused, a failed or killed run leaves no index, a
 //! bad source is refused before anything is written, and a bundle goes to
 //! S3 (moto) and comes back whole.
@@ -39,6 +40,8 @@ fn read_back(bundle: &Path, src: &Path) -> String {
         .output()
         .expect("run the bundle reader");
     let out = succeeded(&format!("bundle_reader.py {}", bundle.display()), out);
+    let verified = packfs_ok(&["verify", s(bundle)]);
+    assert!(verified.stdout.starts_with(b"OK bundle"));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -191,6 +194,15 @@ fn every_compression_reads_back_with_the_independent_reader() {
             .count()
     };
     assert_eq!((shards("gzip-64k-3"), shards("none-4-512")), (3, 4));
+
+    // Mounted, a bundle is its source tree (names with " # " included).
+    require_fuse();
+    let m = Mounted::new(
+        &tmp.path().join("zstd-default"),
+        &tmp.path().join("mnt"),
+        &[],
+    );
+    diff_r(&src, &m.path);
 }
 
 #[test]
@@ -395,6 +407,7 @@ fn a_bundle_on_s3_reads_back() {
             > 16 << 20
     );
     read_back(&local, &src);
+    s3.packfs_ok(&["verify", &url]);
 
     failed_with(&create("zstd"), &[&url, "already holds a bundle index"]);
 }
