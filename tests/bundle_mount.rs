@@ -54,9 +54,19 @@ fn create(src: &Path, bundle: &str, extra: &[&str]) {
     packfs_ok(&args);
 }
 
-/// Every directory and file under `root`, relative: directories with
-/// their mode, files with mode, size, mtime (s) and bytes.
-fn snapshot(root: &Path) -> BTreeMap<String, (u32, u64, i64, Option<Vec<u8>>)> {
+/// What std::fs shows of a directory or file.
+#[derive(Debug, PartialEq)]
+struct Node {
+    mode: u32,
+    size: u64,
+    mtime: i64,
+    /// `None` for directories.
+    bytes: Option<Vec<u8>>,
+}
+
+/// Every directory and file under `root`, by relative path (directories
+/// with their mode only).
+fn snapshot(root: &Path) -> BTreeMap<String, Node> {
     let mut out = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -69,28 +79,27 @@ fn snapshot(root: &Path) -> BTreeMap<String, (u32, u64, i64, Option<Vec<u8>>)> {
                 .unwrap()
                 .to_owned();
             let meta = std::fs::symlink_metadata(&path).unwrap();
-            let mode = meta.mode() & 0o7777;
+            let node = match meta.is_dir() {
+                true => Node {
+                    mode: meta.mode() & 0o7777,
+                    size: 0,
+                    mtime: 0,
+                    bytes: None,
+                },
+                false => Node {
+                    mode: meta.mode() & 0o7777,
+                    size: meta.len(),
+                    mtime: meta.mtime(),
+                    bytes: Some(std::fs::read(&path).unwrap()),
+                },
+            };
             if meta.is_dir() {
                 stack.push(path);
-                out.insert(rel, (mode, 0, 0, None));
-            } else {
-                let bytes = std::fs::read(&path).unwrap();
-                out.insert(rel, (mode, meta.len(), meta.mtime(), Some(bytes)));
             }
+            out.insert(rel, node);
         }
     }
     out
-}
-
-fn counter(mnt: &Path, name: &str) -> u64 {
-    let stats = std::fs::read_to_string(mnt.join(".packfs/stats")).unwrap();
-    stats
-        .lines()
-        .find_map(|l| {
-            let mut words = l.split_whitespace();
-            (words.next() == Some(name)).then(|| words.next().unwrap().parse().unwrap())
-        })
-        .unwrap_or_else(|| panic!("no {name} in {stats}"))
 }
 
 #[test]
@@ -142,8 +151,8 @@ fn bundles_of_every_compression_mount_like_their_source() {
             for t in 0..4 {
                 let (mnt, want) = (&mnt.path, &want);
                 s.spawn(move || {
-                    for (rel, (_, _, _, bytes)) in want.iter().skip(t).step_by(2) {
-                        if let Some(bytes) = bytes {
+                    for (rel, node) in want.iter().skip(t).step_by(2) {
+                        if let Some(bytes) = &node.bytes {
                             assert!(std::fs::read(mnt.join(rel)).unwrap() == *bytes, "{rel}");
                         }
                     }
@@ -151,9 +160,9 @@ fn bundles_of_every_compression_mount_like_their_source() {
             }
         });
         if compression != "none" {
-            assert!(counter(&mnt.path, "records_decoded") > 0);
+            assert!(stat_counter(&mnt.path, "records_decoded") > 0);
         }
-        assert_eq!(counter(&mnt.path, "errors"), 0);
+        assert_eq!(stat_counter(&mnt.path, "errors"), 0);
         drop(mnt);
         let verified = packfs_ok(&["verify", bundle.to_str().unwrap()]);
         let out = String::from_utf8_lossy(&verified.stdout);

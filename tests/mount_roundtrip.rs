@@ -365,16 +365,6 @@ fn stats_file_counts_reads_and_stays_out_of_listings() {
     assert_eq!(counter("errors"), 0, "{stats}");
 }
 
-/// A counter of a mount's `.packfs/stats`.
-fn stat_counter(mnt: &Path, name: &str) -> u64 {
-    let stats = std::fs::read_to_string(mnt.join(".packfs/stats")).unwrap();
-    let line = stats
-        .lines()
-        .find(|l| l.starts_with(&format!("{name} ")))
-        .unwrap_or_else(|| panic!("no {name} in {stats}"));
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// Reads `files` (path below `mnt`, bytes) in order, checking each.
 fn read_checked(mnt: &Path, files: &[(String, Vec<u8>)]) {
     for (name, bytes) in files {

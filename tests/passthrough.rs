@@ -76,14 +76,7 @@ impl Copied {
 
 /// Counter `name` of the mount's `.packfs/stats`.
 fn counter(mnt: &Mounted, name: &str) -> u64 {
-    let stats = std::fs::read_to_string(mnt.path.join(".packfs/stats")).unwrap();
-    stats
-        .lines()
-        .find_map(|l| {
-            let mut words = l.split_whitespace();
-            (words.next() == Some(name)).then(|| words.next().unwrap().parse().unwrap())
-        })
-        .unwrap_or_else(|| panic!("no {name} in {stats}"))
+    stat_counter(&mnt.path, name)
 }
 
 #[test]

@@ -408,3 +408,13 @@ pub fn walk(root: &Path) -> (Vec<(PathBuf, Vec<String>)>, Vec<PathBuf>) {
     files.sort();
     (dirs, files)
 }
+
+/// A counter of a mount's `.packfs/stats`.
+pub fn stat_counter(mnt: &Path, name: &str) -> u64 {
+    let stats = std::fs::read_to_string(mnt.join(".packfs/stats")).unwrap();
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in {stats}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
