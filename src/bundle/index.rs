@@ -100,12 +100,11 @@ impl Index {
     pub fn lookup(&self, dir: &str, name: &str) -> Result<Option<IndexEntry>, BundleError> {
         let key = file_key(dir, name);
         let row = self.query(|conn| {
-            conn.query_row(
-                "SELECT rowid, value FROM bundle WHERE key = ?1",
-                [&key],
-                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, Vec<u8>>(1)?)),
-            )
-            .optional()
+            conn.prepare_cached("SELECT rowid, value FROM bundle WHERE key = ?1")?
+                .query_row([&key], |row| {
+                    Ok((row.get::<_, i64>(0)?, row.get::<_, Vec<u8>>(1)?))
+                })
+                .optional()
         })?;
         row.map(|(id, value)| {
             Ok(IndexEntry {
@@ -121,12 +120,11 @@ impl Index {
     /// The entry with row id `id`, if it is a file or directory entry.
     pub fn entry(&self, id: i64) -> Result<Option<IndexEntry>, BundleError> {
         let row = self.query(|conn| {
-            conn.query_row(
-                "SELECT key, value FROM bundle WHERE rowid = ?1",
-                [id],
-                |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?)),
-            )
-            .optional()
+            conn.prepare_cached("SELECT key, value FROM bundle WHERE rowid = ?1")?
+                .query_row([id], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?))
+                })
+                .optional()
         })?;
         let Some((key, value)) = row else {
             return Ok(None);
@@ -195,12 +193,13 @@ impl Index {
     pub fn record_at(&self, shard: u32, offset: u64) -> Result<Option<IndexRecord>, BundleError> {
         let (low, high) = (shard_prefix(shard), shard_key(shard, offset));
         let row = self.query(|conn| {
-            conn.query_row(
+            conn.prepare_cached(
                 "SELECT key, value FROM bundle WHERE key >= ?1 AND key <= ?2 \
                  ORDER BY key DESC LIMIT 1",
-                [&low, &high],
-                |row| Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?)),
-            )
+            )?
+            .query_row([&low, &high], |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, Vec<u8>>(1)?))
+            })
             .optional()
         })?;
         row.map(|(key, value)| record(&key, &value)).transpose()

@@ -6,19 +6,23 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::future::{FutureExt, TryFutureExt};
+use futures::future::FutureExt;
 use object_store::path::Path;
 
 use super::{BlockCache, BlockKey, Cached, FetchError, Stats};
 use crate::cache::ObjectRef;
 use crate::format::bundle::Compression;
 
-/// A record: bytes `stored` of `object`, which decode with `compression`
-/// to `len` bytes.
+/// A record: bytes `stored` of `object`, whose first `compressed` bytes
+/// decode with `compression` to `len` bytes. `stored` may run on past
+/// them to where the next record starts (a bundle pads records to its
+/// block size), so that reads of consecutive records abut and read-ahead
+/// sees them as one run.
 #[derive(Clone, Debug)]
 pub struct RecordRef {
     pub object: ObjectRef,
     pub stored: Range<u64>,
+    pub compressed: u64,
     pub len: u64,
     pub compression: Compression,
 }
@@ -74,21 +78,20 @@ impl BlockCache {
     fn decode(&self, record: RecordRef, key: BlockKey) -> super::Fetch {
         let cache = self.clone();
         let task = tokio::spawn(async move {
-            let stored = &record.stored;
-            let result = cache
-                .read(&record.object, stored.start, stored.end - stored.start)
-                .and_then(|bytes| async {
-                    let what = format!(
-                        "record at {} of {}",
-                        record.stored.start, record.object.path
-                    );
-                    let (compression, len) = (record.compression, record.len);
-                    crate::blocking::run(move || compression.decompress(&bytes, len, &what))
-                        .await
-                        .map(Bytes::from)
-                        .map_err(|e| FetchError::Decode(Arc::new(e)))
-                })
-                .await;
+            let result = async {
+                let stored = &record.stored;
+                let bytes = cache
+                    .read(&record.object, stored.start, stored.end - stored.start)
+                    .await?;
+                let what = format!("record at {} of {}", stored.start, record.object.path);
+                let (compression, len) = (record.compression, record.len);
+                let data = bytes.slice(..bytes.len().min(record.compressed as usize));
+                crate::blocking::run(move || compression.decompress(&data, len, &what))
+                    .await
+                    .map(Bytes::from)
+                    .map_err(|e| FetchError::Decode(Arc::new(e)))
+            }
+            .await;
             let inner = &*cache.inner;
             let mut lru = inner.lru.lock();
             inner.in_flight.lock().remove(&key);

@@ -21,6 +21,10 @@ use crate::format::bundle::Compression;
 /// Directory listings kept (a listing is read once per `readdir` batch).
 const LISTINGS: usize = 64;
 
+/// Entries kept: those of recent listings and lookups, which the kernel
+/// asks `stat` of next (one index query each otherwise).
+const ENTRIES: usize = 1 << 16;
+
 /// One directory's entries: ids and names, in key order.
 type Listing = Arc<Vec<(u64, String)>>;
 
@@ -28,6 +32,7 @@ type Listing = Arc<Vec<(u64, String)>>;
 pub struct BundleCatalog {
     bundle: Arc<Bundle>,
     listings: Mutex<lru::LruCache<u64, Listing>>,
+    entries: Mutex<lru::LruCache<u64, Arc<IndexEntry>>>,
     /// The root's mtime (the bundle has no entry for its root).
     root_mtime: SystemTime,
 }
@@ -40,18 +45,32 @@ impl BundleCatalog {
             listings: Mutex::new(lru::LruCache::new(
                 NonZeroUsize::new(LISTINGS).expect("not zero"),
             )),
+            entries: Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(ENTRIES).expect("not zero"),
+            )),
             root_mtime,
         }
     }
 
     /// Entry `id` of the index (not the root); an unreadable one is
     /// logged and treated as missing.
-    fn indexed(&self, id: u64) -> Option<IndexEntry> {
-        let id = i64::try_from(id).ok().filter(|&id| id > 0)?;
-        self.bundle.index().entry(id).unwrap_or_else(|e| {
+    fn indexed(&self, id: u64) -> Option<Arc<IndexEntry>> {
+        if let Some(entry) = self.entries.lock().get(&id) {
+            return Some(entry.clone());
+        }
+        let row = i64::try_from(id).ok().filter(|&id| id > 0)?;
+        let entry = self.bundle.index().entry(row).unwrap_or_else(|e| {
             self.failed(&e);
             None
-        })
+        })?;
+        Some(self.remember(entry))
+    }
+
+    /// Keeps `entry` for the `stat` that usually follows.
+    fn remember(&self, entry: IndexEntry) -> Arc<IndexEntry> {
+        let entry = Arc::new(entry);
+        self.entries.lock().put(entry.id as u64, entry.clone());
+        entry
     }
 
     fn failed(&self, e: &BundleError) {
@@ -100,10 +119,10 @@ impl BundleCatalog {
         let stream = meta.shard_offset + range.start..meta.shard_offset + range.end;
         let index = self.bundle.index();
         let compression = index.compression();
+        let block_size = index.config().block_size;
         if compression == Compression::None {
             sources.push(Source::Object(shard.clone()));
-            let header = index.config().block_size;
-            map.push_data(0, len, SourceIndex(0), header + stream.start);
+            map.push_data(0, len, SourceIndex(0), block_size + stream.start);
             return Ok(Extents { map, sources });
         }
         for record in index.records_covering(meta.shard_index, stream.clone())? {
@@ -117,11 +136,14 @@ impl BundleCatalog {
                 map.push_pad(dest, to - from);
                 continue;
             }
-            let stored = record.meta.compressed_offset
-                ..record.meta.compressed_offset + record.meta.compressed_size;
+            // Read up to the next block, where the next record starts.
+            let start = record.meta.compressed_offset;
+            let end = start + record.meta.compressed_size;
+            let padded = end.next_multiple_of(block_size).min(shard.len).max(end);
             sources.push(Source::Record(Arc::new(RecordRef {
                 object: shard.clone(),
-                stored,
+                stored: start..padded,
+                compressed: record.meta.compressed_size,
                 len: record.meta.uncompressed_size,
                 compression,
             })));
@@ -189,7 +211,7 @@ impl Catalog for BundleCatalog {
         let name = std::str::from_utf8(name).ok()?;
         let path = self.dir_path(dir)?;
         match self.bundle.index().lookup(&path, name) {
-            Ok(found) => found.map(|e| e.id as u64),
+            Ok(found) => found.map(|e| self.remember(e).id as u64),
             Err(e) => {
                 self.failed(&e);
                 None

@@ -67,15 +67,18 @@
 //! turn so that load on the machine hits them alike; the table shows
 //! medians.
 //!
-//! Reading the output: two Markdown tables on stdout, one row per figure.
+//! Reading the output: three Markdown tables on stdout, one row per figure.
 //! *packfs* is the measured figure, *References* the same measurement on
 //! the references, *Ratio* packfs divided by a reference (above 1× packfs is
-//! faster), *Target* the bar of issue 3 (first table) or 11 (second table)
-//! and *Met* whether this run reached it. MB is 10^6 bytes. On this shared
+//! faster), *Target* the bar of issue 3 (first table) or 11 (second table;
+//! the third, issue 12's DataBundle rows in `bundle.rs`, has none) and
+//! *Met* whether this run reached it. MB is 10^6 bytes. On this shared
 //! 2-core machine figures vary by ±30% between runs, so compare within one
 //! run. Below each table come `/.packfs/stats` counters (of the last local
 //! mount of the first table; of the last remount of 11.4). Progress goes
 //! to stderr.
+
+mod bundle;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -226,9 +229,11 @@ fn run() -> Result<()> {
             config.tiny_items,
         )?),
     };
+    let bundles = bundle::bundle_bench(&config, &packfs_bin, work.path(), &mountpoint)?;
     progress("done");
     print_report(&config, &comparison, &latency, &writes, many.as_ref());
     print_issue11(&config, &comparison, &cold, &epochs);
+    bundle::print_issue12(&config, &bundles, many.as_ref());
     Ok(())
 }
 
