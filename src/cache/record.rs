@@ -119,3 +119,78 @@ impl BlockCache {
             .shared()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+
+    use object_store::memory::InMemory;
+
+    use super::*;
+    use crate::cache::CacheOptions;
+    use crate::store::Store;
+
+    /// A cache over an object holding `stored`, and a record of it that
+    /// decodes to `len` bytes.
+    async fn record_of(stored: Vec<u8>, len: u64) -> (BlockCache, RecordRef) {
+        let store = Store::from_object_store(Arc::new(InMemory::new()), Path::default(), "memory");
+        let path = Arc::new(Path::from("b/shard-00000000"));
+        let size = stored.len() as u64;
+        store
+            .put_overwrite(&path, Bytes::from(stored))
+            .await
+            .unwrap();
+        let object = ObjectRef {
+            path,
+            len: size,
+            drop_behind: false,
+            then: None,
+        };
+        let record = RecordRef {
+            object,
+            stored: 0..size,
+            compressed: size,
+            len,
+            compression: Compression::Zstd,
+        };
+        (
+            BlockCache::new(store, CacheOptions::default(), None),
+            record,
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_readers_share_one_decode_and_it_stays_cached() {
+        let plain: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        let stored = Compression::Zstd.compress(&plain, None);
+        let (cache, record) = record_of(stored, plain.len() as u64).await;
+        let reads: Vec<_> = (0..8u64)
+            .map(|i| {
+                let (cache, record) = (cache.clone(), record.clone());
+                tokio::spawn(async move { cache.read_record(&record, i * 1000, 5000).await })
+            })
+            .collect();
+        for (i, read) in reads.into_iter().enumerate() {
+            let at = i * 1000;
+            assert_eq!(read.await.unwrap().unwrap(), plain[at..at + 5000]);
+        }
+        let tail = cache.read_record(&record, 299_990, 100).await.unwrap();
+        assert_eq!(tail, plain[299_990..]);
+        assert_eq!(cache.stats().records_decoded.load(Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn a_damaged_record_is_an_error_every_time() {
+        let plain = vec![7u8; 100_000];
+        let mut stored = Compression::Zstd.compress(&plain, None);
+        let last = stored.len() - 1;
+        stored[last] ^= 0x01; // the content checksum
+        let (cache, record) = record_of(stored, plain.len() as u64).await;
+        for _ in 0..2 {
+            let err = cache.read_record(&record, 0, 10).await.unwrap_err();
+            assert!(matches!(err, FetchError::Decode(_)), "{err}");
+            assert!(err.to_string().contains("shard-00000000"), "{err}");
+        }
+        assert_eq!(cache.stats().records_decoded.load(Relaxed), 0);
+    }
+}
