@@ -17,7 +17,7 @@ use crate::dataset::{
 };
 use crate::format::{FormatError, ObjectId, Track, TrackItem};
 pub use crate::packer::{media_type, SourceFile};
-use crate::packer::{upload, PackError, PackOptions};
+use crate::packer::{upload, LocalFiles, PackError, PackOptions};
 use crate::store::StoreError;
 pub use scan::{check_root, list_dir, problems_report, SourceEntry, SourceIoError};
 
@@ -108,7 +108,7 @@ pub async fn import_files(
     files: &[SourceFile],
     options: &ImportOptions,
 ) -> Result<ImportReport, ImportError> {
-    let uploaded = upload(dataset, files, &options.pack).await?;
+    let uploaded = upload(dataset, files, &LocalFiles, &options.pack).await?;
 
     let mut groups: BTreeMap<(String, String), Vec<TrackItem>> = BTreeMap::new();
     for (file, entry) in files.iter().zip(uploaded.entries) {
