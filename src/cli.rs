@@ -14,7 +14,7 @@ use packfs::cache::whole::WholeOptions;
 use packfs::cache::CacheOptions;
 use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
 use packfs::format::bundle::Compression;
-use packfs::import::{import_files, prepare, ImportOptions};
+use packfs::import::{import_files, prepare_source, ImportOptions};
 use packfs::mount::MountOptions;
 use packfs::packer::PackOptions;
 use packfs::reader::Reader;
@@ -105,12 +105,17 @@ impl StoreArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Pack a directory tree into a dataset and commit it.
+    /// Pack a directory tree, or a DataBundle's tree, into a dataset and
+    /// commit it.
     ///
     /// SRC is laid out as SRC/<timeline>/<modality>/<path…> (or, with
     /// --timeline, SRC/<modality>/<path…>). Small files are concatenated
     /// into packs; large files are split into chunks. Items are added to
-    /// their modality; an item with an existing name replaces it.
+    /// their modality; an item with an existing name replaces it. A
+    /// DataBundle (a directory or object-store URL with a bundle index) is
+    /// read the same way: its files' bytes are checked against the index's
+    /// CRC32C while they are imported, and its files' modes and mtimes are
+    /// kept.
     Import(ImportArgs),
     /// Mount a dataset (returns once mounted; see --foreground).
     ///
@@ -260,8 +265,8 @@ pub struct DatasetAt {
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// Source directory.
-    pub src: PathBuf,
+    /// Source directory, or DataBundle (a directory or an object-store URL).
+    pub src: String,
     /// Dataset location (created if it is a missing local directory).
     pub dataset: String,
     /// Import SRC/<modality>/… under this timeline.
@@ -480,10 +485,11 @@ pub async fn run_import(args: ImportArgs, config: &StoreConfig) -> CliResult {
         },
     };
     // Check the source before creating a dataset directory for it.
-    let files = prepare(&args.src, &options)?;
+    let index_dir = packfs::mount::bundle_index_dir(None);
+    let prepared = prepare_source(&args.src, &options, config, &index_dir).await?;
     let dataset = Dataset::open_with(&args.dataset, true, config)?;
     dataset.store().ensure_atomic_refs().await?;
-    let report = import_files(&dataset, &files, &options).await?;
+    let report = import_files(&dataset, &prepared, &options).await?;
     let outcome = match report.manifest {
         Some(id) => format!("committed manifest {} to ref {}", id, options.ref_name),
         None => format!(

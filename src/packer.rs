@@ -1,8 +1,8 @@
 //! The packer: groups files into packs and chunks and uploads them, many
 //! PUTs in flight, with the file bytes they hold bounded by a memory
-//! budget. `packfs import` packs a source tree with it, a read-write mount
-//! its spool files. A [`FileReader`] delivers the bytes: [`LocalFiles`]
-//! reads local files.
+//! budget. `packfs import` packs a source tree or a bundle with it, a
+//! read-write mount its spool files. A [`FileReader`] delivers the bytes:
+//! [`LocalFiles`] reads local files.
 
 use std::collections::BTreeMap;
 use std::fs::File;
