@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use packfs::bundle::create::{create, CreateOptions};
+use packfs::bundle::create::{create, BundleSource, CreateOptions};
 use packfs::bundle::Bundle;
 use packfs::cache::whole::WholeOptions;
 use packfs::cache::CacheOptions;
@@ -210,20 +210,25 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum BundleCommand {
-    /// Write a new DataBundle of a directory tree.
+    /// Write a new DataBundle of a directory tree or of a dataset.
     ///
     /// Files are concatenated into shards written in parallel, compressed
     /// in records; the index is written last, so a bundle whose writing
-    /// failed is never read. Symbolic links to files are followed; links
-    /// to directories, special files and names that are not UTF-8 are
-    /// refused.
+    /// failed is never read. Of a directory, symbolic links to files are
+    /// followed; links to directories, special files and names that are
+    /// not UTF-8 are refused. Of a dataset (SRC is a dataset, or a dataset
+    /// followed by a directory of its tree: DATASET/train/image), the tree
+    /// at --ref below that directory is bundled, with the modes and mtimes
+    /// a read-write mount shows. A local directory that is a dataset, or
+    /// inside one, is read as the dataset, not as a directory.
     Create(BundleCreateArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct BundleCreateArgs {
-    /// Source directory.
-    pub src: PathBuf,
+    /// Source: a directory, or a dataset location, optionally followed by
+    /// a directory of its tree (DATASET/train, s3://bucket/ds/train/image).
+    pub src: String,
     /// Where the bundle goes: a directory (created if missing) or an
     /// object-store URL (s3://bucket/prefix, …). It must hold no bundle
     /// index or shards yet.
@@ -249,6 +254,9 @@ pub struct BundleCreateArgs {
     /// system's temporary directory].
     #[arg(long)]
     pub staging_dir: Option<PathBuf>,
+    /// Ref (branch) to read when SRC is a dataset.
+    #[arg(long = "ref", default_value = "main")]
+    pub ref_name: String,
     /// Never draw a progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -515,7 +523,8 @@ pub async fn run_bundle_create(args: BundleCreateArgs, config: &StoreConfig) -> 
         staging_dir: args.staging_dir,
         progress: !args.no_progress,
     };
-    let report = create(&args.src, &args.bundle, &options, config).await?;
+    let source = BundleSource::open(&args.src, &args.ref_name, config).await?;
+    let report = create(source, &args.bundle, &options, config).await?;
     eprintln!(
         "created bundle {}: {} files and {} directories, {} bytes in, {} bytes stored in {} \
          shards and the index (ratio {:.2}), in {:.1}s",

@@ -15,7 +15,7 @@
 //!   a directory tree or a DataBundle, check one, and delete what no ref
 //!   reaches.
 //! - [`bundle`]: DataBundles (`docs/DATABUNDLE.md`): their index, and
-//!   `bundle create`, which writes one from a directory tree.
+//!   `bundle create`, which writes one from a directory tree or a dataset.
 //! - [`namespace`] and [`tree`]: inodes, names and attributes of the
 //!   dataset's `/<timeline>/<modality>/<name…>` tree, plus, on a read-write
 //!   mount, an overlay of the changes.

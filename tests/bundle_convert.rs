@@ -1,14 +1,67 @@
 //! Conversions between datasets and DataBundles: `packfs import BUNDLE
-//! DATASET`. A damaged bundle fails its import by file name and commits
-//! nothing; modes and mtimes carry over.
+//! DATASET` and `packfs bundle create DATASET[/path] BUNDLE`. A tree goes
+//! directory → dataset → bundle → dataset and comes back whole at every
+//! step (through the kernel); a subtree becomes a bundle; a damaged bundle
+//! fails its import by file name and commits nothing; modes and mtimes
+//! carry over; S3 on either side.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
 use common::*;
 use packfs::bundle::index::Index;
+
+/// SRC/<timeline>/<modality>/<path…>: 2,000+ files from empty to several
+/// MiB, files over 1 MiB, files of zeros, non-ASCII names, nested
+/// directories. Returns the number of files.
+fn generate_tree(src: &Path) -> usize {
+    let mut rng = Rng::new(21);
+    let mut n = 0;
+    for (timeline, modality) in [("train", "image"), ("train", "text"), ("val", "image")] {
+        for d in 0..7 {
+            for i in 0..100 {
+                let len = match i % 25 {
+                    2 => 200_000 + rng.below(100_000) as usize,
+                    _ => rng.below(20_000) as usize,
+                };
+                let bytes = match i % 25 {
+                    0 => Vec::new(),
+                    1 => vec![0; len],
+                    _ => rng.bytes(len),
+                };
+                let path = format!("{timeline}/{modality}/d{d}/f{i:03}.bin");
+                write_file(&src.join(path), &bytes);
+                n += 1;
+            }
+        }
+    }
+    write_file(
+        &src.join("train/blob/big.bin"),
+        &rng.bytes(3 * (1 << 20) + 12_345),
+    );
+    write_file(
+        &src.join("train/blob/zeros.bin"),
+        &vec![0; 2 * (1 << 20) + 5],
+    );
+    write_file(&src.join("train/text/ñ/日本語 # 1.txt"), b"non-ascii");
+    write_file(&src.join("val/image/a/b/c/ünï çödé.bin"), &rng.bytes(1000));
+    n + 4
+}
+
+/// `got` has exactly the paths of `want`, and the same bytes in each file.
+fn same_tree(what: &str, got: &BTreeMap<String, FsNode>, want: &BTreeMap<String, FsNode>) {
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "{what}: listing"
+    );
+    for (rel, node) in want {
+        assert!(got[rel].bytes == node.bytes, "{what}: {rel} differs");
+    }
+}
 
 fn s(path: &Path) -> &str {
     path.to_str().unwrap()
@@ -24,6 +77,114 @@ fn bundle_create(src: &str, bundle: &Path, extra: &[&str]) {
 /// The Manifest `ref` of the local dataset `ds` points at.
 fn ref_of(ds: &Path, name: &str) -> Vec<u8> {
     std::fs::read(ds.join("_packfs/refs").join(name)).unwrap()
+}
+
+#[test]
+fn a_tree_round_trips_through_a_dataset_a_bundle_and_a_second_dataset() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    assert!(generate_tree(&src) >= 2000);
+    let want = fs_snapshot(&src);
+    let (ds1, ds2) = (tmp.path().join("ds1"), tmp.path().join("ds2"));
+    let bundle = tmp.path().join("bundle");
+
+    // Chunks of 1 MiB: the big files are chunked items on both sides, and
+    // the second import reads and checks a file in several parts.
+    import(
+        &src,
+        &ds1,
+        &["--pack-items", "100", "--chunk-bytes", "1MiB"],
+    );
+    bundle_create(s(&ds1), &bundle, &["--shards", "3"]);
+    let out = packfs_ok(&[
+        "import",
+        s(&bundle),
+        s(&ds2),
+        "--no-progress",
+        "--chunk-bytes",
+        "1MiB",
+        "--concurrency",
+        "8",
+    ]);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains(&format!(
+            "imported {} files",
+            want.values().filter(|n| n.bytes.is_some()).count()
+        )),
+        "{summary}"
+    );
+    packfs_ok(&["verify", s(&bundle)]);
+    packfs_ok(&["verify", s(&ds2)]);
+
+    let first = Mounted::new(&ds1, &tmp.path().join("mnt1"), &[]);
+    let from_dataset = fs_snapshot(&first.path);
+    same_tree("dataset", &from_dataset, &want);
+    drop(first);
+    let mnt = Mounted::new(&bundle, &tmp.path().join("mnt-bundle"), &[]);
+    let from_bundle = fs_snapshot(&mnt.path);
+    same_tree("bundle of the dataset", &from_bundle, &want);
+    drop(mnt);
+    let second = Mounted::new(&ds2, &tmp.path().join("mnt2"), &[]);
+    let from_second = fs_snapshot(&second.path);
+    same_tree("dataset of the bundle", &from_second, &want);
+    drop(second);
+
+    // The bundle records what a read-write mount of the first dataset
+    // shows (it recorded no modes: the defaults; no mtimes: its commit's
+    // time), and the second dataset keeps the bundle's modes and mtimes.
+    for (rel, node) in &from_bundle {
+        let expected_mode = if node.bytes.is_some() { 0o644 } else { 0o755 };
+        assert_eq!(node.mode, expected_mode, "{rel}");
+        if node.bytes.is_some() {
+            assert_eq!(node.mtime, from_dataset[rel].mtime, "{rel}");
+            assert_eq!(
+                (from_second[rel].mode, from_second[rel].mtime),
+                (node.mode, node.mtime),
+                "{rel}"
+            );
+        }
+    }
+
+    // A subtree: `DATASET/train/image` and `DATASET/val` (with --ref).
+    for (path, extra) in [("train/image", &[][..]), ("val", &["--ref", "main"][..])] {
+        let sub = tmp
+            .path()
+            .join(format!("bundle-{}", path.replace('/', "-")));
+        bundle_create(s(&ds1.join(path)), &sub, extra);
+        let mnt = Mounted::new(
+            &sub,
+            &tmp.path().join(format!("mnt-{}", path.replace('/', "-"))),
+            &[],
+        );
+        same_tree(path, &fs_snapshot(&mnt.path), &fs_snapshot(&src.join(path)));
+    }
+    let nowhere = tmp.path().join("nowhere");
+    failed_with(
+        &packfs(&[
+            "bundle",
+            "create",
+            s(&ds1.join("train/nope")),
+            s(&nowhere),
+            "--no-progress",
+        ]),
+        &["/train/nope: no such file or directory", s(&ds1)],
+    );
+    failed_with(
+        &packfs(&[
+            "bundle",
+            "create",
+            s(&ds1.join("train/blob/big.bin")),
+            s(&nowhere),
+        ]),
+        &["/train/blob/big.bin: not a directory"],
+    );
+    failed_with(
+        &packfs(&["bundle", "create", s(&ds1), s(&nowhere), "--ref", "nope"]),
+        &["ref \"nope\" does not exist"],
+    );
+    assert!(!nowhere.exists(), "a failed bundle create left a directory");
 }
 
 /// A small tree in SRC/t/m/…, as a bundle of `compression`.
@@ -145,4 +306,71 @@ fn a_bundles_modes_mtimes_and_layout_carry_over_as_a_directorys_would() {
     );
     // Directories are not imported, as from a directory.
     assert!(!mnt.path.join("train/image/empty").exists());
+}
+
+#[test]
+fn bundles_and_datasets_on_s3_convert_both_ways() {
+    require_fuse();
+    let s3 = common::s3::S3::get();
+    let bucket = s3.bucket();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let mut rng = Rng::new(8);
+    for i in 0..150 {
+        let len = rng.below(30_000) as usize;
+        write_file(&src.join(format!("t/m/d{}/{i:03}", i % 4)), &rng.bytes(len));
+    }
+    write_file(&src.join("t/big/b"), &rng.bytes(3 << 20));
+    let want = fs_snapshot(&src);
+
+    // A bundle on S3 into a local dataset.
+    let bundle_url = format!("s3://{bucket}/bundles/b");
+    s3.packfs_ok(&[
+        "bundle",
+        "create",
+        s(&src),
+        &bundle_url,
+        "--no-progress",
+        "--shards",
+        "2",
+    ]);
+    let ds = tmp.path().join("ds");
+    s3.packfs_ok(&["import", &bundle_url, s(&ds), "--no-progress"]);
+    let mnt = Mounted::new(&ds, &tmp.path().join("mnt"), &[]);
+    same_tree(
+        "local dataset of an S3 bundle",
+        &fs_snapshot(&mnt.path),
+        &want,
+    );
+    drop(mnt);
+
+    // A subtree of a dataset on S3 into a local bundle.
+    let ds_url = format!("s3://{bucket}/ds");
+    s3.packfs_ok(&["import", s(&src), &ds_url, "--no-progress"]);
+    let bundle = tmp.path().join("bundle");
+    s3.packfs_ok(&[
+        "bundle",
+        "create",
+        &format!("{ds_url}/t/m"),
+        s(&bundle),
+        "--no-progress",
+    ]);
+    let mnt = Mounted::new(&bundle, &tmp.path().join("mnt-bundle"), &[]);
+    same_tree(
+        "bundle of an S3 dataset",
+        &fs_snapshot(&mnt.path),
+        &fs_snapshot(&src.join("t/m")),
+    );
+    drop(mnt);
+
+    // An S3 prefix with neither is refused by name.
+    let empty = format!("s3://{bucket}/nothing");
+    failed_with(
+        &s3.packfs(&["import", &empty, s(&tmp.path().join("ds2"))]),
+        &[&empty, "holds no DataBundle"],
+    );
+    failed_with(
+        &s3.packfs(&["bundle", "create", &empty, s(&tmp.path().join("b2"))]),
+        &[&empty, "no dataset"],
+    );
 }
