@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use packfs::bundle::create::{create, CreateOptions};
+use packfs::bundle::create::{create, BundleSource, CreateOptions};
 use packfs::bundle::Bundle;
 use packfs::cache::whole::WholeOptions;
 use packfs::cache::CacheOptions;
 use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
 use packfs::format::bundle::Compression;
-use packfs::import::{import_files, prepare, ImportOptions};
+use packfs::import::{import_files, prepare_source, ImportOptions};
 use packfs::mount::MountOptions;
 use packfs::packer::PackOptions;
 use packfs::reader::Reader;
@@ -105,12 +105,17 @@ impl StoreArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Pack a directory tree into a dataset and commit it.
+    /// Pack a directory tree, or a DataBundle's tree, into a dataset and
+    /// commit it.
     ///
     /// SRC is laid out as SRC/<timeline>/<modality>/<path…> (or, with
     /// --timeline, SRC/<modality>/<path…>). Small files are concatenated
     /// into packs; large files are split into chunks. Items are added to
-    /// their modality; an item with an existing name replaces it.
+    /// their modality; an item with an existing name replaces it. A
+    /// DataBundle (a directory or object-store URL with a bundle index) is
+    /// read the same way: its files' bytes are checked against the index's
+    /// CRC32C while they are imported, and its files' modes and mtimes are
+    /// kept.
     Import(ImportArgs),
     /// Mount a dataset (returns once mounted; see --foreground).
     ///
@@ -205,20 +210,25 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum BundleCommand {
-    /// Write a new DataBundle of a directory tree.
+    /// Write a new DataBundle of a directory tree or of a dataset.
     ///
     /// Files are concatenated into shards written in parallel, compressed
     /// in records; the index is written last, so a bundle whose writing
-    /// failed is never read. Symbolic links to files are followed; links
-    /// to directories, special files and names that are not UTF-8 are
-    /// refused.
+    /// failed is never read. Of a directory, symbolic links to files are
+    /// followed; links to directories, special files and names that are
+    /// not UTF-8 are refused. Of a dataset (SRC is a dataset, or a dataset
+    /// followed by a directory of its tree: DATASET/train/image), the tree
+    /// at --ref below that directory is bundled, with the modes and mtimes
+    /// a read-write mount shows. A local directory that is a dataset, or
+    /// inside one, is read as the dataset, not as a directory.
     Create(BundleCreateArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct BundleCreateArgs {
-    /// Source directory.
-    pub src: PathBuf,
+    /// Source: a directory, or a dataset location, optionally followed by
+    /// a directory of its tree (DATASET/train, s3://bucket/ds/train/image).
+    pub src: String,
     /// Where the bundle goes: a directory (created if missing) or an
     /// object-store URL (s3://bucket/prefix, …). It must hold no bundle
     /// index or shards yet.
@@ -244,6 +254,9 @@ pub struct BundleCreateArgs {
     /// system's temporary directory].
     #[arg(long)]
     pub staging_dir: Option<PathBuf>,
+    /// Ref (branch) to read when SRC is a dataset.
+    #[arg(long = "ref", default_value = "main")]
+    pub ref_name: String,
     /// Never draw a progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -260,8 +273,8 @@ pub struct DatasetAt {
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// Source directory.
-    pub src: PathBuf,
+    /// Source directory, or DataBundle (a directory or an object-store URL).
+    pub src: String,
     /// Dataset location (created if it is a missing local directory).
     pub dataset: String,
     /// Import SRC/<modality>/… under this timeline.
@@ -480,10 +493,11 @@ pub async fn run_import(args: ImportArgs, config: &StoreConfig) -> CliResult {
         },
     };
     // Check the source before creating a dataset directory for it.
-    let files = prepare(&args.src, &options)?;
+    let index_dir = packfs::mount::bundle_index_dir(None);
+    let prepared = prepare_source(&args.src, &options, config, &index_dir).await?;
     let dataset = Dataset::open_with(&args.dataset, true, config)?;
     dataset.store().ensure_atomic_refs().await?;
-    let report = import_files(&dataset, &files, &options).await?;
+    let report = import_files(&dataset, &prepared, &options).await?;
     let outcome = match report.manifest {
         Some(id) => format!("committed manifest {} to ref {}", id, options.ref_name),
         None => format!(
@@ -509,7 +523,8 @@ pub async fn run_bundle_create(args: BundleCreateArgs, config: &StoreConfig) -> 
         staging_dir: args.staging_dir,
         progress: !args.no_progress,
     };
-    let report = create(&args.src, &args.bundle, &options, config).await?;
+    let source = BundleSource::open(&args.src, &args.ref_name, config).await?;
+    let report = create(source, &args.bundle, &options, config).await?;
     eprintln!(
         "created bundle {}: {} files and {} directories, {} bytes in, {} bytes stored in {} \
          shards and the index (ratio {:.2}), in {:.1}s",

@@ -12,9 +12,10 @@
 //! - [`write`]: read-write mounts: open handles, the spool of written
 //!   files, its journal, and the flusher that packs and commits them.
 //! - [`import`], [`verify`] and [`gc`]: commands that write a dataset from
-//!   a directory tree, check one, and delete what no ref reaches.
+//!   a directory tree or a DataBundle, check one, and delete what no ref
+//!   reaches.
 //! - [`bundle`]: DataBundles (`docs/DATABUNDLE.md`): their index, and
-//!   `bundle create`, which writes one from a directory tree.
+//!   `bundle create`, which writes one from a directory tree or a dataset.
 //! - [`namespace`] and [`tree`]: inodes, names and attributes of the
 //!   dataset's `/<timeline>/<modality>/<name…>` tree, plus, on a read-write
 //!   mount, an overlay of the changes.
@@ -22,8 +23,8 @@
 //! - [`catalog`]: read-only catalogs attached at names (the control
 //!   directory), and [`catalog::Extents`], the one description of any
 //!   file's bytes: a byte-range map over sources.
-//! - [`packer`]: local files into packs and chunks, uploaded (import and
-//!   the flusher both use it).
+//! - [`packer`]: files (local ones, or a bundle's) into packs and chunks,
+//!   uploaded (import and the flusher both use it).
 //! - [`engine`]: byte-range maps (destination ranges → source ranges or
 //!   explicit PAD), checked, compiled into coalesced reads and executed;
 //!   [`cache`]: the shared block cache with in-flight dedupe, per-object

@@ -1,7 +1,8 @@
-//! The packer: groups local files into packs and chunks and uploads them,
-//! many PUTs in flight, with the file bytes they hold bounded by a memory
-//! budget. `packfs import` packs a source tree with it, a read-write mount
-//! its spool files.
+//! The packer: groups files into packs and chunks and uploads them, many
+//! PUTs in flight, with the file bytes they hold bounded by a memory
+//! budget. `packfs import` packs a source tree or a bundle with it, a
+//! read-write mount its spool files. A [`FileReader`] delivers the bytes:
+//! [`LocalFiles`] reads local files.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -10,6 +11,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt};
 use futures::{StreamExt, TryStreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::Semaphore;
@@ -21,15 +23,51 @@ use thiserror::Error;
 use crate::dataset::{Dataset, DatasetError};
 use crate::format::{Chunk, FragmentEntry, ItemManifest, ObjectId, Placement};
 
-/// A local file to pack as item `name` of (`timeline`, `modality`).
+/// A file to pack as item `name` of (`timeline`, `modality`).
 #[derive(Clone, Debug)]
 pub struct SourceFile {
     pub timeline: String,
     pub modality: String,
     /// Path below the modality directory, `/`-separated.
     pub name: String,
+    /// Where the file is: the local file [`LocalFiles`] reads, or for
+    /// another [`FileReader`] the name messages give it.
     pub path: PathBuf,
     pub size: u64,
+}
+
+/// Where the packer reads the bytes of the files it packs.
+pub trait FileReader: Send + Sync {
+    /// Bytes `range` of each `(file, range)` of `parts` (`file` indexes
+    /// `files`), concatenated in order. A file's ranges come in order
+    /// within one call, but a chunked file's chunks come in separate calls,
+    /// concurrently and in any order.
+    fn read<'a>(
+        &'a self,
+        files: &'a [SourceFile],
+        parts: Vec<(usize, Range<u64>)>,
+    ) -> BoxFuture<'a, Result<Vec<u8>, PackError>>;
+}
+
+/// Local files, read at their `path` on the blocking pool. A file whose
+/// size is not the one listed is an error: the bytes packed would not be
+/// the file listed.
+pub struct LocalFiles;
+
+impl FileReader for LocalFiles {
+    fn read<'a>(
+        &'a self,
+        files: &'a [SourceFile],
+        parts: Vec<(usize, Range<u64>)>,
+    ) -> BoxFuture<'a, Result<Vec<u8>, PackError>> {
+        let parts: Vec<(SourceFile, Range<u64>)> = parts
+            .into_iter()
+            .map(|(i, range)| (files[i].clone(), range))
+            .collect();
+        tokio::task::spawn_blocking(move || read_body(&parts))
+            .map(|joined| joined.expect("file reader panicked"))
+            .boxed()
+    }
 }
 
 /// How files are packed and uploaded.
@@ -77,6 +115,10 @@ pub enum PackError {
         expected: u64,
         actual: u64,
     },
+    /// A [`FileReader`] other than [`LocalFiles`] could not deliver a
+    /// file's bytes; its error names the file.
+    #[error(transparent)]
+    Source(Box<dyn std::error::Error + Send + Sync>),
     #[error(transparent)]
     Dataset(#[from] DatasetError),
 }
@@ -212,11 +254,12 @@ pub(crate) fn progress_bar(total: u64, verb: &str, show: bool) -> ProgressBar {
     bar
 }
 
-/// Uploads `files` (sorted by timeline, modality, name) as packs and
-/// chunks; the entries are parallel to `files`.
+/// Uploads `files` (sorted by timeline, modality, name), read by
+/// `reader`, as packs and chunks; the entries are parallel to `files`.
 pub async fn upload(
     dataset: &Dataset,
     files: &[SourceFile],
+    reader: &dyn FileReader,
     options: &PackOptions,
 ) -> Result<Uploaded, PackError> {
     let units = plan(files, options);
@@ -241,7 +284,7 @@ pub async fn upload(
                     .await
                     .expect("semaphore is never closed");
                 let bytes = unit.bytes();
-                let (done, fresh) = upload_unit(dataset, files, unit).await?;
+                let (done, fresh) = upload_unit(dataset, files, reader, unit).await?;
                 progress.inc(bytes);
                 Ok::<_, PackError>((done, fresh))
             }
@@ -346,24 +389,17 @@ pub async fn upload(
 async fn upload_unit(
     dataset: &Dataset,
     files: &[SourceFile],
+    reader: &dyn FileReader,
     unit: Unit,
 ) -> Result<(Done, bool), PackError> {
-    let first = match &unit {
-        Unit::Pack { files: members, .. } => members[0],
-        Unit::Chunk { file, .. } => *file,
+    let parts: Vec<(usize, Range<u64>)> = match &unit {
+        Unit::Pack { files: members, .. } => {
+            members.iter().map(|&i| (i, 0..files[i].size)).collect()
+        }
+        Unit::Chunk { file, range, .. } => vec![(*file, range.clone())],
     };
-    let (timeline, modality) = (&files[first].timeline, &files[first].modality);
-    let sources: Vec<SourceFile> = match &unit {
-        Unit::Pack { files: members, .. } => members.iter().map(|&i| files[i].clone()).collect(),
-        Unit::Chunk { file, .. } => vec![files[*file].clone()],
-    };
-    let range = match &unit {
-        Unit::Chunk { range, .. } => Some(range.clone()),
-        Unit::Pack { .. } => None,
-    };
-    let body = tokio::task::spawn_blocking(move || read_body(&sources, range))
-        .await
-        .expect("file reader panicked")?;
+    let (timeline, modality) = (&files[parts[0].0].timeline, &files[parts[0].0].modality);
+    let body = reader.read(files, parts).await?;
     let address = ObjectId::of(&body);
     let size = body.len() as u64;
     let path = dataset
@@ -393,19 +429,16 @@ async fn upload_unit(
     Ok((done, fresh))
 }
 
-/// The concatenated bytes of `sources` (a pack), or `range` of the single
-/// source (a chunk). A file whose size changed since the scan is an error.
-fn read_body(sources: &[SourceFile], range: Option<Range<u64>>) -> Result<Vec<u8>, PackError> {
+/// The concatenated bytes of each local file's range. A file whose size
+/// changed since the scan is an error.
+fn read_body(parts: &[(SourceFile, Range<u64>)]) -> Result<Vec<u8>, PackError> {
     let io = |path: &std::path::Path| {
         let path = path.to_path_buf();
         move |source| PackError::Read { path, source }
     };
-    let total = match &range {
-        Some(r) => r.end - r.start,
-        None => sources.iter().map(|s| s.size).sum(),
-    };
+    let total = parts.iter().map(|(_, r)| r.end - r.start).sum::<u64>();
     let mut body = Vec::with_capacity(total as usize);
-    for s in sources {
+    for (s, range) in parts {
         let mut file = File::open(&s.path).map_err(io(&s.path))?;
         let actual = file.metadata().map_err(io(&s.path))?.len();
         if actual != s.size {
@@ -415,10 +448,7 @@ fn read_body(sources: &[SourceFile], range: Option<Range<u64>>) -> Result<Vec<u8
                 actual,
             });
         }
-        let (start, len) = match &range {
-            Some(r) => (r.start, r.end - r.start),
-            None => (0, s.size),
-        };
+        let (start, len) = (range.start, range.end - range.start);
         file.seek(SeekFrom::Start(start)).map_err(io(&s.path))?;
         let before = body.len();
         file.take(len).read_to_end(&mut body).map_err(io(&s.path))?;

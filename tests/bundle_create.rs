@@ -56,14 +56,6 @@ fn create(src: &Path, bundle: &Path, extra: &[&str]) -> Output {
     packfs(&args)
 }
 
-fn failed_with(out: &Output, needles: &[&str]) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "should have failed: {stderr}");
-    for needle in needles {
-        assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
-    }
-}
-
 /// Half random bytes, half text (so compression has work of both kinds).
 fn content(rng: &mut Rng, len: usize) -> Vec<u8> {
     if rng.below(2) == 0 {

@@ -5,8 +5,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use common::*;
@@ -54,61 +53,13 @@ fn create(src: &Path, bundle: &str, extra: &[&str]) {
     packfs_ok(&args);
 }
 
-/// What std::fs shows of a directory or file.
-#[derive(Debug, PartialEq)]
-struct Node {
-    mode: u32,
-    size: u64,
-    mtime: i64,
-    /// `None` for directories.
-    bytes: Option<Vec<u8>>,
-}
-
-/// Every directory and file under `root`, by relative path (directories
-/// with their mode only).
-fn snapshot(root: &Path) -> BTreeMap<String, Node> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path
-                .strip_prefix(root)
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .to_owned();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let node = match meta.is_dir() {
-                true => Node {
-                    mode: meta.mode() & 0o7777,
-                    size: 0,
-                    mtime: 0,
-                    bytes: None,
-                },
-                false => Node {
-                    mode: meta.mode() & 0o7777,
-                    size: meta.len(),
-                    mtime: meta.mtime(),
-                    bytes: Some(std::fs::read(&path).unwrap()),
-                },
-            };
-            if meta.is_dir() {
-                stack.push(path);
-            }
-            out.insert(rel, node);
-        }
-    }
-    out
-}
-
 #[test]
 fn bundles_of_every_compression_mount_like_their_source() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     assert!(generate_tree(&src) >= 2000);
-    let want = snapshot(&src);
+    let want = fs_snapshot(&src);
     for (compression, extra) in [
         ("zstd", &["--shards", "3"][..]),
         ("gzip", &["--record-size", "64KiB"][..]),
@@ -119,7 +70,7 @@ fn bundles_of_every_compression_mount_like_their_source() {
         args.extend_from_slice(extra);
         create(&src, bundle.to_str().unwrap(), &args);
         let mnt = Mounted::new(&bundle, &tmp.path().join(format!("mnt-{compression}")), &[]);
-        let got = snapshot(&mnt.path);
+        let got = fs_snapshot(&mnt.path);
         if compression != "none" {
             // Each directory's files were read in bundle order: records are
             // read ahead, not fetched one GET each. (The directories were
@@ -347,7 +298,7 @@ fn a_bundle_on_s3_mounts_like_its_source() {
     };
     let mnt = mount("mnt");
     assert!(
-        snapshot(&mnt.path) == snapshot(&src),
+        fs_snapshot(&mnt.path) == fs_snapshot(&src),
         "the mount differs from its source"
     );
     drop(mnt);

@@ -1,5 +1,5 @@
 //! `packfs bundle create`: a DataBundle (`docs/DATABUNDLE.md`) from a
-//! local directory tree.
+//! local directory tree or from a dataset's tree ([`BundleSource`]).
 //!
 //! The source is scanned and checked whole first. Its files are then cut
 //! into contiguous parts of about equal bytes, one per shard, and the
@@ -10,9 +10,11 @@
 //! object store is written to a local staging directory, then its shards
 //! are uploaded, and its index last.
 
+mod dataset;
 mod shard;
 mod walk;
 
+use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -25,8 +27,10 @@ use crate::format::bundle::{
     file_key, shard_key, shard_name, BundleConfig, Compression, FileMetadata, FileType, CONFIG_KEY,
     INDEX_PATH, MAGIC, VERSION,
 };
+use crate::import::SourceIoError;
 use crate::packer::progress_bar;
 use crate::store::{Store, StoreConfig};
+pub use dataset::DatasetTree;
 use shard::Shard;
 use walk::Entry;
 
@@ -82,18 +86,72 @@ pub struct CreateReport {
     pub shards: u32,
 }
 
-/// Writes a bundle of the tree `src` at `location`: a local directory
-/// (a path or `file://` URL; created if missing) or an object-store URL
+/// What a bundle is made of.
+pub enum BundleSource {
+    /// A local directory tree.
+    Dir(PathBuf),
+    /// A dataset's tree at a ref, or the subtree below a directory of it.
+    Dataset(Box<DatasetTree>),
+}
+
+impl BundleSource {
+    /// The source `src` names, read at `ref_name` if it is a dataset: a
+    /// dataset, or a location inside one followed by a path of its tree
+    /// (see [`DatasetTree`]); else a local directory. A local directory
+    /// that is a dataset, or is inside one, is read as the dataset.
+    pub async fn open(
+        src: &str,
+        ref_name: &str,
+        config: &StoreConfig,
+    ) -> Result<BundleSource, BundleError> {
+        if let Some(tree) = DatasetTree::find(src, ref_name, config).await? {
+            return Ok(BundleSource::Dataset(Box::new(tree)));
+        }
+        match Store::local_path(src)? {
+            Some(dir) => Ok(BundleSource::Dir(dir)),
+            None => Err(BundleError::Invalid(format!(
+                "{src}: no dataset there or above it (no refs under _packfs/refs); \
+                 bundle create reads a local directory or a dataset"
+            ))),
+        }
+    }
+
+    /// Every entry of the tree, in the order its files go into the shards.
+    fn entries(&self) -> Result<Vec<Entry>, BundleError> {
+        match self {
+            BundleSource::Dir(src) => walk::scan(src),
+            BundleSource::Dataset(tree) => Ok(tree.entries()),
+        }
+    }
+
+    /// A reader of the bytes of file `entry`, from its start.
+    fn open_file(&self, entry: &Entry) -> Result<Box<dyn Read + '_>, SourceIoError> {
+        match self {
+            BundleSource::Dir(_) => match std::fs::File::open(&entry.path) {
+                Ok(file) => Ok(Box::new(file)),
+                Err(source) => Err(SourceIoError {
+                    op: "read",
+                    path: entry.path.clone(),
+                    source,
+                }),
+            },
+            BundleSource::Dataset(tree) => Ok(Box::new(tree.open_file(entry)?)),
+        }
+    }
+}
+
+/// Writes a bundle of `src` at `location`: a local directory (a path or
+/// `file://` URL; created if missing) or an object-store URL
 /// [`Store::open`] accepts. Refuses a location that already holds an
 /// index or shards.
 pub async fn create(
-    src: &Path,
+    src: BundleSource,
     location: &str,
     options: &CreateOptions,
     config: &StoreConfig,
 ) -> Result<CreateReport, BundleError> {
     if let Some(dir) = Store::local_path(location)? {
-        let (src, options) = (src.to_owned(), options.clone());
+        let options = options.clone();
         return crate::blocking::run(move || create_local(&src, &dir, &options)).await;
     }
     bundle_config(options, 0)?;
@@ -101,23 +159,25 @@ pub async fn create(
     refuse_existing_objects(&store, location).await?;
     let staging = Staging::new(options.staging_dir.as_deref())?;
     let report = {
-        let (src, dir, options) = (src.to_owned(), staging.0.clone(), options.clone());
+        let (dir, options) = (staging.0.clone(), options.clone());
         crate::blocking::run(move || create_local(&src, &dir, &options)).await?
     };
     upload(&store, &staging.0, report.shards, options.progress).await?;
     Ok(report)
 }
 
-/// Writes a bundle of the tree `src` into the local directory `dir`
-/// (created if missing).
+/// Writes a bundle of `src` into the local directory `dir` (created if
+/// missing).
 pub fn create_local(
-    src: &Path,
+    src: &BundleSource,
     dir: &Path,
     options: &CreateOptions,
 ) -> Result<CreateReport, BundleError> {
     bundle_config(options, 0)?;
-    refuse_inside(src, dir)?;
-    let entries = walk::scan(src)?;
+    if let BundleSource::Dir(src) = src {
+        refuse_inside(src, dir)?;
+    }
+    let entries = src.entries()?;
     let files: Vec<&Entry> = entries.iter().filter(|e| e.file_size.is_some()).collect();
     let sizes: Vec<u64> = files.iter().filter_map(|e| e.file_size).collect();
     let default_shards = std::thread::available_parallelism()
@@ -130,7 +190,7 @@ pub fn create_local(
     let created_dir = !dir.exists();
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let written = refuse_existing_files(dir).and_then(|()| {
-        let shards = write_shards(dir, &files, &parts, options)?;
+        let shards = write_shards(src, dir, &files, &parts, options)?;
         let index_bytes = write_index(dir, &config, &entries, &shards)
             .inspect_err(|_| remove_shards(dir, 0..parts.len()))?;
         Ok(shards.iter().map(|s| s.bytes).sum::<u64>() + index_bytes)
@@ -218,10 +278,11 @@ fn split(sizes: &[u64], parts: usize) -> Vec<Range<usize>> {
     runs
 }
 
-/// Writes the shards, `parts` of `files`, on as many threads as there are
-/// CPUs (each thread writes whole shards). On failure the shard files
-/// written are removed, and the first error (by shard) is returned.
+/// Writes the shards, `parts` of `files` of `src`, on as many threads as
+/// there are CPUs (each thread writes whole shards). On failure the shard
+/// files written are removed, and the first error (by shard) is returned.
 fn write_shards(
+    src: &BundleSource,
     dir: &Path,
     files: &[&Entry],
     parts: &[Range<usize>],
@@ -252,7 +313,8 @@ fn write_shards(
                         }
                         let path = dir.join(shard_name(i as u32));
                         let part = &files[parts[i].clone()];
-                        let result = shard::write(&path, i as u32, part, options, &progress, &stop);
+                        let result =
+                            shard::write(src, &path, i as u32, part, options, &progress, &stop);
                         if result.is_err() {
                             stop.store(true, Ordering::Relaxed);
                         }
@@ -462,13 +524,11 @@ impl Drop for Staging {
 
 /// Fails if `dir` is `src` or inside it: the bundle would bundle itself.
 fn refuse_inside(src: &Path, dir: &Path) -> Result<(), BundleError> {
-    let src = src
-        .canonicalize()
-        .map_err(|source| crate::import::SourceIoError {
-            op: "read source",
-            path: src.to_owned(),
-            source,
-        })?;
+    let src = src.canonicalize().map_err(|source| SourceIoError {
+        op: "read source",
+        path: src.to_owned(),
+        source,
+    })?;
     // `dir` may not exist yet: resolve the part of it that does.
     let absolute = std::path::absolute(dir).map_err(io(dir))?;
     let mut existing = absolute.as_path();
@@ -564,11 +624,12 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let src = tmp.path().join("src");
         std::fs::create_dir(&src).unwrap();
-        let err = create_local(&src, &src.join("new/bundle"), &CreateOptions::default())
+        let source = BundleSource::Dir(src.clone());
+        let err = create_local(&source, &src.join("new/bundle"), &CreateOptions::default())
             .unwrap_err()
             .to_string();
         assert!(err.contains("inside the source"), "{err}");
         assert!(!src.join("new").exists());
-        create_local(&src, &tmp.path().join("b"), &CreateOptions::default()).unwrap();
+        create_local(&source, &tmp.path().join("b"), &CreateOptions::default()).unwrap();
     }
 }

@@ -63,9 +63,25 @@ pub enum BundleError {
     /// The destination already holds a bundle, or part of one.
     #[error("{location} already holds {what}: refusing to overwrite it (remove it, or choose another location)")]
     Exists { location: String, what: String },
-    /// An option out of range, or a destination that cannot be used.
+    /// An option out of range, or a source or destination that cannot be
+    /// used.
     #[error("{0}")]
     Invalid(String),
+    /// A dataset, the source of a bundle, could not be read.
+    #[error(transparent)]
+    Dataset(#[from] crate::dataset::DatasetError),
+    /// A dataset's tree could not be built.
+    #[error(transparent)]
+    Tree(#[from] crate::tree::TreeError),
+    /// The path of a dataset's tree a bundle was asked of is not one of
+    /// its directories.
+    #[error("dataset {location} at ref {ref_name}: {source}")]
+    DatasetPath {
+        location: String,
+        ref_name: String,
+        #[source]
+        source: crate::tree::TreeError,
+    },
 }
 
 /// An open bundle: its index and its shard objects.

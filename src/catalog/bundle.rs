@@ -101,8 +101,15 @@ impl BundleCatalog {
         Some(listing)
     }
 
-    /// The map of bytes `range` (within the file) of file `entry`.
-    fn file_extents(&self, entry: &IndexEntry, range: Range<u64>) -> Result<Extents, BundleError> {
+    /// The map of bytes `range` (within its size) of file `entry`, as
+    /// [`Catalog::extents`] gives it for the entry's id, or what is wrong
+    /// with the index. For a reader that holds the entry already, as
+    /// `packfs import` of a bundle does.
+    pub fn file_extents(
+        &self,
+        entry: &IndexEntry,
+        range: Range<u64>,
+    ) -> Result<Extents, BundleError> {
         let meta = &entry.meta;
         let len = range.end - range.start;
         let mut map = ByteRangeMap::new(len);

@@ -1,9 +1,13 @@
-//! `packfs import`: packs a directory tree into a dataset.
+//! `packfs import`: packs a directory tree, or the tree of a DataBundle,
+//! into a dataset.
 //!
-//! The source is scanned and checked completely before anything is written,
-//! then data objects are uploaded by the [`crate::packer`], and finally
-//! one commit writes the Tracks, the Manifest and moves the ref.
+//! The source is scanned and checked completely before anything is written
+//! ([`Prepared`]), then data objects are uploaded by the [`crate::packer`],
+//! which reads the files' bytes through the source's
+//! [`FileReader`], and finally one commit writes the Tracks, the
+//! Manifest and moves the ref.
 
+mod bundle;
 mod scan;
 
 use std::collections::{BTreeMap, HashSet};
@@ -12,13 +16,16 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 use tracing::info;
 
+use crate::bundle::{Bundle, BundleError};
 use crate::dataset::{
     writer_string, Dataset, DatasetError, TrackContent, TrackUpdate, MAX_COMMIT_ATTEMPTS,
 };
-use crate::format::{FormatError, ObjectId, Track, TrackItem};
+use crate::format::bundle::INDEX_PATH;
+use crate::format::{Attrs, FormatError, ObjectId, Track, TrackItem};
 pub use crate::packer::{media_type, SourceFile};
-use crate::packer::{upload, PackError, PackOptions};
-use crate::store::StoreError;
+use crate::packer::{upload, FileReader, LocalFiles, PackError, PackOptions};
+use crate::store::{Store, StoreConfig, StoreError};
+pub use bundle::BundleFileError;
 pub use scan::{check_root, list_dir, problems_report, SourceEntry, SourceIoError};
 
 /// Settings of an import. `Default` gives the documented defaults.
@@ -79,6 +86,23 @@ pub enum ImportError {
     Format(#[from] FormatError),
     #[error(transparent)]
     Dataset(#[from] DatasetError),
+    /// The source is a bundle that could not be opened.
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    /// SRC is an object-store location that holds no bundle.
+    #[error("{location} holds no DataBundle (no {INDEX_PATH}): import reads a local directory or a bundle")]
+    NotABundle { location: String },
+}
+
+/// The files of a source, checked, and how to read them.
+pub struct Prepared {
+    /// Sorted by (timeline, modality, name).
+    pub files: Vec<SourceFile>,
+    /// The mode and mtime recorded with each file, parallel to `files`; empty
+    /// when the source records none (a directory: its import keeps
+    /// neither).
+    attrs: Vec<Attrs>,
+    reader: Box<dyn FileReader>,
 }
 
 /// Imports `src` into `dataset` and commits to `options.ref_name`.
@@ -91,27 +115,66 @@ pub async fn import(
     src: &Path,
     options: &ImportOptions,
 ) -> Result<ImportReport, ImportError> {
-    let files = prepare(src, options)?;
-    import_files(dataset, &files, options).await
+    let prepared = prepare(src, options)?;
+    import_files(dataset, &prepared, options).await
 }
 
-/// Checks `options` and scans `src`: everything that can be wrong with an
-/// import before it writes anything.
-pub fn prepare(src: &Path, options: &ImportOptions) -> Result<Vec<SourceFile>, ImportError> {
+/// Checks `options` and scans the directory `src`: everything that can be
+/// wrong with an import before it writes anything.
+pub fn prepare(src: &Path, options: &ImportOptions) -> Result<Prepared, ImportError> {
     check_options(options)?;
-    scan::scan(src, options.timeline.as_deref())
+    Ok(Prepared {
+        files: scan::scan(src, options.timeline.as_deref())?,
+        attrs: Vec::new(),
+        reader: Box::new(LocalFiles),
+    })
 }
 
-/// Uploads and commits files returned by [`prepare`].
+/// Like [`prepare`], for a source that is a local directory or a
+/// DataBundle (a local one, or one on any store [`Store::open`] reaches),
+/// told apart by the bundle's index. A bundle's tree, read from its index,
+/// is mapped onto timelines and modalities as a directory's is; the index
+/// of a bundle on an object store is downloaded into `index_dir` (as
+/// [`Bundle::open`] does).
+pub async fn prepare_source(
+    src: &str,
+    options: &ImportOptions,
+    config: &StoreConfig,
+    index_dir: &Path,
+) -> Result<Prepared, ImportError> {
+    let local = Store::local_path(src).map_err(BundleError::from)?;
+    let store = match Store::open(src, false, config) {
+        Ok(store) => Some(store),
+        // A local path that cannot be opened is no bundle: the directory
+        // scan says what is wrong with it.
+        Err(_) if local.is_some() => None,
+        Err(e) => return Err(BundleError::from(e).into()),
+    };
+    if let Some(store) = store {
+        if Bundle::is_bundle(&store).await? {
+            check_options(options)?;
+            return bundle::prepare(&store, index_dir, options.timeline.as_deref()).await;
+        }
+    }
+    match local {
+        Some(dir) => prepare(&dir, options),
+        None => Err(ImportError::NotABundle {
+            location: src.to_owned(),
+        }),
+    }
+}
+
+/// Uploads and commits files returned by [`prepare`] or [`prepare_source`].
 pub async fn import_files(
     dataset: &Dataset,
-    files: &[SourceFile],
+    prepared: &Prepared,
     options: &ImportOptions,
 ) -> Result<ImportReport, ImportError> {
-    let uploaded = upload(dataset, files, &options.pack).await?;
+    let files = &prepared.files;
+    let uploaded = upload(dataset, files, &*prepared.reader, &options.pack).await?;
 
     let mut groups: BTreeMap<(String, String), Vec<TrackItem>> = BTreeMap::new();
-    for (file, entry) in files.iter().zip(uploaded.entries) {
+    for (i, (file, entry)) in files.iter().zip(uploaded.entries).enumerate() {
         groups
             .entry((file.timeline.clone(), file.modality.clone()))
             .or_default()
@@ -119,7 +182,7 @@ pub async fn import_files(
                 name: file.name.clone(),
                 media_type: media_type(&file.name).into(),
                 entry,
-                attrs: Default::default(),
+                attrs: prepared.attrs.get(i).copied().unwrap_or_default(),
             });
     }
     // Another writer may move the ref between our read and our CAS; the

@@ -163,8 +163,12 @@ fn walk(
     Ok(())
 }
 
-/// Splits a file's path below SRC into (timeline, modality, item name).
-fn classify(parts: &[String], timeline: Option<&str>) -> Result<(String, String, String), String> {
+/// Splits a file's path below SRC into (timeline, modality, item name);
+/// what is wrong with it if it is not a valid item's.
+pub(super) fn classify(
+    parts: &[String],
+    timeline: Option<&str>,
+) -> Result<(String, String, String), String> {
     let (timeline, rest) = match timeline {
         Some(t) => (t.to_string(), parts),
         None => match parts.split_first() {

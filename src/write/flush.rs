@@ -21,7 +21,7 @@ use crate::namespace::{
     CommittedItem, Content, Export, ExportedFile, ExportedModality, Ino, Namespace, SpoolFile,
     ROOT_INO,
 };
-use crate::packer::{media_type, upload, PackOptions, SourceFile};
+use crate::packer::{media_type, upload, LocalFiles, PackOptions, SourceFile};
 use crate::store::StoreError;
 
 /// A spooled file just committed: its inode, the uploaded version and its
@@ -236,7 +236,7 @@ impl Flusher {
             ))
         });
         let sources: Vec<SourceFile> = uploads.iter().map(|u| u.0.clone()).collect();
-        let uploaded = upload(&self.dataset, &sources, &self.upload_options).await?;
+        let uploaded = upload(&self.dataset, &sources, &LocalFiles, &self.upload_options).await?;
         let mut new_entries: HashMap<Ino, FragmentEntry> = HashMap::new();
         for (u, entry) in uploads.iter().zip(&uploaded.entries) {
             new_entries.insert(u.1, entry.clone());

@@ -7,6 +7,8 @@ pub mod core;
 pub mod s3;
 pub mod store;
 
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -68,6 +70,16 @@ pub fn run_within(command: &mut Command, limit: Duration) -> (bool, String) {
 /// `diff -r a b` must find no difference.
 pub fn diff_r(a: &Path, b: &Path) {
     run_ok("diff", &["-r", a.to_str().unwrap(), b.to_str().unwrap()]);
+}
+
+/// Fails unless `out` is of a command that failed with every one of
+/// `needles` in its stderr.
+pub fn failed_with(out: &Output, needles: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "should have failed: {stderr}");
+    for needle in needles {
+        assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+    }
 }
 
 pub fn packfs(args: &[&str]) -> Output {
@@ -417,4 +429,49 @@ pub fn stat_counter(mnt: &Path, name: &str) -> u64 {
         .find(|l| l.starts_with(&format!("{name} ")))
         .unwrap_or_else(|| panic!("no {name} in {stats}"));
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// What std::fs shows of a directory or file.
+#[derive(Debug, PartialEq)]
+pub struct FsNode {
+    pub mode: u32,
+    /// 0 for directories.
+    pub size: u64,
+    /// Seconds and nanoseconds; 0 for directories.
+    pub mtime: (i64, i64),
+    /// `None` for directories.
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// Every directory and file under `root`, by relative path (directories
+/// with their mode only).
+pub fn fs_snapshot(root: &Path) -> BTreeMap<String, FsNode> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let node = match meta.is_dir() {
+                true => FsNode {
+                    mode: meta.mode() & 0o7777,
+                    size: 0,
+                    mtime: (0, 0),
+                    bytes: None,
+                },
+                false => FsNode {
+                    mode: meta.mode() & 0o7777,
+                    size: meta.len(),
+                    mtime: (meta.mtime(), meta.mtime_nsec()),
+                    bytes: Some(std::fs::read(&path).unwrap()),
+                },
+            };
+            if meta.is_dir() {
+                stack.push(path);
+            }
+            out.insert(rel, node);
+        }
+    }
+    out
 }

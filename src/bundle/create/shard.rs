@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use indicatif::ProgressBar;
 
 use super::walk::Entry;
-use super::CreateOptions;
+use super::{BundleSource, CreateOptions};
 use crate::bundle::BundleError;
 use crate::format::bundle::{
     crc32c, shard_header, Compression, FileMetadata, FileType, ShardMetadata, LARGE_FILE,
@@ -27,10 +27,12 @@ pub(super) struct Shard {
     pub bytes: u64,
 }
 
-/// Writes shard `index` of `files` (all files, no directories) to the new
-/// file `path`. Returns `None` if `stop` was set before it was done (the
-/// file is then incomplete). Memory: one record and its compressed bytes.
+/// Writes shard `index` of `files` (all files of `src`, no directories) to
+/// the new file `path`. Returns `None` if `stop` was set before it was done
+/// (the file is then incomplete). Memory: one record and its compressed
+/// bytes.
 pub(super) fn write(
+    src: &BundleSource,
     path: &Path,
     index: u32,
     files: &[&Entry],
@@ -61,7 +63,7 @@ pub(super) fn write(
         if stop.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let (offset, checksum) = writer.add_file(entry, progress)?;
+        let (offset, checksum) = writer.add_file(src, entry, progress)?;
         metas.push(FileMetadata {
             r#type: FileType::File as i32,
             shard_index: index,
@@ -118,6 +120,7 @@ impl Writer<'_> {
     /// and its CRC32C. Fails if it is not as long as when it was listed.
     fn add_file(
         &mut self,
+        src: &BundleSource,
         entry: &Entry,
         progress: &ProgressBar,
     ) -> Result<(u64, u32), BundleError> {
@@ -133,7 +136,7 @@ impl Writer<'_> {
             path: entry.path.clone(),
             source,
         };
-        let mut file = File::open(&entry.path).map_err(read_error)?;
+        let mut file = src.open_file(entry)?;
         let mut crc = 0;
         let mut left = size;
         while left > 0 {
@@ -202,7 +205,7 @@ fn changed(entry: &Entry, now: String) -> BundleError {
 }
 
 /// One `read`, retried if a signal interrupts it.
-fn read_some(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn read_some(file: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
     loop {
         match file.read(buf) {
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,

@@ -14,6 +14,8 @@ pub(super) struct Entry {
     /// trailing `/`; `""` is SRC.
     pub dir: String,
     pub name: String,
+    /// Where its bytes are: a local file, or for a dataset's entry the
+    /// name messages give it.
     pub path: PathBuf,
     /// A file's size when listed; `None` for a directory.
     pub file_size: Option<u64>,
