@@ -117,12 +117,18 @@ pub enum Command {
     /// CRC32C while they are imported, and its files' modes and mtimes are
     /// kept.
     Import(ImportArgs),
-    /// Mount a dataset (returns once mounted; see --foreground).
+    /// Mount a dataset or a DataBundle (returns once mounted; see
+    /// --foreground).
     ///
     /// Files written into the mount are spooled locally, packed and
     /// committed to the ref on fsync, after 2 s without changes, when
     /// --pack-items/--pack-bytes are reached, and at unmount. Unmount with
     /// `umount MOUNTPOINT` or `fusermount3 -u MOUNTPOINT`.
+    ///
+    /// A DataBundle (recognised by its index, `index/bundle.sqlite`) is
+    /// mounted read-only as the tree it holds; its index is queried on
+    /// demand, and a remote bundle's index is downloaded once into
+    /// <cache-dir>/bundle-index (or packfs's state directory).
     Mount(MountArgs),
     /// List a directory of the dataset (or show one file).
     Ls {
@@ -151,6 +157,9 @@ pub enum Command {
         max_count: usize,
     },
     /// Check every object and invariant of a ref; exit 1 on any problem.
+    ///
+    /// For a DataBundle: every shard header, every record (it decodes to
+    /// its length) and every file's CRC32C, each problem named.
     Verify {
         #[command(flatten)]
         at: DatasetAt,
@@ -302,7 +311,7 @@ pub struct ImportArgs {
 
 #[derive(Args, Debug)]
 pub struct MountArgs {
-    /// Dataset location.
+    /// Dataset or DataBundle location.
     pub dataset: String,
     /// Existing empty directory to mount on (see --allow-non-empty).
     pub mountpoint: PathBuf,
