@@ -20,7 +20,7 @@ use thiserror::Error;
 use tracing::warn;
 
 use crate::cache::Stats;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, CatalogError};
 use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, ROOT_INO};
 use crate::passthrough::Passthrough;
 use crate::reader::{ReadError, Reader};
@@ -53,6 +53,9 @@ pub enum FsError {
     Read(#[from] ReadError),
     #[error(transparent)]
     Write(WriteError),
+    /// A catalog's metadata of the entry is damaged.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
     #[error("reading spool file {}: {source}", path.display())]
     SpoolRead {
         path: std::path::PathBuf,
@@ -320,7 +323,7 @@ impl Fs {
             Node::Catalog(index, id) => {
                 let e = self.attached[index]
                     .catalog
-                    .entry(id)
+                    .entry(id)?
                     .ok_or(NsError::NotFound)?;
                 let attr = Attr {
                     ino,
@@ -350,12 +353,12 @@ impl Fs {
             (None, Node::Ns(ino)) => self.ns.lookup(ino, name)?,
             (None, Node::Catalog(index, dir)) => {
                 let catalog = &self.attached[index].catalog;
-                match catalog.entry(dir).map(|e| e.kind) {
+                match catalog.entry(dir)?.map(|e| e.kind) {
                     Some(Kind::Dir) => {}
                     Some(Kind::File) => return Err(NsError::NotADirectory.into()),
                     None => return Err(NsError::NotFound.into()),
                 }
-                let id = catalog.lookup(dir, name).ok_or(NsError::NotFound)?;
+                let id = catalog.lookup(dir, name)?.ok_or(NsError::NotFound)?;
                 self.catalog_ino(index, id)
             }
         };
@@ -397,7 +400,25 @@ impl Fs {
                 },
             };
             i += 1;
-            if add(&name, &self.getattr(entry)?, i as u64) {
+            let stat = match self.getattr(entry) {
+                Ok(stat) => stat,
+                // A damaged entry is still listed (its name is known), as a
+                // file: a listing passes only its inode and kind, and its
+                // own `stat` and reads fail with EIO.
+                Err(FsError::Catalog(_)) => {
+                    let attr = Attr {
+                        ino: entry,
+                        kind: Kind::File,
+                        size: 0,
+                        mtime: SystemTime::UNIX_EPOCH,
+                        perm: 0,
+                        nlink: 1,
+                    };
+                    self.stat_of(attr, true)
+                }
+                Err(e) => return Err(e),
+            };
+            if add(&name, &stat, i as u64) {
                 return Ok(());
             }
         }
@@ -503,7 +524,7 @@ impl Fs {
                 let range = range.start.min(entry.size)..range.end.min(entry.size);
                 let extents = self.attached[index]
                     .catalog
-                    .extents(id, range)
+                    .extents(id, range)?
                     .ok_or(NsError::NotFound)?;
                 return Ok(self.reader.read(extents).await?);
             }

@@ -68,7 +68,7 @@ fn errno(e: &FsError) -> Errno {
             // tells the writer it is not stored.
             _ => Errno::EIO,
         },
-        FsError::SpoolRead { .. } => Errno::EIO,
+        FsError::SpoolRead { .. } | FsError::Catalog(_) => Errno::EIO,
         // Data that cannot be produced exactly is an I/O error, never zeros.
         FsError::Read(ReadError::Map(_) | ReadError::Execute(_)) => Errno::EIO,
     }

@@ -320,3 +320,43 @@ fn a_bundle_on_s3_mounts_like_its_source() {
         1
     );
 }
+
+#[test]
+fn a_damaged_index_entry_fails_that_file_only() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, bundle) = small_bundle(tmp.path());
+    let conn = rusqlite::Connection::open(bundle.join("index/bundle.sqlite")).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE bundle SET value = X'ffffffff' WHERE key = 'FILE_METADATA # s/ # 07'",
+            [],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+
+    let mnt = Mounted::new(&bundle, &tmp.path().join("mnt"), &[]);
+    let names: Vec<_> = std::fs::read_dir(mnt.path.join("s"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 40, "the damaged entry is still listed");
+    let err = std::fs::metadata(mnt.path.join("s/07")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert!(eio(&mnt.path, "s/07"));
+    for rel in ["s/06", "s/08", "z/big"] {
+        assert_eq!(
+            std::fs::read(mnt.path.join(rel)).unwrap(),
+            std::fs::read(src.join(rel)).unwrap(),
+            "{rel}"
+        );
+    }
+    drop(mnt);
+    let out = packfs(&["verify", bundle.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && text.contains("FAIL s/07:"),
+        "{text}"
+    );
+}

@@ -30,6 +30,28 @@ pub struct IndexEntry {
     pub meta: FileMetadata,
 }
 
+/// An entry as a listing finds it: its value decoded on its own, so a
+/// damaged value spoils its own entry only.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    pub id: i64,
+    pub dir: String,
+    pub name: String,
+    pub meta: Result<FileMetadata, crate::format::FormatError>,
+}
+
+impl Listed {
+    /// The entry, if its value decoded.
+    pub fn entry(self) -> Result<IndexEntry, crate::format::FormatError> {
+        Ok(IndexEntry {
+            id: self.id,
+            dir: self.dir,
+            name: self.name,
+            meta: self.meta?,
+        })
+    }
+}
+
 /// A record of a compressed shard: where its uncompressed bytes start and
 /// how it is stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -141,25 +163,23 @@ impl Index {
     }
 
     /// Every entry of directory `dir`, in key (byte) order of names.
-    ///
-    /// The key range of `dir`'s prefix also holds the entries of any
-    /// subdirectory whose name starts with `" # "` (`a/ # b/ # x` starts
-    /// with `a/ # `): they are left out.
-    pub fn list(&self, dir: &str) -> Result<Vec<IndexEntry>, BundleError> {
+    pub fn list(&self, dir: &str) -> Result<Vec<Listed>, BundleError> {
         let prefix = dir_prefix(dir);
         let mut entries = self.entries_in(&prefix, &prefix_end(&prefix))?;
+        // Keys of a subdirectory whose name starts with " # " share the
+        // prefix: keep the directory's own entries.
         entries.retain(|e| e.dir == dir);
         Ok(entries)
     }
 
     /// Every file and directory entry, in key order (for `verify`).
-    pub fn entries(&self) -> Result<Vec<IndexEntry>, BundleError> {
+    pub fn entries(&self) -> Result<Vec<Listed>, BundleError> {
         let prefix = FILE_PREFIX;
         self.entries_in(prefix, &prefix_end(prefix))
     }
 
     /// The entries whose keys are in `low..high`, in key order.
-    fn entries_in(&self, low: &str, high: &str) -> Result<Vec<IndexEntry>, BundleError> {
+    fn entries_in(&self, low: &str, high: &str) -> Result<Vec<Listed>, BundleError> {
         let rows = self.query(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT rowid, key, value FROM bundle WHERE key >= ?1 AND key < ?2 ORDER BY key",
@@ -178,11 +198,11 @@ impl Index {
                 let (dir, name) = parse_file_key(&key).ok_or_else(|| {
                     crate::format::FormatError::shape(&key, "not a FILE_METADATA key")
                 })?;
-                Ok(IndexEntry {
+                Ok(Listed {
                     id,
                     dir: dir.to_owned(),
                     name: name.to_owned(),
-                    meta: FileMetadata::decode_checked(&key, &value)?,
+                    meta: FileMetadata::decode_checked(&key, &value),
                 })
             })
             .collect()
@@ -417,7 +437,7 @@ mod tests {
         assert_eq!(inner[0].name, "inner");
         let root = index.list("").unwrap();
         assert_eq!(root.len(), 1);
-        assert!(root[0].meta.is_dir());
+        assert!(root[0].meta.as_ref().unwrap().is_dir());
         let y = index.lookup("a", "y # z").unwrap().unwrap();
         assert_eq!(index.entry(y.id).unwrap().unwrap(), y);
         assert!(index.lookup("a", "missing").unwrap().is_none());

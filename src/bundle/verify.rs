@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
+use super::index::IndexEntry;
 use super::{Bundle, BundleError};
 use crate::catalog::bundle::BundleCatalog;
-use crate::catalog::Catalog;
-use crate::format::bundle::{crc32c, FileMetadata};
+use crate::format::bundle::crc32c;
 use crate::reader::Reader;
 use crate::store::Store;
 
@@ -67,17 +67,24 @@ pub async fn verify(
         }
     }
     let catalog = BundleCatalog::new(bundle.clone(), std::time::SystemTime::now());
-    for entry in index.entries()? {
+    for listed in index.entries()? {
+        let path = match listed.dir.as_str() {
+            "" => listed.name.clone(),
+            dir => format!("{dir}/{}", listed.name),
+        };
+        let entry = match listed.entry() {
+            Ok(entry) => entry,
+            Err(e) => {
+                report.problems.push(format!("{path}: {e}"));
+                continue;
+            }
+        };
         if entry.meta.is_dir() {
             report.directories += 1;
             continue;
         }
         report.files += 1;
-        let path = match entry.dir.as_str() {
-            "" => entry.name.clone(),
-            dir => format!("{dir}/{}", entry.name),
-        };
-        match check_file(&catalog, &reader, entry.id as u64, &entry.meta).await {
+        match check_file(&catalog, &reader, &entry).await {
             Ok(()) => report.bytes += entry.meta.size,
             Err(detail) => report.problems.push(format!("{path}: {detail}")),
         }
@@ -85,20 +92,20 @@ pub async fn verify(
     Ok(report)
 }
 
-/// Reads file `id` whole and compares its CRC32C.
+/// Reads file `entry` whole and compares its CRC32C.
 async fn check_file(
     catalog: &BundleCatalog,
     reader: &Reader,
-    id: u64,
-    meta: &FileMetadata,
+    entry: &IndexEntry,
 ) -> Result<(), String> {
+    let meta = &entry.meta;
     let mut crc = 0;
     let mut at = 0;
     while at < meta.size {
         let end = meta.size.min(at + READ);
         let extents = catalog
-            .extents(id, at..end)
-            .ok_or("its entry cannot be read")?;
+            .file_extents(entry, at..end)
+            .map_err(|e| e.to_string())?;
         let bytes = reader.read(extents).await.map_err(|e| e.to_string())?;
         crc = crc32c(crc, &bytes);
         at = end;

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 
-use super::{Catalog, Entry, Extents, Kind, Source};
+use super::{Catalog, CatalogError, Entry, Extents, Kind, Source};
 use crate::bundle::index::IndexEntry;
 use crate::bundle::{Bundle, BundleError};
 use crate::cache::RecordRef;
@@ -52,18 +52,16 @@ impl BundleCatalog {
         }
     }
 
-    /// Entry `id` of the index (not the root); an unreadable one is
-    /// logged and treated as missing.
-    fn indexed(&self, id: u64) -> Option<Arc<IndexEntry>> {
+    /// Entry `id` of the index (not the root).
+    fn indexed(&self, id: u64) -> Result<Option<Arc<IndexEntry>>, CatalogError> {
         if let Some(entry) = self.entries.lock().get(&id) {
-            return Some(entry.clone());
+            return Ok(Some(entry.clone()));
         }
-        let row = i64::try_from(id).ok().filter(|&id| id > 0)?;
-        let entry = self.bundle.index().entry(row).unwrap_or_else(|e| {
-            self.failed(&e);
-            None
-        })?;
-        Some(self.remember(entry))
+        let Some(row) = i64::try_from(id).ok().filter(|&id| id > 0) else {
+            return Ok(None);
+        };
+        let entry = self.bundle.index().entry(row).map_err(|e| self.failed(e))?;
+        Ok(entry.map(|e| self.remember(e)))
     }
 
     /// Keeps `entry` for the `stat` that usually follows.
@@ -73,30 +71,42 @@ impl BundleCatalog {
         entry
     }
 
-    fn failed(&self, e: &BundleError) {
-        tracing::error!("bundle {}: {e}", self.bundle.location());
+    /// `e`, logged (the mount's log names the bundle and what is wrong;
+    /// the reader gets `EIO`).
+    fn failed(&self, e: impl std::fmt::Display) -> CatalogError {
+        let e = CatalogError(format!("bundle {}: {e}", self.bundle.location()));
+        tracing::error!("{e}");
+        e
     }
 
     /// The path of directory `dir` relative to the root (`""` for it).
-    fn dir_path(&self, dir: u64) -> Option<String> {
+    fn dir_path(&self, dir: u64) -> Result<Option<String>, CatalogError> {
         if dir == 0 {
-            return Some(String::new());
+            return Ok(Some(String::new()));
         }
-        let entry = self.indexed(dir).filter(|e| e.meta.is_dir())?;
-        Some(join(&entry.dir, &entry.name))
+        let entry = self.indexed(dir)?.filter(|e| e.meta.is_dir());
+        Ok(entry.map(|e| join(&e.dir, &e.name)))
     }
 
+    /// The entries of directory `dir`. One whose value is damaged is
+    /// listed all the same (its name is in its key); its `stat` fails.
     fn listing(&self, dir: u64) -> Option<Listing> {
         if let Some(listing) = self.listings.lock().get(&dir) {
             return Some(listing.clone());
         }
-        let path = self.dir_path(dir)?;
+        let path = self.dir_path(dir).ok()??;
         let entries = self.bundle.index().list(&path).unwrap_or_else(|e| {
-            self.failed(&e);
+            self.failed(e);
             Vec::new()
         });
-        let listing: Listing =
-            Arc::new(entries.into_iter().map(|e| (e.id as u64, e.name)).collect());
+        let mut listing = Vec::with_capacity(entries.len());
+        for listed in entries {
+            listing.push((listed.id as u64, listed.name.clone()));
+            if let Ok(entry) = listed.entry() {
+                self.remember(entry);
+            }
+        }
+        let listing: Listing = Arc::new(listing);
         self.listings.lock().put(dir, listing.clone());
         Some(listing)
     }
@@ -185,17 +195,19 @@ fn mtime(entry: &IndexEntry) -> SystemTime {
 }
 
 impl Catalog for BundleCatalog {
-    fn entry(&self, id: u64) -> Option<Entry> {
+    fn entry(&self, id: u64) -> Result<Option<Entry>, CatalogError> {
         if id == 0 {
-            return Some(Entry {
+            return Ok(Some(Entry {
                 kind: Kind::Dir,
                 size: 0,
                 perm: 0o555,
                 mtime: self.root_mtime,
                 volatile: false,
-            });
+            }));
         }
-        let entry = self.indexed(id)?;
+        let Some(entry) = self.indexed(id)? else {
+            return Ok(None);
+        };
         let kind = match entry.meta.is_dir() {
             true => Kind::Dir,
             false => Kind::File,
@@ -205,25 +217,23 @@ impl Catalog for BundleCatalog {
             (None, Kind::Dir) => 0o555,
             (None, Kind::File) => 0o444,
         };
-        Some(Entry {
+        Ok(Some(Entry {
             kind,
             size: entry.meta.size,
             perm,
             mtime: mtime(&entry),
             volatile: false,
-        })
+        }))
     }
 
-    fn lookup(&self, dir: u64, name: &[u8]) -> Option<u64> {
-        let name = std::str::from_utf8(name).ok()?;
-        let path = self.dir_path(dir)?;
-        match self.bundle.index().lookup(&path, name) {
-            Ok(found) => found.map(|e| self.remember(e).id as u64),
-            Err(e) => {
-                self.failed(&e);
-                None
-            }
-        }
+    fn lookup(&self, dir: u64, name: &[u8]) -> Result<Option<u64>, CatalogError> {
+        let (Ok(name), Some(path)) = (std::str::from_utf8(name), self.dir_path(dir)?) else {
+            return Ok(None);
+        };
+        let found = self.bundle.index().lookup(&path, name);
+        Ok(found
+            .map_err(|e| self.failed(e))?
+            .map(|e| self.remember(e).id as u64))
     }
 
     fn child(&self, dir: u64, index: usize) -> Option<(u64, Cow<'_, str>)> {
@@ -236,29 +246,24 @@ impl Catalog for BundleCatalog {
         if dir == 0 {
             return None;
         }
-        let entry = self.indexed(dir)?;
+        let entry = self.indexed(dir).ok()??;
         if entry.dir.is_empty() {
             return Some(0);
         }
         let (up, name) = entry.dir.rsplit_once('/').unwrap_or(("", &entry.dir));
-        self.bundle
-            .index()
-            .lookup(up, name)
-            .ok()
-            .flatten()
-            .map(|e| e.id as u64)
+        let parent = self.bundle.index().lookup(up, name).ok()??;
+        Some(parent.id as u64)
     }
 
-    fn extents(&self, id: u64, range: Range<u64>) -> Option<Extents> {
-        let entry = self.indexed(id).filter(|e| !e.meta.is_dir())?;
+    fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError> {
+        let Some(entry) = self.indexed(id)?.filter(|e| !e.meta.is_dir()) else {
+            return Ok(None);
+        };
         let end = range.end.min(entry.meta.size);
         let range = range.start.min(end)..end;
-        match self.file_extents(&entry, range) {
-            Ok(extents) => Some(extents),
-            Err(e) => {
-                self.failed(&e);
-                None
-            }
-        }
+        let extents = self
+            .file_extents(&entry, range)
+            .map_err(|e| self.failed(e))?;
+        Ok(Some(extents))
     }
 }

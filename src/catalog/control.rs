@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use super::{Catalog, Entry, Extents, Kind};
+use super::{Catalog, CatalogError, Entry, Extents, Kind};
 use crate::cache::Stats;
 
 /// The name it is attached at in the mount's root.
@@ -35,8 +35,8 @@ impl Control {
 }
 
 impl Catalog for Control {
-    fn entry(&self, id: u64) -> Option<Entry> {
-        match id {
+    fn entry(&self, id: u64) -> Result<Option<Entry>, CatalogError> {
+        Ok(match id {
             0 => Some(Entry {
                 kind: Kind::Dir,
                 size: 0,
@@ -54,11 +54,11 @@ impl Catalog for Control {
                 volatile: true,
             }),
             _ => None,
-        }
+        })
     }
 
-    fn lookup(&self, dir: u64, name: &[u8]) -> Option<u64> {
-        (dir == 0 && name == STATS_NAME.as_bytes()).then_some(STATS)
+    fn lookup(&self, dir: u64, name: &[u8]) -> Result<Option<u64>, CatalogError> {
+        Ok((dir == 0 && name == STATS_NAME.as_bytes()).then_some(STATS))
     }
 
     fn child(&self, dir: u64, index: usize) -> Option<(u64, Cow<'_, str>)> {
@@ -69,7 +69,7 @@ impl Catalog for Control {
         None
     }
 
-    fn extents(&self, id: u64, range: Range<u64>) -> Option<Extents> {
-        (id == STATS).then(|| Extents::of_memory(self.stats_text(), range))
+    fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError> {
+        Ok((id == STATS).then(|| Extents::of_memory(self.stats_text(), range)))
     }
 }

@@ -76,14 +76,20 @@ pub struct Entry {
     pub volatile: bool,
 }
 
+/// A catalog's metadata of an entry could not be read (a damaged index
+/// value): the entry cannot be served, and only it (`EIO`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CatalogError(pub String);
+
 /// A read-only tree of entries. Ids are the catalog's own; 0 is its root
 /// directory. The core gives each attached catalog a range of inodes.
 pub trait Catalog: Send + Sync {
     /// Entry `id`, if there is one.
-    fn entry(&self, id: u64) -> Option<Entry>;
+    fn entry(&self, id: u64) -> Result<Option<Entry>, CatalogError>;
 
     /// The child `name` of directory `dir`.
-    fn lookup(&self, dir: u64, name: &[u8]) -> Option<u64>;
+    fn lookup(&self, dir: u64, name: &[u8]) -> Result<Option<u64>, CatalogError>;
 
     /// The `index`-th child of directory `dir` (in a fixed order) and its
     /// name; `None` past the last.
@@ -94,5 +100,5 @@ pub trait Catalog: Send + Sync {
     fn parent(&self, dir: u64) -> Option<u64>;
 
     /// Bytes `range` of file `id` (within its size).
-    fn extents(&self, id: u64, range: Range<u64>) -> Option<Extents>;
+    fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError>;
 }

@@ -75,9 +75,14 @@ pub(super) async fn prepare(
         let bundle = bundle.clone();
         crate::blocking::run(move || bundle.index().entries()).await?
     };
+    // A damaged entry fails the import: nothing of it could be imported.
+    let entries = listed
+        .into_iter()
+        .map(|l| l.entry().map_err(BundleError::from))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut problems = Vec::new();
     let mut files = Vec::new();
-    for mut entry in listed.into_iter().filter(|e| !e.meta.is_dir()) {
+    for mut entry in entries.into_iter().filter(|e| !e.meta.is_dir()) {
         let mut parts: Vec<String> = entry.dir.split('/').map(str::to_owned).collect();
         parts.retain(|p| !p.is_empty());
         parts.push(entry.name.clone());
