@@ -94,7 +94,16 @@ pub struct Bundle {
 impl Bundle {
     /// Whether `store`'s location holds a bundle (has its index).
     pub async fn is_bundle(store: &Store) -> Result<bool, BundleError> {
-        Ok(store.head(&index_path(store)).await?.is_some())
+        // Asked before anything else of a location, so its failures are
+        // explained: a store without credentials is said to be that, and
+        // the probe is a one-byte GET, not a HEAD, because a refused HEAD
+        // has no body to say why (e.g. InvalidAccessKeyId).
+        store.check_credentials().await?;
+        match store.get_range(&index_path(store), 0..1).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Opens the bundle at `store`'s location. A local bundle's index is

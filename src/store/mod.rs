@@ -486,6 +486,23 @@ impl Store {
         .map_err(|e| self.fail("get", path, e))
     }
 
+    /// Fetches the credentials of a remote store (a no-op for others), so
+    /// that a store without any is reported as that before a request
+    /// fails for want of them.
+    pub async fn check_credentials(&self) -> Result<(), StoreError> {
+        let Some(remote) = &self.remote else {
+            return Ok(());
+        };
+        remote
+            .check_credentials()
+            .await
+            .map_err(|e| StoreError::NoCredentials {
+                location: self.location.clone(),
+                detail: e.to_string(),
+                hint: remote.service.credentials_hint(),
+            })
+    }
+
     /// The file that holds object `path` of a local store; `None` for
     /// other stores.
     pub fn local_file(&self, path: &Path) -> Option<PathBuf> {

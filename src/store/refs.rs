@@ -226,20 +226,8 @@ fn flock_exclusive(file: &File) -> std::io::Result<()> {
 /// has no such bucket is said to be that, never advised to go unsafe.
 pub(super) async fn probe_conditional_puts(store: &Store) -> Result<(), StoreError> {
     let location = &store.location;
-    let remote = match &store.remote {
-        Some(remote) => {
-            remote
-                .check_credentials()
-                .await
-                .map_err(|e| StoreError::NoCredentials {
-                    location: location.clone(),
-                    detail: e.to_string(),
-                    hint: remote.service.credentials_hint(),
-                })?;
-            Some(remote.with_credentials_in_hand())
-        }
-        None => None,
-    };
+    store.check_credentials().await?;
+    let remote = store.remote.as_ref().map(|r| r.with_credentials_in_hand());
     let nonce = format!(
         "cas-probe-{}-{}",
         std::process::id(),
