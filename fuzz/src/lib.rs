@@ -350,13 +350,10 @@ fn check_program(program: &ByteRangeProgram, map: &NormalizedMap, limits: &Coale
                 });
                 (*source, *src_offset)
             }
-            Run::Coalesced {
-                source,
-                src,
-                pieces,
-            } => {
+            Run::Coalesced { source, .. } | Run::Strided { source, .. } => {
+                let (src, pieces) = (run.src().expect("a read"), run.pieces());
                 assert!(pieces.len() > 1, "{run:?}");
-                check_window(src, pieces, limits);
+                check_window(&src, &pieces, limits);
                 produced.extend(pieces.iter().map(|p| Segment {
                     dest: p.dest(),
                     kind: SegmentKind::Data {

@@ -99,12 +99,9 @@ impl ByteRangeProgram {
 fn run_read(run: &Run) -> Option<(SourceIndex, Range<u64>)> {
     match run {
         Run::Pad { .. } => None,
-        Run::Contiguous {
-            source,
-            src_offset,
-            dest,
-        } => Some((*source, *src_offset..src_offset + (dest.end - dest.start))),
-        Run::Coalesced { source, src, .. } => Some((*source, src.clone())),
+        Run::Contiguous { source, .. }
+        | Run::Coalesced { source, .. }
+        | Run::Strided { source, .. } => Some((*source, run.src()?)),
     }
 }
 
@@ -112,8 +109,8 @@ fn run_read(run: &Run) -> Option<(SourceIndex, Range<u64>)> {
 /// names a segment's range, not a coalesced window's).
 fn run_reads(run: &Run) -> Vec<(SourceIndex, Range<u64>)> {
     match run {
-        Run::Coalesced { source, pieces, .. } => {
-            pieces.iter().map(|p| (*source, p.src())).collect()
+        Run::Coalesced { source, .. } | Run::Strided { source, .. } => {
+            run.pieces().iter().map(|p| (*source, p.src())).collect()
         }
         _ => run_read(run).into_iter().collect(),
     }
@@ -158,6 +155,20 @@ fn scatter(out: &mut [u8], run: &Run, bytes: &[u8]) {
             for piece in pieces {
                 let within = piece.src_offset - src.start..piece.src().end - src.start;
                 out[in_memory(piece.dest())].copy_from_slice(&bytes[in_memory(within)]);
+            }
+        }
+        Run::Strided {
+            src_stride,
+            dest_start,
+            dest_stride,
+            len,
+            count,
+            ..
+        } => {
+            // Packs the span read: piece i is `len` bytes at i strides.
+            for i in 0..*count {
+                let (from, to) = (i * src_stride, dest_start + i * dest_stride);
+                out[in_memory(to..to + len)].copy_from_slice(&bytes[in_memory(from..from + len)]);
             }
         }
     }

@@ -75,6 +75,71 @@ pub enum Run {
         src: Range<u64>,
         pieces: Vec<Piece>,
     },
+    /// The seed's StridedRun: a coalesced read whose pieces repeat at a
+    /// fixed stride (a row of a dense array crossing many tiles), kept as
+    /// its pattern instead of a list: piece `i` takes `len` bytes at
+    /// `src_start + i * src_stride` to `dest_start + i * dest_stride`.
+    /// One read of [`Run::src`], packed into the destination.
+    Strided {
+        source: SourceIndex,
+        src_start: u64,
+        src_stride: u64,
+        dest_start: u64,
+        dest_stride: u64,
+        len: u64,
+        count: u64,
+    },
+}
+
+impl Run {
+    /// The source bytes the run reads (`None` for PAD).
+    pub fn src(&self) -> Option<Range<u64>> {
+        match self {
+            Run::Pad { .. } => None,
+            Run::Contiguous {
+                src_offset, dest, ..
+            } => Some(*src_offset..src_offset + (dest.end - dest.start)),
+            Run::Coalesced { src, .. } => Some(src.clone()),
+            Run::Strided {
+                src_start,
+                src_stride,
+                len,
+                count,
+                ..
+            } => Some(*src_start..src_start + (count - 1) * src_stride + len),
+        }
+    }
+
+    /// The run's pieces: what goes where (none for PAD). A strided run's
+    /// are generated from its pattern.
+    pub fn pieces(&self) -> Vec<Piece> {
+        match self {
+            Run::Pad { .. } => Vec::new(),
+            Run::Contiguous {
+                src_offset, dest, ..
+            } => vec![Piece {
+                src_offset: *src_offset,
+                dest_offset: dest.start,
+                len: dest.end - dest.start,
+            }],
+            Run::Coalesced { pieces, .. } => pieces.clone(),
+            Run::Strided {
+                src_start,
+                src_stride,
+                dest_start,
+                dest_stride,
+                len,
+                count,
+                ..
+            } => (0..*count)
+                .map(|i| Piece {
+                    src_offset: src_start + i * src_stride,
+                    dest_offset: dest_start + i * dest_stride,
+                    len: *len,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The compiled form of a [`NormalizedMap`]: runs that together produce
@@ -180,7 +245,7 @@ impl Window {
     }
 
     /// The run that reads this window: a window of one piece is a plain
-    /// contiguous read.
+    /// contiguous read, one of pieces at fixed strides a strided run.
     fn run(self, source: SourceIndex) -> Run {
         match self.pieces.as_slice() {
             [piece] => Run::Contiguous {
@@ -188,13 +253,44 @@ impl Window {
                 src_offset: piece.src_offset,
                 dest: piece.dest(),
             },
-            _ => Run::Coalesced {
-                source,
-                src: self.src,
-                pieces: self.pieces,
+            pieces => match stride(pieces) {
+                Some((src_stride, dest_stride)) => Run::Strided {
+                    source,
+                    src_start: pieces[0].src_offset,
+                    src_stride,
+                    dest_start: pieces[0].dest_offset,
+                    dest_stride,
+                    len: pieces[0].len,
+                    count: pieces.len() as u64,
+                },
+                None => Run::Coalesced {
+                    source,
+                    src: self.src,
+                    pieces: self.pieces,
+                },
             },
         }
     }
+}
+
+/// The source and destination strides of `pieces` (in source order), if
+/// there are at least three, all of one length, at one positive source
+/// stride and one positive destination stride.
+fn stride(pieces: &[Piece]) -> Option<(u64, u64)> {
+    let [first, second, ..] = pieces else {
+        return None;
+    };
+    if pieces.len() < 3 || second.src_offset <= first.src_offset {
+        return None;
+    }
+    let src_stride = second.src_offset - first.src_offset;
+    let dest_stride = second.dest_offset.checked_sub(first.dest_offset)?;
+    let regular = pieces.windows(2).all(|w| {
+        w[1].len == first.len
+            && w[1].src_offset.checked_sub(w[0].src_offset) == Some(src_stride)
+            && w[1].dest_offset.checked_sub(w[0].dest_offset) == Some(dest_stride)
+    });
+    (regular && dest_stride > 0).then_some((src_stride, dest_stride))
 }
 
 #[cfg(test)]
@@ -332,6 +428,48 @@ mod tests {
                 Run::Pad { dest: 0..10 },
                 Run::Pad { dest: 20..25 },
             ]
+        );
+    }
+
+    #[test]
+    fn pieces_at_fixed_strides_become_one_strided_run() {
+        // Rows of 8 bytes, 10 apart in A, every 16 bytes in the
+        // destination (interleaved with B's rows, back to back in B).
+        let rows: Vec<_> = (0..4)
+            .flat_map(|r| [(8, A, r * 10), (8, B, 100 + r * 8)])
+            .collect();
+        let runs = compile(&rows, CoalesceLimits::default());
+        let strided = Run::Strided {
+            source: A,
+            src_start: 0,
+            src_stride: 10,
+            dest_start: 0,
+            dest_stride: 16,
+            len: 8,
+            count: 4,
+        };
+        assert_eq!(runs[0], strided);
+        assert_eq!(strided.src(), Some(0..38));
+        assert_eq!(strided.pieces()[3], piece(30, 48, 8));
+        let b = &runs[1];
+        assert!(
+            matches!(
+                b,
+                Run::Strided {
+                    source: B,
+                    src_stride: 8,
+                    ..
+                }
+            ),
+            "{b:?}"
+        );
+        // One piece off the stride: a plain coalesced read.
+        let mut rows = rows;
+        rows[6].2 += 1;
+        let runs = compile(&rows, CoalesceLimits::default());
+        assert!(
+            matches!(runs[0], Run::Coalesced { source: A, .. }),
+            "{runs:?}"
         );
     }
 

@@ -189,7 +189,108 @@ fn check_window(src: &Range<u64>, pieces: &[Piece], limits: &CoalesceLimits) {
     assert!(len as f64 <= limits.max_amplification * wanted as f64);
 }
 
+/// A dense array's row-major file over tiles: `tiles` sources side by
+/// side, each holding `rows` rows of `width` bytes at its own row stride
+/// (`width` plus padding) from its own start. Destination row `r` is row
+/// `r` of every tile in turn, so each tile's pieces repeat at a fixed
+/// stride in both source and destination.
+#[derive(Clone, Debug)]
+struct Tiled {
+    sources: Vec<Vec<u8>>,
+    width: u64,
+    rows: u64,
+    /// Per tile: (start, row stride).
+    layout: Vec<(u64, u64)>,
+}
+
+impl Tiled {
+    fn map(&self) -> ByteRangeMap {
+        let tiles = self.layout.len() as u64;
+        let mut map = ByteRangeMap::new(self.rows * tiles * self.width);
+        for r in 0..self.rows {
+            for (t, &(start, stride)) in self.layout.iter().enumerate() {
+                let dest = (r * tiles + t as u64) * self.width;
+                map.push_data(dest, self.width, SourceIndex(t), start + r * stride);
+            }
+        }
+        map
+    }
+
+    /// The destination, copied row by row and tile by tile.
+    fn reference(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in 0..self.rows {
+            for (t, &(start, stride)) in self.layout.iter().enumerate() {
+                let from = (start + r * stride) as usize;
+                out.extend_from_slice(&self.sources[t][from..from + self.width as usize]);
+            }
+        }
+        out
+    }
+}
+
+fn tiled() -> impl Strategy<Value = Tiled> {
+    (
+        1u64..12,
+        1u64..24,
+        vec((0u64..40, 0u64..9), 1..5),
+        any::<u8>(),
+    )
+        .prop_map(|(width, rows, tiles, seed)| {
+            let layout: Vec<(u64, u64)> = tiles.iter().map(|&(s, pad)| (s, width + pad)).collect();
+            let sources = layout
+                .iter()
+                .enumerate()
+                .map(|(t, &(start, stride))| {
+                    let len = start + rows * stride;
+                    (0..len)
+                        .map(|i| (i as u8).wrapping_mul(31) ^ seed ^ t as u8)
+                        .collect()
+                })
+                .collect();
+            Tiled {
+                sources,
+                width,
+                rows,
+                layout,
+            }
+        })
+}
+
 proptest! {
+    #[test]
+    fn strided_maps_execute_like_a_naive_copy(tiled in tiled(), all_limits in vec(limits(), 3)) {
+        let normalized = tiled.map().normalize().unwrap();
+        let sources: Vec<MemorySource> =
+            tiled.sources.iter().map(|s| MemorySource::new(s.clone())).collect();
+        let sources: Vec<&dyn SeekableSource> =
+            sources.iter().map(|s| s as &dyn SeekableSource).collect();
+        let reference = tiled.reference();
+        for limits in all_limits.iter().chain([&CoalesceLimits::default()]) {
+            let program = ByteRangeProgram::compile(&normalized, limits);
+            for run in program.runs() {
+                // Coalesced reads (strided ones too) keep to the limits.
+                if let Run::Coalesced { .. } | Run::Strided { .. } = run {
+                    check_window(&run.src().unwrap(), &run.pieces(), limits);
+                }
+            }
+            let out = block_on(program.execute(&sources)).unwrap();
+            prop_assert_eq!(&out[..], &reference[..], "limits {:?}", limits);
+        }
+        // With room to coalesce, a tile read in 3 or more rows with a gap
+        // between them becomes one strided run.
+        let program = ByteRangeProgram::compile(&normalized, &CoalesceLimits {
+            max_gap: u64::MAX,
+            max_amplification: f64::INFINITY,
+            max_read: u64::MAX,
+        });
+        let strided = program.runs().iter().filter(|r| matches!(r, Run::Strided { .. })).count();
+        let multi = tiled.layout.len() > 1 || tiled.layout[0].1 > tiled.width;
+        if tiled.rows >= 3 && multi {
+            prop_assert_eq!(strided, tiled.layout.len(), "{:?}", program.runs());
+        }
+    }
+
     #[test]
     fn execution_matches_a_naive_copy(case in case(), all_limits in vec(limits(), 3)) {
         let normalized = case.map().normalize().unwrap();
@@ -218,8 +319,9 @@ proptest! {
             for run in program.runs() {
                 covered += match run {
                     Run::Pad { dest } | Run::Contiguous { dest, .. } => dest.end - dest.start,
-                    Run::Coalesced { src, pieces, .. } => {
-                        check_window(src, pieces, limits);
+                    Run::Coalesced { .. } | Run::Strided { .. } => {
+                        let pieces = run.pieces();
+                        check_window(&run.src().unwrap(), &pieces, limits);
                         pieces.iter().map(|p| p.len).sum()
                     }
                 };
