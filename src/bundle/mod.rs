@@ -122,19 +122,12 @@ impl Bundle {
         let mut shards = Vec::with_capacity(count as usize);
         for i in 0..count {
             let path = store.layout().root().clone().join(shard_name(i));
-            let size = store
-                .size(&path)
-                .await?
-                .ok_or_else(|| StoreError::NotFound {
-                    path: path.to_string(),
-                })?;
-            let header = store
-                .get_range(&path, 0..size.min(SHARD_HEADER_LEN as u64))
-                .await?;
+            // One request per shard: the header's GET also says the size.
+            let header = store.get_range(&path, 0..SHARD_HEADER_LEN as u64).await?;
             check_shard_header(&header.bytes, i)?;
             shards.push(ObjectRef {
                 path: Arc::new(path),
-                len: size,
+                len: header.object_size,
                 drop_behind: false,
                 then: None,
             });

@@ -12,9 +12,9 @@ use std::time::{Duration, SystemTime};
 use parking_lot::Mutex;
 
 use super::{Catalog, CatalogError, Entry, Extents, Kind, Source};
-use crate::bundle::index::IndexEntry;
+use crate::bundle::index::{IndexEntry, IndexRecord};
 use crate::bundle::{Bundle, BundleError};
-use crate::cache::RecordRef;
+use crate::cache::{ObjectRef, RecordRef};
 use crate::engine::{ByteRangeMap, SourceIndex};
 use crate::format::bundle::Compression;
 
@@ -111,6 +111,26 @@ impl BundleCatalog {
         Some(listing)
     }
 
+    /// Stored record `record` of shard object `shard`, as the block cache
+    /// reads and decodes it: read up to the next block, where the next
+    /// record starts, so that reads of consecutive records abut.
+    pub fn record_ref(&self, shard: &ObjectRef, record: &IndexRecord) -> RecordRef {
+        let index = self.bundle.index();
+        let start = record.meta.compressed_offset;
+        let end = start + record.meta.compressed_size;
+        let padded = end
+            .next_multiple_of(index.config().block_size)
+            .min(shard.len)
+            .max(end);
+        RecordRef {
+            object: shard.clone(),
+            stored: start..padded,
+            compressed: record.meta.compressed_size,
+            len: record.meta.uncompressed_size,
+            compression: index.compression(),
+        }
+    }
+
     /// The map of bytes `range` (within its size) of file `entry`, as
     /// [`Catalog::extents`] gives it for the entry's id, or what is wrong
     /// with the index. For a reader that holds the entry already, as
@@ -153,17 +173,7 @@ impl BundleCatalog {
                 map.push_pad(dest, to - from);
                 continue;
             }
-            // Read up to the next block, where the next record starts.
-            let start = record.meta.compressed_offset;
-            let end = start + record.meta.compressed_size;
-            let padded = end.next_multiple_of(block_size).min(shard.len).max(end);
-            sources.push(Source::Record(Arc::new(RecordRef {
-                object: shard.clone(),
-                stored: start..padded,
-                compressed: record.meta.compressed_size,
-                len: record.meta.uncompressed_size,
-                compression,
-            })));
+            sources.push(Source::Record(Arc::new(self.record_ref(shard, &record))));
             map.push_data(
                 dest,
                 to - from,
