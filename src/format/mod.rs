@@ -6,6 +6,7 @@
 //! `docs/DATABUNDLE.md` ([`bundle`]).
 
 pub mod bundle;
+pub mod tiledb;
 mod cbor;
 mod entry;
 mod error;
