@@ -8,6 +8,12 @@
 
 use thiserror::Error;
 
+pub mod filter;
+pub mod tile;
+
+pub use filter::{Filter, FilterPipeline};
+pub use tile::{decode_generic_tile, decode_tile, GenericTile, TileType};
+
 /// Why bytes of a TileDB array could not be decoded. `what` names the
 /// structure (and where known the file and offset) so a message points at
 /// the exact place.
@@ -67,13 +73,11 @@ impl TileDbError {
                 what: prefix(what),
                 detail,
             },
-            TileDbError::UnsupportedFilter { what, code, name } => {
-                TileDbError::UnsupportedFilter {
-                    what: prefix(what),
-                    code,
-                    name,
-                }
-            }
+            TileDbError::UnsupportedFilter { what, code, name } => TileDbError::UnsupportedFilter {
+                what: prefix(what),
+                code,
+                name,
+            },
             TileDbError::Checksum { what, algorithm } => TileDbError::Checksum {
                 what: prefix(what),
                 algorithm,
