@@ -6,7 +6,6 @@
 //! `docs/DATABUNDLE.md` ([`bundle`]).
 
 pub mod bundle;
-pub mod tiledb;
 mod cbor;
 mod entry;
 mod error;
@@ -15,6 +14,7 @@ mod manifest;
 mod name;
 mod object_id;
 mod reference;
+pub mod tiledb;
 mod track;
 
 pub use entry::{FragmentEntry, Placement};
