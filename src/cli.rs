@@ -278,6 +278,10 @@ pub struct DatasetAt {
     /// Ref (branch) to read.
     #[arg(long = "ref", default_value = "main")]
     pub ref_name: String,
+    /// TileDB arrays: read the array as of this time, in milliseconds
+    /// since the epoch [default: the latest].
+    #[arg(long, value_name = "TIMESTAMP_MS")]
+    pub at: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -409,6 +413,29 @@ pub struct MountArgs {
     /// is not committed by then stays in the spool for the next mount.
     #[arg(long, value_name = "SECONDS", default_value_t = WriteOptions::default().shutdown_timeout.as_secs_f64())]
     pub shutdown_timeout: f64,
+    /// TileDB arrays: show the array as of this time, in milliseconds
+    /// since the epoch (fragments written up to it) [default: the latest].
+    #[arg(long, value_name = "TIMESTAMP_MS")]
+    pub at: Option<u64>,
+    /// TileDB arrays: give the cell files of a var-sized attribute an
+    /// extension, e.g. `--ext image=jpg` (repeatable).
+    #[arg(long, value_name = "ATTRIBUTE=EXT", value_parser = parse_extension)]
+    pub ext: Vec<(String, String)>,
+}
+
+/// `ATTRIBUTE=EXT` of `--ext`.
+fn parse_extension(arg: &str) -> Result<(String, String), String> {
+    match arg.split_once('=') {
+        Some((attribute, ext))
+            if !attribute.is_empty() && !ext.is_empty() && !ext.contains('/') =>
+        {
+            Ok((
+                attribute.to_string(),
+                ext.trim_start_matches('.').to_string(),
+            ))
+        }
+        _ => Err(format!("{arg:?}: expected ATTRIBUTE=EXT, e.g. image=jpg")),
+    }
 }
 
 impl MountArgs {
@@ -449,6 +476,8 @@ impl MountArgs {
                 ),
                 ..WriteOptions::default()
             },
+            array_at: self.at,
+            array_extensions: self.ext.iter().cloned().collect(),
         }
     }
 }
@@ -732,6 +761,9 @@ pub async fn run_verify(
     if Bundle::is_bundle(dataset.store()).await? {
         return verify_bundle(dataset.store()).await;
     }
+    if packfs::array::Array::is_array(dataset.store()).await? {
+        return verify_array(dataset.store(), at.at).await;
+    }
     let report = packfs::verify::verify(&dataset, &at.ref_name).await?;
     for p in &report.problems {
         println!("FAIL {p}");
@@ -766,6 +798,26 @@ async fn verify_bundle(store: &Store) -> Result<bool, Box<dyn std::error::Error>
         ),
         1 => println!("1 problem in bundle {location}"),
         n => println!("{n} problems in bundle {location}"),
+    }
+    Ok(report.problems.is_empty())
+}
+
+/// `packfs verify` of a TileDB array (as of `at`, milliseconds).
+async fn verify_array(store: &Store, at: Option<u64>) -> Result<bool, Box<dyn std::error::Error>> {
+    let array = packfs::array::Array::open(store, at).await?;
+    let reader = Reader::new(store.clone(), CacheOptions::default(), None);
+    let report = packfs::array::verify::verify(&array, reader.cache()).await?;
+    for p in &report.problems {
+        println!("FAIL {p}");
+    }
+    let location = store.location();
+    match report.problems.len() {
+        0 => println!(
+            "OK TileDB array {location}: {} fragments, {} tiles, {} bytes verified",
+            report.fragments, report.tiles, report.bytes
+        ),
+        1 => println!("1 problem in TileDB array {location}"),
+        n => println!("{n} problems in TileDB array {location}"),
     }
     Ok(report.problems.is_empty())
 }

@@ -35,6 +35,7 @@
 //!   compare-and-swap); [`blocking`]: where their blocking file reads run
 //!   (inline on a FUSE loop thread, else on the runtime's pool).
 
+pub mod array;
 pub mod blocking;
 pub mod bundle;
 pub mod cache;

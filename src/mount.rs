@@ -8,9 +8,11 @@ use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{debug, info, warn};
 
+use crate::array::Array;
 use crate::bundle::Bundle;
 use crate::cache::whole::{WholeCache, WholeError, WholeOptions};
 use crate::cache::{CacheOptions, DiskCache, DiskCacheError};
+use crate::catalog::array::ArrayCatalog;
 use crate::catalog::bundle::BundleCatalog;
 use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
@@ -68,6 +70,11 @@ pub struct MountOptions {
     pub allow_non_empty: bool,
     /// Spool and flush settings of a read-write mount.
     pub write: WriteOptions,
+    /// A TileDB array: show it as a read at this time (milliseconds since
+    /// the epoch); `None`: the latest.
+    pub array_at: Option<u64>,
+    /// A TileDB array: file name extension per var-sized attribute.
+    pub array_extensions: std::collections::HashMap<String, String>,
 }
 
 impl Default for MountOptions {
@@ -91,6 +98,8 @@ impl Default for MountOptions {
             read_only: false,
             allow_non_empty: false,
             write: WriteOptions::default(),
+            array_at: None,
+            array_extensions: Default::default(),
         }
     }
 }
@@ -112,6 +121,8 @@ pub enum MountError {
     Write(#[from] WriteError),
     #[error(transparent)]
     Bundle(#[from] crate::bundle::BundleError),
+    #[error(transparent)]
+    Array(#[from] crate::array::ArrayError),
     #[error("{op}: {source}")]
     Io {
         op: &'static str,
@@ -299,9 +310,11 @@ fn open_session(
 ) -> Result<fuser::Session<PackFs>, MountError> {
     let store = dataset.store();
     let bundle = runtime.block_on(Bundle::is_bundle(store))?;
-    let fs = match bundle {
-        true => open_bundle_fs(store, options, runtime.handle())?,
-        false => {
+    let array = !bundle && runtime.block_on(Array::is_array(store))?;
+    let fs = match (bundle, array) {
+        (true, _) => open_bundle_fs(store, options, runtime.handle())?,
+        (_, true) => open_array_fs(store, options, runtime.handle())?,
+        _ => {
             let spool_dir = options.write.spool_dir.clone().unwrap_or_else(|| {
                 default_spool_dir(store.location(), &options.ref_name, mountpoint)
             });
@@ -318,7 +331,7 @@ fn open_session(
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
-    if options.read_only || bundle {
+    if options.read_only || bundle || array {
         config.mount_options.push(MountOption::RO);
     }
     if options.allow_other {
@@ -437,6 +450,38 @@ pub fn open_bundle_fs(
     };
     let reader = Reader::new(store.clone(), options.cache.clone(), disk);
     let catalog = BundleCatalog::new(Arc::new(bundle), std::time::SystemTime::now());
+    Ok(Arc::new(Fs::of_catalog(
+        Arc::new(catalog),
+        reader,
+        owner(options),
+    )))
+}
+
+/// The filesystem core of a mount of the TileDB array at `store`'s
+/// location: read-only, as a read at `options.array_at` sees it.
+pub fn open_array_fs(
+    store: &Store,
+    options: &MountOptions,
+    runtime: &tokio::runtime::Handle,
+) -> Result<Arc<Fs>, MountError> {
+    let array = runtime.block_on(Array::open(store, options.array_at))?;
+    info!(
+        "TileDB array {}: {} fragments, {} attributes",
+        store.location(),
+        array.fragments().len(),
+        array.schema().attributes.len()
+    );
+    let disk = match &options.cache_dir {
+        Some(dir) => Some(DiskCache::open(dir, options.cache_dir_bytes)?),
+        None => None,
+    };
+    let reader = Reader::new(store.clone(), options.cache.clone(), disk);
+    let catalog = ArrayCatalog::new(
+        Arc::new(array),
+        reader.cache().clone(),
+        runtime.clone(),
+        &options.array_extensions,
+    )?;
     Ok(Arc::new(Fs::of_catalog(
         Arc::new(catalog),
         reader,

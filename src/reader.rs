@@ -45,6 +45,11 @@ impl Reader {
         }
     }
 
+    /// The block cache reads go through (catalogs decode tiles with it).
+    pub fn cache(&self) -> &BlockCache {
+        &self.cache
+    }
+
     /// Counters of GETs, cache and prefetch behaviour.
     pub fn stats(&self) -> &std::sync::Arc<Stats> {
         self.cache.stats()

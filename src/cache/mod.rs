@@ -26,7 +26,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::store::{Store, StoreError};
 pub use disk::{DiskCache, DiskCacheError};
 use prefetch::{Access, Prefetcher};
-pub use record::RecordRef;
+pub use record::{RecordCodec, RecordRef};
 pub use stats::Stats;
 
 /// Settings of the cache and prefetcher.
@@ -72,9 +72,9 @@ pub enum FetchError {
     },
     #[error(transparent)]
     Store(Arc<StoreError>),
-    /// A compressed record does not decode to the bytes the metadata says.
+    /// An encoded record does not decode to the bytes the metadata says.
     #[error(transparent)]
-    Decode(Arc<crate::format::FormatError>),
+    Decode(Arc<dyn std::error::Error + Send + Sync>),
 }
 
 /// An object as the metadata describes it.

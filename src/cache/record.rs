@@ -1,6 +1,7 @@
-//! Compressed records (a DataBundle's): read through the block cache as
-//! ranges of their object, decoded once, and kept decoded in the same
-//! LRU, within the same memory bound.
+//! Encoded records (a DataBundle's compressed records, a TileDB array's
+//! filtered tiles): read through the block cache as ranges of their
+//! object, decoded once, and kept decoded in the same LRU, within the same
+//! memory bound.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -12,9 +13,40 @@ use object_store::path::Path;
 use super::{BlockCache, BlockKey, Cached, FetchError, Stats};
 use crate::cache::ObjectRef;
 use crate::format::bundle::Compression;
+use crate::format::tiledb::fragment::TileCodec;
+
+/// How a record's stored bytes decode.
+#[derive(Clone, Debug)]
+pub enum RecordCodec {
+    /// A DataBundle record.
+    Bundle(Compression),
+    /// A TileDB data tile: its filter pipeline run in reverse.
+    Tile(Arc<TileCodec>),
+}
+
+impl RecordCodec {
+    /// `data` decoded to exactly `len` bytes; `what` names the record in
+    /// the error.
+    fn decode(&self, data: &[u8], len: u64, what: &str) -> Result<Vec<u8>, FetchError> {
+        let decoded = match self {
+            RecordCodec::Bundle(compression) => compression
+                .decompress(data, len, what)
+                .map_err(|e| FetchError::Decode(Arc::new(e))),
+            RecordCodec::Tile(codec) => codec
+                .decode(data, len)
+                .map_err(|e| FetchError::Decode(Arc::new(e.within(what)))),
+        }?;
+        if decoded.len() as u64 != len {
+            let detail = format!("decodes to {} bytes, not {len}", decoded.len());
+            let e = crate::format::FormatError::shape(what, detail);
+            return Err(FetchError::Decode(Arc::new(e)));
+        }
+        Ok(decoded)
+    }
+}
 
 /// A record: bytes `stored` of `object`, whose first `compressed` bytes
-/// decode with `compression` to `len` bytes. `stored` may run on past
+/// decode with `codec` to `len` bytes. `stored` may run on past
 /// them to where the next record starts (a bundle pads records to its
 /// block size), so that reads of consecutive records abut and read-ahead
 /// sees them as one run.
@@ -24,7 +56,7 @@ pub struct RecordRef {
     pub stored: Range<u64>,
     pub compressed: u64,
     pub len: u64,
-    pub compression: Compression,
+    pub codec: RecordCodec,
 }
 
 impl RecordRef {
@@ -84,12 +116,11 @@ impl BlockCache {
                     .read(&record.object, stored.start, stored.end - stored.start)
                     .await?;
                 let what = format!("record at {} of {}", stored.start, record.object.path);
-                let (compression, len) = (record.compression, record.len);
+                let (codec, len) = (record.codec.clone(), record.len);
                 let data = bytes.slice(..bytes.len().min(record.compressed as usize));
-                crate::blocking::run(move || compression.decompress(&data, len, &what))
+                crate::blocking::run(move || codec.decode(&data, len, &what))
                     .await
                     .map(Bytes::from)
-                    .map_err(|e| FetchError::Decode(Arc::new(e)))
             }
             .await;
             let inner = &*cache.inner;
@@ -151,7 +182,7 @@ mod tests {
             stored: 0..size,
             compressed: size,
             len,
-            compression: Compression::Zstd,
+            codec: RecordCodec::Bundle(Compression::Zstd),
         };
         (
             BlockCache::new(store, CacheOptions::default(), None),

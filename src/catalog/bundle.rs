@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use super::{Catalog, CatalogError, Entry, Extents, Kind, Source};
 use crate::bundle::index::{IndexEntry, IndexRecord};
 use crate::bundle::{Bundle, BundleError};
-use crate::cache::{ObjectRef, RecordRef};
+use crate::cache::{ObjectRef, RecordCodec, RecordRef};
 use crate::engine::{ByteRangeMap, SourceIndex};
 use crate::format::bundle::Compression;
 
@@ -127,7 +127,7 @@ impl BundleCatalog {
             stored: start..padded,
             compressed: record.meta.compressed_size,
             len: record.meta.uncompressed_size,
-            compression: index.compression(),
+            codec: RecordCodec::Bundle(index.compression()),
         }
     }
 

@@ -10,6 +10,7 @@
 //! attaches catalogs at names in the root (`/.packfs` is one: [`control`]).
 //! `docs/ARCHITECTURE.md` says where new layouts plug in.
 
+pub mod array;
 pub mod bundle;
 pub mod control;
 pub mod dataset;

@@ -745,6 +745,22 @@ impl Store {
             .map_err(|e| self.fail("list", dir, e))
     }
 
+    /// The names of the directories directly in `dir` (the common
+    /// prefixes one level down), sorted.
+    pub async fn list_subdirs(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
+        let list = || self.inner.list_with_delimiter(Some(dir));
+        let listed = retrying(self.options.retry_deadline, "list", dir, list)
+            .await
+            .map_err(|e| self.fail("list", dir, e))?;
+        let mut names: Vec<String> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Deletes an object (gone already counts as deleted).
     pub async fn delete(&self, path: &Path) -> Result<(), StoreError> {
         let delete = || self.inner.delete(path);

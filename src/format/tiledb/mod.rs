@@ -9,6 +9,8 @@
 use thiserror::Error;
 
 pub mod filter;
+pub mod fragment;
+pub mod schema;
 pub mod tile;
 
 pub use filter::{Filter, FilterPipeline};

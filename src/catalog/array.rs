@@ -1,0 +1,734 @@
+//! A TileDB array as a catalog (`docs/TILEDB.md`): a directory of cell
+//! files per var-sized attribute, and a `.raw` file per fixed-size
+//! attribute (and per fixed-size dimension of a sparse array). Every file
+//! is a map over decoded tiles ([`crate::cache::RecordRef`]), so a tile is
+//! decoded once, cached, and shared by its cells.
+//!
+//! Mount time reads fragment metadata only. A sparse array's cells are
+//! found on first use (a lookup, a listing, a `stat` of a `.raw` file) by
+//! decoding its coordinate tiles; an attribute's cell sizes on first use
+//! of its directory, by decoding its offsets tiles.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::future::Future;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use parking_lot::Mutex;
+
+use super::{Catalog, CatalogError, Entry, Extents, Kind, Source};
+use crate::array::cells::{read_tile, var_bounds, CellLoc, DenseGrid, Region, SparseCells};
+use crate::array::{Array, ArrayError, Field, TileKind};
+use crate::cache::BlockCache;
+use crate::engine::{ByteRangeMap, SourceIndex};
+use crate::format::tiledb::schema::ArrayType;
+
+/// Ids of cell files start here; below are the root's entries.
+const FIRST_CELL: u64 = 1 << 20;
+
+/// Tiles decoded at once while sizes are gathered.
+const TILES_AT_ONCE: usize = 16;
+
+/// An entry of the root directory.
+enum Top {
+    /// The cell files of var-sized attribute `attribute`.
+    Cells { attribute: usize, name: String },
+    /// All values of a fixed-size field, in order.
+    Raw { field: Field, name: String },
+}
+
+impl Top {
+    fn name(&self) -> &str {
+        match self {
+            Top::Cells { name, .. } | Top::Raw { name, .. } => name,
+        }
+    }
+}
+
+/// The cells of one var-sized attribute that are files (not null).
+struct AttributeCells {
+    /// Indices into [`SparseCells::locs`], ascending.
+    cells: Vec<u32>,
+    /// Each file's bytes in its var tile.
+    spans: Vec<Range<u64>>,
+}
+
+/// A dense array's fragments as regions of the domain.
+struct Dense {
+    grid: DenseGrid,
+    /// Per fragment (oldest first), the box it wrote.
+    regions: Vec<Option<Region>>,
+    /// The box of all fragments: what `.raw` files hold, row-major.
+    bounds: Option<Region>,
+}
+
+impl Dense {
+    fn cells(&self) -> u64 {
+        self.bounds.as_ref().map_or(0, |b| {
+            b.iter()
+                .map(|&(low, high)| (high - low + 1) as u64)
+                .product()
+        })
+    }
+}
+
+/// The catalog of one array.
+pub struct ArrayCatalog {
+    array: Arc<Array>,
+    cache: BlockCache,
+    runtime: tokio::runtime::Handle,
+    top: Vec<Top>,
+    /// File name extension per var-sized attribute (with its dot).
+    extensions: HashMap<usize, String>,
+    mtime: SystemTime,
+    dense: Option<Dense>,
+    sparse: Mutex<Option<Arc<SparseCells>>>,
+    attributes: Mutex<HashMap<usize, Arc<AttributeCells>>>,
+}
+
+impl ArrayCatalog {
+    /// The catalog of `array`, reading tiles through `cache`. `extensions`
+    /// maps attribute names to file extensions for their cell files.
+    pub fn new(
+        array: Arc<Array>,
+        cache: BlockCache,
+        runtime: tokio::runtime::Handle,
+        extensions: &HashMap<String, String>,
+    ) -> Result<ArrayCatalog, ArrayError> {
+        let schema = array.schema().clone();
+        let mut top = Vec::new();
+        let mut named = HashMap::new();
+        for (i, a) in schema.attributes.iter().enumerate() {
+            if a.is_var() {
+                top.push(Top::Cells {
+                    attribute: i,
+                    name: a.name.clone(),
+                });
+                if let Some(ext) = extensions.get(&a.name) {
+                    named.insert(i, format!(".{}", ext.trim_start_matches('.')));
+                }
+            } else {
+                top.push(Top::Raw {
+                    field: Field::Attribute(i),
+                    name: format!("{}.raw", a.name),
+                });
+            }
+        }
+        if let Some(unknown) = extensions.keys().find(|n| {
+            !schema
+                .attributes
+                .iter()
+                .any(|a| a.is_var() && &a.name == *n)
+        }) {
+            return Err(ArrayError::Unsupported {
+                location: array.location().to_string(),
+                detail: format!("--ext names {unknown:?}, which is not a var-sized attribute"),
+            });
+        }
+        if schema.array_type == ArrayType::Sparse {
+            for (i, d) in schema.dimensions.iter().enumerate() {
+                if !d.is_var() {
+                    top.push(Top::Raw {
+                        field: Field::Dimension(i),
+                        name: format!("{}.raw", d.name),
+                    });
+                }
+            }
+        }
+        let dense = match schema.array_type {
+            ArrayType::Dense => Some(dense_layout(&array)?),
+            ArrayType::Sparse => None,
+        };
+        // Var-sized attributes of dense arrays are not shown: their cells
+        // are the whole domain's, mostly fill values (docs/TILEDB.md).
+        if dense.is_some() {
+            top.retain(|t| matches!(t, Top::Raw { .. }));
+        }
+        let newest = array
+            .fragments()
+            .iter()
+            .map(|f| f.stamp.t2)
+            .max()
+            .unwrap_or(0);
+        Ok(ArrayCatalog {
+            mtime: SystemTime::UNIX_EPOCH + Duration::from_millis(newest),
+            array,
+            cache,
+            runtime,
+            top,
+            extensions: named,
+            dense,
+            sparse: Mutex::new(None),
+            attributes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The array shown.
+    pub fn array(&self) -> &Arc<Array> {
+        &self.array
+    }
+
+    /// Runs `future` to completion from a synchronous catalog call.
+    fn wait<T>(&self, future: impl Future<Output = T>) -> T {
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => tokio::task::block_in_place(|| handle.block_on(future)),
+            Err(_) => self.runtime.block_on(future),
+        }
+    }
+
+    /// `e`, logged with the array's location (the reader gets `EIO`).
+    fn failed(&self, e: impl std::fmt::Display) -> CatalogError {
+        let e = CatalogError(format!("TileDB array {}: {e}", self.array.location()));
+        tracing::error!("{e}");
+        e
+    }
+
+    /// The sparse array's cells, found on first use.
+    pub fn sparse_cells(&self) -> Result<Arc<SparseCells>, CatalogError> {
+        let mut slot = self.sparse.lock();
+        if let Some(cells) = &*slot {
+            return Ok(cells.clone());
+        }
+        let cells = self
+            .wait(SparseCells::load(&self.array, &self.cache))
+            .map_err(|e| self.failed(e))?;
+        let span = FIRST_CELL + self.top.len() as u64 * cells.locs.len() as u64;
+        if span >= 1 << 32 {
+            return Err(self.failed(format!(
+                "{} cells in {} attributes are more files than one mount shows",
+                cells.locs.len(),
+                self.top.len()
+            )));
+        }
+        let cells = Arc::new(cells);
+        *slot = Some(cells.clone());
+        Ok(cells)
+    }
+
+    /// Var-sized attribute `attribute`'s non-null cells and their sizes,
+    /// found on first use.
+    fn attribute_cells(&self, attribute: usize) -> Result<Arc<AttributeCells>, CatalogError> {
+        if let Some(cells) = self.attributes.lock().get(&attribute) {
+            return Ok(cells.clone());
+        }
+        let sparse = self.sparse_cells()?;
+        let loaded = self
+            .wait(load_attribute(&self.array, &self.cache, &sparse, attribute))
+            .map_err(|e| self.failed(e))?;
+        let loaded = Arc::new(loaded);
+        self.attributes.lock().insert(attribute, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// The id of cell `cell` of the directory at root entry `slot`.
+    fn cell_id(&self, slot: usize, cell: usize, cells: usize) -> u64 {
+        FIRST_CELL + (slot * cells + cell) as u64
+    }
+
+    /// Root entry slot and global cell index of a cell file id.
+    fn cell_of(&self, id: u64) -> Option<(usize, usize)> {
+        let cells = self.sparse.lock().as_ref()?.locs.len();
+        let n = usize::try_from(id.checked_sub(FIRST_CELL)?).ok()?;
+        let slot = n.checked_div(cells)?;
+        (slot < self.top.len()).then_some((slot, n % cells))
+    }
+
+    /// The file of cell `cell` in attribute directory `slot`: its
+    /// attribute, its index in the attribute's cells and its span.
+    fn cell_file(
+        &self,
+        slot: usize,
+        cell: usize,
+    ) -> Result<Option<(usize, Range<u64>)>, CatalogError> {
+        let Some(Top::Cells { attribute, .. }) = self.top.get(slot) else {
+            return Ok(None);
+        };
+        let cells = self.attribute_cells(*attribute)?;
+        let Ok(at) = cells.cells.binary_search(&(cell as u32)) else {
+            return Ok(None);
+        };
+        Ok(Some((*attribute, cells.spans[at].clone())))
+    }
+
+    /// Bytes in `.raw` file of `field`.
+    fn raw_size(&self, field: Field) -> Result<u64, CatalogError> {
+        let cells = match &self.dense {
+            Some(dense) => dense.cells(),
+            None => self.sparse_cells()?.locs.len() as u64,
+        };
+        Ok(cells * self.array.cell_size(field))
+    }
+
+    fn mtime_of(&self, loc: &CellLoc) -> SystemTime {
+        let t2 = self.array.fragments()[loc.fragment as usize].stamp.t2;
+        SystemTime::UNIX_EPOCH + Duration::from_millis(t2)
+    }
+
+    /// The map of bytes `range` of the `.raw` file of `field` of a sparse
+    /// array: each cell's value in its fragment's tile.
+    fn sparse_raw(&self, field: Field, range: Range<u64>) -> Result<Extents, CatalogError> {
+        let sparse = self.sparse_cells()?;
+        let size = self.array.cell_size(field);
+        let mut out = Clipped::new(range.clone());
+        let first = range.start / size;
+        let last = range.end.div_ceil(size).min(sparse.locs.len() as u64);
+        let mut cell = first;
+        while cell < last {
+            let loc = sparse.locs[cell as usize];
+            // Neighbours in global order that are neighbours in one tile
+            // read as one segment.
+            let mut run = 1;
+            while cell + run < last {
+                let next = sparse.locs[(cell + run) as usize];
+                if (next.fragment, next.tile) != (loc.fragment, loc.tile)
+                    || next.pos != loc.pos + run as u32
+                {
+                    break;
+                }
+                run += 1;
+            }
+            let source = out
+                .tile(&self.array, loc.fragment as usize, field, loc.tile as usize)
+                .map_err(|e| self.failed(e))?;
+            out.push(
+                cell * size,
+                run * size,
+                Some((source, u64::from(loc.pos) * size)),
+            );
+            cell += run;
+        }
+        Ok(out.extents())
+    }
+
+    /// The map of bytes `range` of the `.raw` file of `field` of a dense
+    /// array, row-major over the fragments' bounding box: each cell from
+    /// the newest fragment that wrote it, the fill value where none did.
+    /// Rows cross tiles, so one tile gives every `extent`-th row piece: the
+    /// engine compiles those into strided runs.
+    fn dense_raw(&self, field: Field, range: Range<u64>) -> Result<Extents, CatalogError> {
+        let dense = self.dense.as_ref().expect("dense array");
+        let mut out = Clipped::new(range.clone());
+        let Some(bounds) = &dense.bounds else {
+            return Ok(out.extents());
+        };
+        let size = self.array.cell_size(field);
+        let Field::Attribute(attribute) = field else {
+            return Ok(out.extents());
+        };
+        let fill = fill_value(&self.array.schema().attributes[attribute].fill, size);
+        let last_dim = bounds.len() - 1;
+        let row_len = (bounds[last_dim].1 - bounds[last_dim].0 + 1) as u64;
+        let total = dense.cells();
+        let (first, end) = (range.start / size, range.end.div_ceil(size).min(total));
+        let mut cell = first;
+        while cell < end {
+            let coords = coords_of(bounds, cell);
+            let in_row = (row_len - (cell % row_len)).min(end - cell);
+            let row_end = coords[last_dim] + in_row as i128 - 1;
+            for (from, to, fragment) in paint(dense, &coords, row_end) {
+                let dest = cell + (from - coords[last_dim]) as u64;
+                let count = (to - from + 1) as u64;
+                let Some(f) = fragment else {
+                    out.push_fill(dest * size, count * size, &fill);
+                    continue;
+                };
+                let region = dense.regions[f].as_ref().expect("painted by a region");
+                let mut at = coords.clone();
+                at[last_dim] = from;
+                let mut done = 0;
+                while done < count {
+                    let (tile, pos) = dense.grid.locate(region, &at);
+                    let (left, consecutive) = dense.grid.run_in_tile(&at);
+                    let n = (left as u64).min(count - done);
+                    let source = out
+                        .tile(&self.array, f, field, tile as usize)
+                        .map_err(|e| self.failed(e))?;
+                    let dest = (dest + done) * size;
+                    if consecutive {
+                        out.push(dest, n * size, Some((source, pos * size)));
+                    } else {
+                        let stride = dense.grid.col_major_stride();
+                        for k in 0..n {
+                            let src = (pos + k * stride) * size;
+                            out.push(dest + k * size, size, Some((source, src)));
+                        }
+                    }
+                    done += n;
+                    at[last_dim] += n as i128;
+                }
+            }
+            cell += in_row;
+        }
+        Ok(out.extents())
+    }
+}
+
+/// The geometry of a dense array's fragments, checked against their tile
+/// counts.
+fn dense_layout(array: &Array) -> Result<Dense, ArrayError> {
+    let schema = array.schema();
+    let grid = DenseGrid::new(schema);
+    let mut regions = Vec::new();
+    let mut bounds: Option<Region> = None;
+    for fragment in array.fragments() {
+        let Some(mbr) = &fragment.footer.non_empty_domain else {
+            regions.push(None);
+            continue;
+        };
+        let region = grid.region(schema, mbr);
+        let expected = grid.tile_count(&region);
+        if expected != fragment.tile_count() as u64 {
+            return Err(ArrayError::Format {
+                object: format!("{}/__fragment_metadata.tdb", fragment.name),
+                source: crate::format::tiledb::TileDbError::invalid(
+                    "fragment metadata",
+                    format!(
+                        "{} tiles listed, but its non-empty domain spans {expected}",
+                        fragment.tile_count()
+                    ),
+                ),
+            });
+        }
+        bounds = Some(match bounds {
+            None => region.clone(),
+            Some(b) => b
+                .iter()
+                .zip(&region)
+                .map(|(&(l, h), &(a, z))| (l.min(a), h.max(z)))
+                .collect(),
+        });
+        regions.push(Some(region));
+    }
+    debug_assert!(grid.rank() > 0);
+    Ok(Dense {
+        grid,
+        regions,
+        bounds,
+    })
+}
+
+/// The coordinates of cell `index` of `bounds` in row-major order.
+fn coords_of(bounds: &Region, mut index: u64) -> Vec<i128> {
+    let mut coords = vec![0; bounds.len()];
+    for d in (0..bounds.len()).rev() {
+        let extent = (bounds[d].1 - bounds[d].0 + 1) as u64;
+        coords[d] = bounds[d].0 + (index % extent) as i128;
+        index /= extent;
+    }
+    coords
+}
+
+/// The cells `coords..=row_end` along the last dimension, split by the
+/// newest fragment that wrote each (`None`: none did), in order.
+fn paint(dense: &Dense, coords: &[i128], row_end: i128) -> Vec<(i128, i128, Option<usize>)> {
+    let last = coords.len() - 1;
+    let mut pieces = vec![(coords[last], row_end, None)];
+    for (f, region) in dense.regions.iter().enumerate().rev() {
+        let Some(region) = region else { continue };
+        let inside = (0..last).all(|d| region[d].0 <= coords[d] && coords[d] <= region[d].1);
+        if !inside {
+            continue;
+        }
+        let (a, b) = region[last];
+        let mut next = Vec::with_capacity(pieces.len() + 2);
+        for (from, to, owner) in pieces {
+            if owner.is_some() || b < from || to < a {
+                next.push((from, to, owner));
+                continue;
+            }
+            let (lo, hi) = (from.max(a), to.min(b));
+            if from < lo {
+                next.push((from, lo - 1, None));
+            }
+            next.push((lo, hi, Some(f)));
+            if hi < to {
+                next.push((hi + 1, to, None));
+            }
+        }
+        pieces = next;
+    }
+    pieces
+}
+
+/// One cell's fill value of `size` bytes (TileDB stores one per cell).
+fn fill_value(fill: &[u8], size: u64) -> Vec<u8> {
+    let mut value = fill.to_vec();
+    value.resize(size as usize, 0);
+    value
+}
+
+/// Builds the map of one byte range of a file from pieces of the whole
+/// file, clipping each to the range; sources are the tiles it names, each
+/// once.
+struct Clipped {
+    range: Range<u64>,
+    map: ByteRangeMap,
+    sources: Vec<Source>,
+    tiles: HashMap<(usize, Field, usize), SourceIndex>,
+}
+
+impl Clipped {
+    fn new(range: Range<u64>) -> Clipped {
+        Clipped {
+            map: ByteRangeMap::new(range.end - range.start),
+            range,
+            sources: Vec::new(),
+            tiles: HashMap::new(),
+        }
+    }
+
+    /// The source of the data tile `tile` of `field` in fragment `f`.
+    fn tile(
+        &mut self,
+        array: &Array,
+        f: usize,
+        field: Field,
+        tile: usize,
+    ) -> Result<SourceIndex, ArrayError> {
+        if let Some(&index) = self.tiles.get(&(f, field, tile)) {
+            return Ok(index);
+        }
+        let record = array.tile(f, field, TileKind::Data, tile)?;
+        self.sources.push(Source::Record(Arc::new(record)));
+        let index = SourceIndex(self.sources.len() - 1);
+        self.tiles.insert((f, field, tile), index);
+        Ok(index)
+    }
+
+    /// File bytes `offset..offset + len` from `source` at its offset, or
+    /// PAD; only their part inside the range.
+    fn push(&mut self, offset: u64, len: u64, source: Option<(SourceIndex, u64)>) {
+        let from = offset.max(self.range.start);
+        let to = (offset + len).min(self.range.end);
+        if from >= to {
+            return;
+        }
+        let dest = from - self.range.start;
+        match source {
+            Some((index, at)) => {
+                self.map
+                    .push_data(dest, to - from, index, at + (from - offset));
+            }
+            None => {
+                self.map.push_pad(dest, to - from);
+            }
+        }
+    }
+
+    /// `len` bytes of repeated `fill` at file offset `offset`: PAD when
+    /// the fill value is zeros.
+    fn push_fill(&mut self, offset: u64, len: u64, fill: &[u8]) {
+        if fill.iter().all(|&b| b == 0) {
+            return self.push(offset, len, None);
+        }
+        let bytes: Bytes = fill.iter().copied().cycle().take(len as usize).collect();
+        self.sources.push(Source::Memory(bytes));
+        let index = SourceIndex(self.sources.len() - 1);
+        self.push(offset, len, Some((index, 0)));
+    }
+
+    fn extents(self) -> Extents {
+        Extents {
+            map: self.map,
+            sources: self.sources,
+        }
+    }
+}
+
+/// A var tile's cells: their spans in it, and the validity tile.
+type TileCells = (Vec<Range<u64>>, Option<Bytes>);
+
+/// Sizes and validity of var-sized attribute `attribute`'s cells, from
+/// its offsets (and validity) tiles.
+async fn load_attribute(
+    array: &Array,
+    cache: &BlockCache,
+    sparse: &SparseCells,
+    attribute: usize,
+) -> Result<AttributeCells, ArrayError> {
+    let field = Field::Attribute(attribute);
+    let nullable = array.is_nullable(field);
+    let mut tiles: Vec<(usize, usize)> = sparse
+        .locs
+        .iter()
+        .map(|l| (l.fragment as usize, l.tile as usize))
+        .collect();
+    tiles.sort_unstable();
+    tiles.dedup();
+    let decoded: HashMap<(usize, usize), TileCells> = futures::stream::iter(tiles)
+        .map(|(f, t)| async move {
+            let offsets = read_tile(array, cache, f, field, TileKind::Data, t).await?;
+            let var = array.tile(f, field, TileKind::Var, t)?;
+            let count = array.cells_in_tile(f, t) as usize;
+            let spans =
+                var_bounds(&offsets, var.len, count).map_err(|detail| ArrayError::Format {
+                    object: format!(
+                        "{} (attribute {attribute}, tile {t})",
+                        array.fragments()[f].name
+                    ),
+                    source: crate::format::tiledb::TileDbError::invalid("cell offsets", detail),
+                })?;
+            let validity = match nullable {
+                true => Some(read_tile(array, cache, f, field, TileKind::Validity, t).await?),
+                false => None,
+            };
+            Ok::<_, ArrayError>(((f, t), (spans, validity)))
+        })
+        .buffer_unordered(TILES_AT_ONCE)
+        .try_collect()
+        .await?;
+    let mut cells = Vec::new();
+    let mut spans = Vec::new();
+    for (i, loc) in sparse.locs.iter().enumerate() {
+        let (bounds, validity) = &decoded[&(loc.fragment as usize, loc.tile as usize)];
+        let pos = loc.pos as usize;
+        if validity
+            .as_ref()
+            .is_some_and(|v| v.get(pos).copied().unwrap_or(0) == 0)
+        {
+            continue;
+        }
+        cells.push(i as u32);
+        spans.push(bounds[pos].clone());
+    }
+    Ok(AttributeCells { cells, spans })
+}
+
+impl Catalog for ArrayCatalog {
+    fn entry(&self, id: u64) -> Result<Option<Entry>, CatalogError> {
+        let dir = |mtime| Entry {
+            kind: Kind::Dir,
+            size: 0,
+            perm: 0o555,
+            mtime,
+            volatile: false,
+        };
+        if id == 0 {
+            return Ok(Some(dir(self.mtime)));
+        }
+        if id < FIRST_CELL {
+            return Ok(match self.top.get(id as usize - 1) {
+                Some(Top::Cells { .. }) => Some(dir(self.mtime)),
+                Some(Top::Raw { field, .. }) => Some(Entry {
+                    kind: Kind::File,
+                    size: self.raw_size(*field)?,
+                    perm: 0o444,
+                    mtime: self.mtime,
+                    volatile: false,
+                }),
+                None => None,
+            });
+        }
+        let Some((slot, cell)) = self.cell_of(id) else {
+            return Ok(None);
+        };
+        let Some((_, span)) = self.cell_file(slot, cell)? else {
+            return Ok(None);
+        };
+        let loc = self.sparse_cells()?.locs[cell];
+        Ok(Some(Entry {
+            kind: Kind::File,
+            size: span.end - span.start,
+            perm: 0o444,
+            mtime: self.mtime_of(&loc),
+            volatile: false,
+        }))
+    }
+
+    fn lookup(&self, dir: u64, name: &[u8]) -> Result<Option<u64>, CatalogError> {
+        let Ok(name) = std::str::from_utf8(name) else {
+            return Ok(None);
+        };
+        if dir == 0 {
+            let slot = self.top.iter().position(|t| t.name() == name);
+            return Ok(slot.map(|s| s as u64 + 1));
+        }
+        let slot = (dir - 1) as usize;
+        let Some(Top::Cells { attribute, .. }) = self.top.get(slot) else {
+            return Ok(None);
+        };
+        let name = match self.extensions.get(attribute) {
+            Some(ext) => match name.strip_suffix(ext.as_str()) {
+                Some(stem) => stem,
+                None => return Ok(None),
+            },
+            None => name,
+        };
+        let sparse = self.sparse_cells()?;
+        let Some(cell) = sparse.find(name) else {
+            return Ok(None);
+        };
+        if self.cell_file(slot, cell)?.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(self.cell_id(slot, cell, sparse.locs.len())))
+    }
+
+    fn child(&self, dir: u64, index: usize) -> Option<(u64, Cow<'_, str>)> {
+        if dir == 0 {
+            let top = self.top.get(index)?;
+            return Some((index as u64 + 1, Cow::Borrowed(top.name())));
+        }
+        let slot = (dir - 1) as usize;
+        let Some(Top::Cells { attribute, .. }) = self.top.get(slot) else {
+            return None;
+        };
+        let sparse = self.sparse_cells().ok()?;
+        let cells = self.attribute_cells(*attribute).ok()?;
+        let cell = *cells.cells.get(index)? as usize;
+        let name = match self.extensions.get(attribute) {
+            Some(ext) => Cow::Owned(format!("{}{ext}", sparse.names[cell])),
+            None => Cow::Owned(sparse.names[cell].to_string()),
+        };
+        Some((self.cell_id(slot, cell, sparse.locs.len()), name))
+    }
+
+    fn parent(&self, dir: u64) -> Option<u64> {
+        (dir != 0).then_some(0)
+    }
+
+    fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError> {
+        if (1..FIRST_CELL).contains(&id) {
+            let Some(Top::Raw { field, .. }) = self.top.get(id as usize - 1) else {
+                return Ok(None);
+            };
+            let extents = match self.dense {
+                Some(_) => self.dense_raw(*field, range)?,
+                None => self.sparse_raw(*field, range)?,
+            };
+            return Ok(Some(extents));
+        }
+        let Some((slot, cell)) = self.cell_of(id) else {
+            return Ok(None);
+        };
+        let Some((attribute, span)) = self.cell_file(slot, cell)? else {
+            return Ok(None);
+        };
+        let loc = self.sparse_cells()?.locs[cell];
+        let record = self
+            .array
+            .tile(
+                loc.fragment as usize,
+                Field::Attribute(attribute),
+                TileKind::Var,
+                loc.tile as usize,
+            )
+            .map_err(|e| self.failed(e))?;
+        let len = range
+            .end
+            .min(span.end - span.start)
+            .saturating_sub(range.start);
+        let mut map = ByteRangeMap::new(len);
+        if len > 0 {
+            map.push_data(0, len, SourceIndex(0), span.start + range.start);
+        }
+        Ok(Some(Extents {
+            map,
+            sources: vec![Source::Record(Arc::new(record))],
+        }))
+    }
+}

@@ -1,0 +1,190 @@
+//! TileDB arrays through the kernel: arrays written by TileDB itself (the
+//! Python `tiledb` package, tests/tiledb_arrays.py), mounted, and compared
+//! file by file with what TileDB reads of them — cells of var-sized
+//! attributes, `.raw` columns of fixed-size ones, as of the latest write
+//! and as of earlier timestamps. Damage fails only the files it touches.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// The Python with `tiledb` that `.ci/run` installs.
+fn python() -> PathBuf {
+    required_program(
+        "PACKFS_TILEDB_PYTHON",
+        ".ci-venv-tiledb/bin/python",
+        "the Python `tiledb` package writes the arrays these tests mount",
+    )
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tiledb_arrays.py")
+}
+
+/// `python tiledb_arrays.py ARGS…`, which must succeed.
+fn tiledb(args: &[&str]) {
+    let out = Command::new(python())
+        .arg(script())
+        .args(args)
+        .output()
+        .expect("run python");
+    succeeded(&format!("tiledb_arrays.py {args:?}"), out);
+}
+
+/// Writes array `kind` at `dir`.
+fn write_array(kind: &str, dir: &Path) {
+    tiledb(&["write", kind, dir.to_str().unwrap()]);
+}
+
+/// What TileDB reads of `array` (at `at`), as files under `out`.
+fn dump(array: &Path, out: &Path, at: Option<u64>) {
+    let at = at.map(|t| t.to_string());
+    let mut args = vec!["dump", array.to_str().unwrap(), out.to_str().unwrap()];
+    args.extend(at.as_deref());
+    tiledb(&args);
+}
+
+/// Every file under `root`: relative path → bytes (directories as `/`).
+fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap().display().to_string();
+            if rel == ".packfs" {
+                continue;
+            }
+            if path.is_dir() {
+                out.insert(format!("{rel}/"), Vec::new());
+                stack.push(path);
+            } else {
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Asserts that two trees are equal, naming the first difference.
+fn assert_same_tree(mounted: &BTreeMap<String, Vec<u8>>, expected: &BTreeMap<String, Vec<u8>>) {
+    let names = |t: &BTreeMap<String, Vec<u8>>| t.keys().cloned().collect::<Vec<_>>();
+    if names(mounted) != names(expected) {
+        let only_mounted: Vec<_> = mounted
+            .keys()
+            .filter(|k| !expected.contains_key(*k))
+            .take(5)
+            .collect();
+        let only_expected: Vec<_> = expected
+            .keys()
+            .filter(|k| !mounted.contains_key(*k))
+            .take(5)
+            .collect();
+        panic!("listings differ: only mounted {only_mounted:?}, only in TileDB's read {only_expected:?}");
+    }
+    for (name, bytes) in expected {
+        let got = &mounted[name];
+        assert!(
+            got == bytes,
+            "{name}: {} bytes mounted, {} from TileDB; first difference at {:?}",
+            got.len(),
+            bytes.len(),
+            got.iter().zip(bytes).position(|(a, b)| a != b)
+        );
+    }
+}
+
+/// Reads of `file` at scattered offsets and lengths equal `expected`'s
+/// slices.
+fn assert_partial_reads(file: &Path, expected: &[u8]) {
+    let f = std::fs::File::open(file).unwrap();
+    let mut rng = Rng::new(expected.len() as u64);
+    for _ in 0..50 {
+        let len = expected.len() as u64;
+        let offset = rng.below(len + 1);
+        let n = rng.below(len - offset + 100) as usize;
+        let mut buf = vec![0; n];
+        let got = f.read_at(&mut buf, offset).unwrap();
+        let want = &expected[offset as usize..(offset as usize + n).min(expected.len())];
+        assert_eq!(&buf[..got], want, "{} at {offset}+{n}", file.display());
+    }
+}
+
+#[test]
+fn sparse_array_cells_and_columns_equal_what_tiledb_reads() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("sparse");
+    write_array("sparse", &array);
+    for at in [None, Some(1000), Some(2000), Some(2500)] {
+        let expected = tmp.path().join(format!("expected-{at:?}"));
+        dump(&array, &expected, at);
+        let mnt = tmp.path().join(format!("mnt-{at:?}"));
+        let at_arg = at.map(|t| t.to_string());
+        let mut extra = vec![];
+        if let Some(at) = &at_arg {
+            extra.extend(["--at", at.as_str()]);
+        }
+        let mounted = Mounted::new(&array, &mnt, &extra);
+        let expected = tree(&expected);
+        assert!(expected.len() > 300, "{} files", expected.len());
+        assert_same_tree(&tree(&mounted.path), &expected);
+        for raw in ["label.raw", "score.raw", "id.raw"] {
+            assert_partial_reads(&mounted.path.join(raw), &expected[raw]);
+        }
+    }
+    // The newest write wins: cell 100 was written at 1000 and again at
+    // 2000, so at 1000 its caption is the first one's.
+    let mnt = tmp.path().join("mnt-ext");
+    let mounted = Mounted::new(&array, &mnt, &["--ext", "image=jpg", "--at", "1000"]);
+    let caption = std::fs::read_to_string(mounted.path.join("caption/00100")).unwrap();
+    assert_eq!(caption, "caption 100/1 é");
+    let image = mounted.path.join("image/00100.jpg");
+    assert_eq!(
+        std::fs::metadata(&image).unwrap().len(),
+        (100 * 37 + 11) % 3000
+    );
+    assert!(!mounted.path.join("image/00100").exists());
+    assert!(std::fs::read_dir(mounted.path.join("image"))
+        .unwrap()
+        .all(|e| e.unwrap().file_name().to_str().unwrap().ends_with(".jpg")));
+}
+
+#[test]
+fn dense_array_raw_files_equal_tiledb_row_major_reads() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("dense");
+    write_array("dense", &array);
+    for at in [None, Some(1000)] {
+        let expected = tmp.path().join(format!("expected-{at:?}"));
+        dump(&array, &expected, at);
+        let at_arg = at.map(|t| t.to_string());
+        let extra: Vec<&str> = at_arg.iter().flat_map(|a| ["--at", a.as_str()]).collect();
+        let mounted = Mounted::new(&array, &tmp.path().join(format!("mnt-{at:?}")), &extra);
+        let expected = tree(&expected);
+        assert_eq!(expected.keys().collect::<Vec<_>>(), ["a.raw", "b.raw"]);
+        assert_same_tree(&tree(&mounted.path), &expected);
+        assert_partial_reads(&mounted.path.join("a.raw"), &expected["a.raw"]);
+        assert_partial_reads(&mounted.path.join("b.raw"), &expected["b.raw"]);
+    }
+}
+
+#[test]
+fn every_filter_decodes_like_tiledb() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("filters");
+    write_array("filters", &array);
+    let expected = tmp.path().join("expected");
+    dump(&array, &expected, None);
+    let mounted = Mounted::new(&array, &tmp.path().join("mnt"), &[]);
+    let expected = tree(&expected);
+    assert!(expected.contains_key("doubledelta.raw") && expected.contains_key("blob/"));
+    assert_same_tree(&tree(&mounted.path), &expected);
+}

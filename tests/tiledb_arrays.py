@@ -1,0 +1,222 @@
+"""TileDB arrays for tests/array_mount.rs, written and read by TileDB itself.
+
+    python tiledb_arrays.py write KIND URI     write array KIND at URI
+    python tiledb_arrays.py dump URI OUT [AT]  what TileDB reads of URI
+                                               (at timestamp AT), as the
+                                               files a packfs mount shows
+
+`dump` re-implements packfs's naming rule (docs/TILEDB.md) independently:
+a var-sized attribute's non-null cells are OUT/<attribute>/<coordinates>,
+integers zero-padded to the width of the dimension's widest bound and
+joined by `_`; a fixed-size attribute (and a sparse array's fixed-size
+dimension) is OUT/<name>.raw, its values little-endian, in global order
+for a sparse array and row-major over the non-empty domain for a dense
+one.
+"""
+
+import os
+import sys
+
+import numpy as np
+import tiledb
+
+
+def var_blob(i, salt):
+    """Deterministic bytes of varying length (0 to ~3 KB) for cell i."""
+    n = (i * 37 + salt * 11) % 3000
+    return bytes(((i * 7 + salt + k) % 251) for k in range(n))
+
+
+def write_sparse(uri):
+    """1-D sparse: var blob `image`, var string `caption`, fixed `label`,
+    nullable fixed `score`, nullable var `note`; three fragments, the
+    second overwriting cells of the first, the third adding new ones."""
+    dom = tiledb.Domain(tiledb.Dim(name="id", domain=(0, 99999), tile=500, dtype=np.int64))
+    schema = tiledb.ArraySchema(
+        domain=dom,
+        sparse=True,
+        capacity=16,
+        attrs=[
+            tiledb.Attr(name="image", dtype=np.bytes_, var=True),
+            tiledb.Attr(name="caption", dtype=str, var=True),
+            tiledb.Attr(name="label", dtype=np.int32),
+            tiledb.Attr(name="score", dtype=np.float32, nullable=True),
+            tiledb.Attr(name="note", dtype=np.bytes_, var=True, nullable=True),
+        ],
+    )
+    tiledb.Array.create(uri, schema)
+
+    def write(ts, ids, salt):
+        ids = np.array(ids, dtype=np.int64)
+        with tiledb.open(uri, "w", timestamp=ts) as A:
+            A[ids] = {
+                "image": np.array([var_blob(int(i), salt) for i in ids], dtype=object),
+                "caption": np.array(["caption %d/%d é" % (i, salt) for i in ids], dtype=object),
+                "label": (ids * 3 + salt).astype(np.int32),
+                # tiledb-py writes NaN (fixed) and None (var) as null.
+                "score": np.array(
+                    [np.nan if (i + salt) % 5 == 0 else i / 7 + salt for i in ids], dtype=np.float32
+                ),
+                "note": np.array(
+                    [None if (i + salt) % 3 == 0 else b"note-%d" % i * (i % 4) for i in ids],
+                    dtype=object,
+                ),
+            }
+
+    write(1000, range(0, 300, 2), 1)
+    write(2000, range(100, 200, 5), 2)
+    write(3000, list(range(301, 400, 3)) + [99999], 3)
+
+
+def write_dense(uri):
+    """2-D dense int32/float64 attributes, 4x7 space tiles over a 20x30
+    domain; two overlapping fragments leave some cells unwritten."""
+    dom = tiledb.Domain(
+        tiledb.Dim(name="row", domain=(1, 20), tile=4, dtype=np.int32),
+        tiledb.Dim(name="col", domain=(1, 30), tile=7, dtype=np.int32),
+    )
+    schema = tiledb.ArraySchema(
+        domain=dom,
+        sparse=False,
+        attrs=[
+            tiledb.Attr(name="a", dtype=np.int32),
+            tiledb.Attr(name="b", dtype=np.float64, filters=tiledb.FilterList([tiledb.ZstdFilter()])),
+        ],
+    )
+    tiledb.Array.create(uri, schema)
+    with tiledb.open(uri, "w", timestamp=1000) as A:
+        r, c = np.mgrid[1:13, 1:31]
+        A[1:13, 1:31] = {"a": (r * 100 + c).astype(np.int32), "b": (r + c / 100.0)}
+    with tiledb.open(uri, "w", timestamp=2000) as A:
+        r, c = np.mgrid[6:21, 10:26]
+        A[6:21, 10:26] = {"a": -(r * 100 + c).astype(np.int32), "b": -(r + c / 100.0)}
+
+
+FILTERS = {
+    "gzip": (np.int32, [tiledb.GzipFilter(level=6)]),
+    "zstd": (np.int64, [tiledb.ZstdFilter(level=3)]),
+    "lz4": (np.float64, [tiledb.LZ4Filter()]),
+    "bitwidth": (np.int32, [tiledb.BitWidthReductionFilter(window=64), tiledb.ZstdFilter()]),
+    "posdelta": (np.uint64, [tiledb.PositiveDeltaFilter(window=128)]),
+    "doubledelta": (np.int64, [tiledb.DoubleDeltaFilter()]),
+    "delta": (np.int32, [tiledb.DeltaFilter()]),
+    "byteshuffle": (np.float32, [tiledb.ByteShuffleFilter(), tiledb.LZ4Filter()]),
+    "bitshuffle": (np.int16, [tiledb.BitShuffleFilter(), tiledb.GzipFilter()]),
+    "md5": (np.int32, [tiledb.ChecksumMD5Filter()]),
+    "sha256": (np.uint8, [tiledb.ChecksumSHA256Filter(), tiledb.ZstdFilter()]),
+}
+
+
+def write_filters(uri):
+    """1-D sparse: one fixed attribute per filter pipeline, and var blobs
+    under zstd + SHA-256; 700 cells, so tiles hold several chunks."""
+    dom = tiledb.Domain(tiledb.Dim(name="id", domain=(0, 9999), tile=1000, dtype=np.uint32))
+    attrs = [tiledb.Attr(name=n, dtype=t, filters=tiledb.FilterList(f)) for n, (t, f) in FILTERS.items()]
+    attrs.append(
+        tiledb.Attr(
+            name="blob",
+            dtype=np.bytes_,
+            var=True,
+            filters=tiledb.FilterList([tiledb.ZstdFilter(), tiledb.ChecksumSHA256Filter()]),
+        )
+    )
+    schema = tiledb.ArraySchema(domain=dom, sparse=True, capacity=300, attrs=attrs)
+    tiledb.Array.create(uri, schema)
+    ids = np.arange(0, 1400, 2, dtype=np.uint32)
+    data = {}
+    for n, (t, _) in FILTERS.items():
+        if n == "posdelta":
+            v = np.cumsum(ids.astype(np.uint64) % 17) + 5
+        elif np.issubdtype(t, np.floating):
+            v = np.sin(ids / 10.0) * 1000
+        elif n == "sha256":
+            v = (ids * 13) % 256
+        else:
+            v = (ids.astype(np.int64) * 13) % 1000 - 500
+        data[n] = np.asarray(v).astype(t)
+    data["blob"] = np.array([var_blob(int(i), 9) for i in ids], dtype=object)
+    with tiledb.open(uri, "w", timestamp=1000) as A:
+        A[ids] = data
+
+
+def write_many(uri, count):
+    """1-D sparse `image` blobs of 4-40 KB, for the benchmark."""
+    dom = tiledb.Domain(tiledb.Dim(name="id", domain=(0, 10**9), tile=10**6, dtype=np.int64))
+    schema = tiledb.ArraySchema(
+        domain=dom,
+        sparse=True,
+        capacity=64,
+        attrs=[tiledb.Attr(name="image", dtype=np.bytes_, var=True)],
+    )
+    tiledb.Array.create(uri, schema)
+    rng = np.random.default_rng(13)
+    ids = np.arange(count, dtype=np.int64)
+    blobs = [rng.bytes(int(rng.integers(4096, 40960))) for _ in ids]
+    with tiledb.open(uri, "w", timestamp=1000) as A:
+        A[ids] = {"image": np.array(blobs, dtype=object)}
+
+
+def cell_names(schema, coords):
+    dims = [schema.domain.dim(i) for i in range(schema.domain.ndim)]
+    parts = []
+    for d, values in zip(dims, coords):
+        lo, hi = d.domain
+        width = max(len(str(abs(int(lo)))), len(str(abs(int(hi)))))
+        parts.append(["%s%0*d" % ("-" if v < 0 else "", width, abs(int(v))) for v in values])
+    return ["_".join(p) for p in zip(*parts)]
+
+
+def dump(uri, out, at=None):
+    with tiledb.open(uri, timestamp=at) as A:
+        schema = A.schema
+        if schema.sparse:
+            q = A.query(order="G")[:]
+            dims = [schema.domain.dim(i).name for i in range(schema.domain.ndim)]
+            names = cell_names(schema, [q[d] for d in dims])
+            for d in dims:
+                with open(os.path.join(out, d + ".raw"), "wb") as f:
+                    f.write(np.asarray(q[d]).tobytes())
+            for i in range(schema.nattr):
+                attr = schema.attr(i)
+                values = q[attr.name]
+                if attr.isvar:
+                    os.makedirs(os.path.join(out, attr.name), exist_ok=True)
+                    mask = np.ma.getmaskarray(values)
+                    data = np.ma.getdata(values)
+                    for name, v, null in zip(names, data, mask):
+                        if null:
+                            continue
+                        if isinstance(v, str):
+                            v = v.encode()
+                        with open(os.path.join(out, attr.name, name), "wb") as f:
+                            f.write(bytes(v))
+                else:
+                    with open(os.path.join(out, attr.name + ".raw"), "wb") as f:
+                        f.write(np.ascontiguousarray(np.ma.getdata(values)).tobytes())
+        else:
+            ned = A.nonempty_domain()
+            q = A[tuple(slice(lo, hi + 1) for lo, hi in ned)]
+            for i in range(schema.nattr):
+                attr = schema.attr(i)
+                with open(os.path.join(out, attr.name + ".raw"), "wb") as f:
+                    f.write(np.ascontiguousarray(q[attr.name]).tobytes())
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "write":
+        kind, uri = sys.argv[2], sys.argv[3]
+        if kind.startswith("many:"):
+            write_many(uri, int(kind.split(":")[1]))
+        else:
+            {"sparse": write_sparse, "dense": write_dense, "filters": write_filters}[kind](uri)
+    elif cmd == "dump":
+        at = int(sys.argv[4]) if len(sys.argv) > 4 else None
+        os.makedirs(sys.argv[3], exist_ok=True)
+        dump(sys.argv[2], sys.argv[3], at)
+    else:
+        sys.exit("unknown command " + cmd)
+
+
+if __name__ == "__main__":
+    main()
