@@ -188,3 +188,195 @@ fn every_filter_decodes_like_tiledb() {
     assert!(expected.contains_key("doubledelta.raw") && expected.contains_key("blob/"));
     assert_same_tree(&tree(&mounted.path), &expected);
 }
+
+/// The folder of the fragment written at `t` in `array`.
+fn fragment(array: &Path, t: u64) -> PathBuf {
+    let dir = array.join("__fragments");
+    std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name.starts_with(&format!("__{t}_{t}_"))
+        })
+        .unwrap_or_else(|| panic!("no fragment at {t} in {}", dir.display()))
+}
+
+/// Whether reading `path` fails with EIO.
+fn fails_with_eio(path: &Path) -> bool {
+    matches!(std::fs::read(path), Err(e) if e.raw_os_error() == Some(libc::EIO))
+}
+
+/// `packfs verify ARRAY`: whether it passed, and its output.
+fn verify(array: &Path) -> (bool, String) {
+    let out = packfs(&["verify", array.to_str().unwrap()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn damage_fails_only_the_cells_it_touches() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("sparse");
+    write_array("sparse", &array);
+    let expected = tmp.path().join("expected");
+    dump(&array, &expected, None);
+    let (ok, text) = verify(&array);
+    assert!(ok, "{text}");
+
+    // Image values of the fragment written at 3000 lose their tail; the
+    // caption offsets of the one written at 1000 are gone.
+    let values = fragment(&array, 3000).join("a0_var.tdb");
+    let len = std::fs::metadata(&values).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&values)
+        .unwrap()
+        .set_len(len - 10)
+        .unwrap();
+    let offsets = fragment(&array, 1000).join("a1.tdb");
+    std::fs::remove_file(&offsets).unwrap();
+
+    let mounted = Mounted::new(&array, &tmp.path().join("mnt"), &[]);
+    let mnt = &mounted.path;
+    // Cell 301 is the 3000 fragment's, 0 the 1000 one's, 105 the 2000 one's.
+    assert!(fails_with_eio(&mnt.join("image/00301")));
+    for (file, cell) in [
+        ("image", "00000"),
+        ("image", "00105"),
+        ("caption", "00301"),
+        ("caption", "00105"),
+    ] {
+        let path = format!("{file}/{cell}");
+        assert_eq!(
+            std::fs::read(mnt.join(&path)).unwrap(),
+            std::fs::read(expected.join(&path)).unwrap(),
+            "{path}"
+        );
+    }
+    // The damaged caption tile's cells are still listed; each fails.
+    let listed: Vec<String> = std::fs::read_dir(mnt.join("caption"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(
+        listed.len(),
+        std::fs::read_dir(expected.join("caption")).unwrap().count()
+    );
+    assert!(listed.contains(&"00000".to_string()));
+    assert!(
+        matches!(std::fs::metadata(mnt.join("caption/00000")), Err(e) if e.raw_os_error() == Some(libc::EIO))
+    );
+    assert_eq!(
+        std::fs::read(mnt.join("label.raw")).unwrap(),
+        std::fs::read(expected.join("label.raw")).unwrap()
+    );
+    drop(mounted);
+
+    let (ok, text) = verify(&array);
+    assert!(!ok, "{text}");
+    assert!(
+        text.contains(&offsets.strip_prefix(&array).unwrap().display().to_string()),
+        "{text}"
+    );
+    assert!(
+        text.contains(&values.strip_prefix(&array).unwrap().display().to_string()),
+        "{text}"
+    );
+
+    // Metadata that does not decode refuses the mount, naming the file.
+    let metadata = fragment(&array, 2000).join("__fragment_metadata.tdb");
+    let len = std::fs::metadata(&metadata).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&metadata)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let mnt = tmp.path().join("mnt2");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = packfs(&["mount", array.to_str().unwrap(), mnt.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("__fragment_metadata.tdb"),
+        "{stderr}"
+    );
+    assert!(!is_mounted(&mnt));
+}
+
+#[test]
+fn checksums_and_unsupported_filters_fail_the_files_they_hold() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("filters");
+    write_array("filters", &array);
+    let expected = tmp.path().join("expected");
+    dump(&array, &expected, None);
+    // `md5` is attribute 9: flip the last byte of its data, which the
+    // checksum covers.
+    let data = fragment(&array, 1000).join("a9.tdb");
+    let mut bytes = std::fs::read(&data).unwrap();
+    *bytes.last_mut().unwrap() ^= 0x40;
+    std::fs::write(&data, bytes).unwrap();
+    {
+        let mounted = Mounted::new(&array, &tmp.path().join("mnt"), &[]);
+        assert!(fails_with_eio(&mounted.path.join("md5.raw")));
+        for ok in ["gzip.raw", "sha256.raw", "id.raw"] {
+            assert_eq!(
+                std::fs::read(mounted.path.join(ok)).unwrap(),
+                std::fs::read(expected.join(ok)).unwrap(),
+                "{ok}"
+            );
+        }
+    }
+    let (ok, text) = verify(&array);
+    assert!(
+        !ok && text.contains("a9.tdb") && text.contains("MD5 checksum mismatch"),
+        "{text}"
+    );
+
+    // bzip2 is not decoded by packfs: the array mounts, that attribute's
+    // file fails, and verify names the filter and the file.
+    let array = tmp.path().join("unsupported");
+    write_array("unsupported", &array);
+    {
+        let mounted = Mounted::new(&array, &tmp.path().join("mnt2"), &[]);
+        let plain = std::fs::read(mounted.path.join("plain.raw")).unwrap();
+        let want: Vec<u8> = (0..50i32).flat_map(|i| i.to_le_bytes()).collect();
+        assert_eq!(plain, want);
+        assert!(fails_with_eio(&mounted.path.join("bz.raw")));
+    }
+    let (ok, text) = verify(&array);
+    assert!(
+        !ok && text.contains("bzip2") && text.contains("a1.tdb"),
+        "{text}"
+    );
+}
+
+#[test]
+fn arrays_with_deletes_are_refused_unless_read_before_them() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("deleted");
+    write_array("deleted", &array);
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = packfs(&["mount", array.to_str().unwrap(), mnt.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(".del") && stderr.contains("deletes are not read by packfs"),
+        "{stderr}"
+    );
+    assert!(!is_mounted(&mnt));
+    // As of 3000, before the delete, it reads like TileDB reads it.
+    let expected = tmp.path().join("expected");
+    dump(&array, &expected, Some(3000));
+    let mounted = Mounted::new(&array, &tmp.path().join("mnt-3000"), &["--at", "3000"]);
+    assert_same_tree(&tree(&mounted.path), &tree(&expected));
+}

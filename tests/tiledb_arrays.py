@@ -139,6 +139,31 @@ def write_filters(uri):
         A[ids] = data
 
 
+def write_unsupported(uri):
+    """1-D sparse: `plain` int32 without filters and `bz` under bzip2, a
+    filter packfs does not decode."""
+    dom = tiledb.Domain(tiledb.Dim(name="id", domain=(0, 999), tile=100, dtype=np.int64))
+    schema = tiledb.ArraySchema(
+        domain=dom,
+        sparse=True,
+        attrs=[
+            tiledb.Attr(name="plain", dtype=np.int32),
+            tiledb.Attr(name="bz", dtype=np.int32, filters=tiledb.FilterList([tiledb.Bzip2Filter()])),
+        ],
+    )
+    tiledb.Array.create(uri, schema)
+    ids = np.arange(50, dtype=np.int64)
+    with tiledb.open(uri, "w", timestamp=1000) as A:
+        A[ids] = {"plain": ids.astype(np.int32), "bz": (ids * 2).astype(np.int32)}
+
+
+def write_deleted(uri):
+    """The sparse array, then a delete condition at 4000."""
+    write_sparse(uri)
+    with tiledb.open(uri, "d", timestamp=4000) as A:
+        A.query(cond="label < 100").submit()
+
+
 def write_many(uri, count):
     """1-D sparse `image` blobs of 4-40 KB, for the benchmark."""
     dom = tiledb.Domain(tiledb.Dim(name="id", domain=(0, 10**9), tile=10**6, dtype=np.int64))
@@ -209,7 +234,14 @@ def main():
         if kind.startswith("many:"):
             write_many(uri, int(kind.split(":")[1]))
         else:
-            {"sparse": write_sparse, "dense": write_dense, "filters": write_filters}[kind](uri)
+            kinds = {
+                "sparse": write_sparse,
+                "dense": write_dense,
+                "filters": write_filters,
+                "unsupported": write_unsupported,
+                "deleted": write_deleted,
+            }
+            kinds[kind](uri)
     elif cmd == "dump":
         at = int(sys.argv[4]) if len(sys.argv) > 4 else None
         os.makedirs(sys.argv[3], exist_ok=True)

@@ -166,10 +166,16 @@ impl Array {
         // A field whose filters packfs cannot run still mounts; reads of
         // its files fail (EIO), naming the filter, and this says so now.
         let mut warned = std::collections::HashSet::new();
-        for codec in codecs.iter().flatten().flatten() {
-            if let Err(e) = codec.pipeline.ensure_supported(&codec.tile) {
-                if warned.insert(e.to_string()) {
-                    tracing::warn!("TileDB array {location}: {e}");
+        for fragment_codecs in &codecs {
+            for (index, field) in fragment_codecs.iter().enumerate() {
+                for codec in field {
+                    let Err(e) = codec.pipeline.ensure_supported(&codec.tile) else {
+                        continue;
+                    };
+                    let name = field_name(&schema, index);
+                    if warned.insert((index, e.to_string())) {
+                        tracing::warn!("TileDB array {location}: {name}: {e}; its files will fail to read (EIO)");
+                    }
                 }
             }
         }
@@ -297,6 +303,18 @@ impl Array {
     /// Whether `field` is a nullable attribute.
     pub fn is_nullable(&self, field: Field) -> bool {
         matches!(field, Field::Attribute(i) if self.schema.attributes[i].nullable)
+    }
+}
+
+/// How messages name the field at per-field `index` of a fragment.
+fn field_name(schema: &ArraySchema, index: usize) -> String {
+    let attributes = schema.attributes.len();
+    match index.checked_sub(attributes + 1) {
+        _ if index < attributes => format!("attribute {:?}", schema.attributes[index].name),
+        Some(d) if d < schema.dimensions.len() => {
+            format!("dimension {:?}", schema.dimensions[d].name)
+        }
+        _ => "coordinates".to_string(),
     }
 }
 

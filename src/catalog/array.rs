@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use parking_lot::Mutex;
 
 use super::{Catalog, CatalogError, Entry, Extents, Kind, Source};
@@ -53,8 +53,9 @@ impl Top {
 struct AttributeCells {
     /// Indices into [`SparseCells::locs`], ascending.
     cells: Vec<u32>,
-    /// Each file's bytes in its var tile.
-    spans: Vec<Range<u64>>,
+    /// Each file's bytes in its var tile, or why its tile's offsets could
+    /// not be read (the file is listed; `stat` and reads fail).
+    spans: Vec<Result<Range<u64>, Arc<str>>>,
 }
 
 /// A dense array's fragments as regions of the domain.
@@ -216,9 +217,7 @@ impl ArrayCatalog {
             return Ok(cells.clone());
         }
         let sparse = self.sparse_cells()?;
-        let loaded = self
-            .wait(load_attribute(&self.array, &self.cache, &sparse, attribute))
-            .map_err(|e| self.failed(e))?;
+        let loaded = self.wait(load_attribute(&self.array, &self.cache, &sparse, attribute));
         let loaded = Arc::new(loaded);
         self.attributes.lock().insert(attribute, loaded.clone());
         Ok(loaded)
@@ -238,12 +237,8 @@ impl ArrayCatalog {
     }
 
     /// The file of cell `cell` in attribute directory `slot`: its
-    /// attribute, its index in the attribute's cells and its span.
-    fn cell_file(
-        &self,
-        slot: usize,
-        cell: usize,
-    ) -> Result<Option<(usize, Range<u64>)>, CatalogError> {
+    /// attribute and its span.
+    fn cell_file(&self, slot: usize, cell: usize) -> Result<Option<(usize, Span)>, CatalogError> {
         let Some(Top::Cells { attribute, .. }) = self.top.get(slot) else {
             return Ok(None);
         };
@@ -539,8 +534,12 @@ impl Clipped {
     }
 }
 
-/// A var tile's cells: their spans in it, and the validity tile.
-type TileCells = (Vec<Range<u64>>, Option<Bytes>);
+/// A cell file's bytes in its var tile, or what is wrong with the tile.
+type Span = Result<Range<u64>, Arc<str>>;
+
+/// A var tile's cells: their spans in it, and the validity tile; or what
+/// is wrong with the tile.
+type TileCells = Result<(Vec<Range<u64>>, Option<Bytes>), Arc<str>>;
 
 /// Sizes and validity of var-sized attribute `attribute`'s cells, from
 /// its offsets (and validity) tiles.
@@ -549,7 +548,7 @@ async fn load_attribute(
     cache: &BlockCache,
     sparse: &SparseCells,
     attribute: usize,
-) -> Result<AttributeCells, ArrayError> {
+) -> AttributeCells {
     let field = Field::Attribute(attribute);
     let nullable = array.is_nullable(field);
     let mut tiles: Vec<(usize, usize)> = sparse
@@ -561,41 +560,48 @@ async fn load_attribute(
     tiles.dedup();
     let decoded: HashMap<(usize, usize), TileCells> = futures::stream::iter(tiles)
         .map(|(f, t)| async move {
-            let offsets = read_tile(array, cache, f, field, TileKind::Data, t).await?;
-            let var = array.tile(f, field, TileKind::Var, t)?;
-            let count = array.cells_in_tile(f, t) as usize;
-            let spans =
-                var_bounds(&offsets, var.len, count).map_err(|detail| ArrayError::Format {
-                    object: format!(
-                        "{} (attribute {attribute}, tile {t})",
-                        array.fragments()[f].name
-                    ),
-                    source: crate::format::tiledb::TileDbError::invalid("cell offsets", detail),
-                })?;
-            let validity = match nullable {
-                true => Some(read_tile(array, cache, f, field, TileKind::Validity, t).await?),
-                false => None,
-            };
-            Ok::<_, ArrayError>(((f, t), (spans, validity)))
+            let cells = async {
+                let offsets = read_tile(array, cache, f, field, TileKind::Data, t).await?;
+                let var = array.tile(f, field, TileKind::Var, t)?;
+                let count = array.cells_in_tile(f, t) as usize;
+                let spans =
+                    var_bounds(&offsets, var.len, count).map_err(|detail| ArrayError::Format {
+                        object: format!(
+                            "{} (attribute {attribute}, tile {t})",
+                            array.fragments()[f].name
+                        ),
+                        source: crate::format::tiledb::TileDbError::invalid("cell offsets", detail),
+                    })?;
+                let validity = match nullable {
+                    true => Some(read_tile(array, cache, f, field, TileKind::Validity, t).await?),
+                    false => None,
+                };
+                Ok::<_, ArrayError>((spans, validity))
+            }
+            .await;
+            // A damaged tile fails its cells only: they stay listed.
+            let cells = cells.map_err(|e| {
+                tracing::error!("TileDB array {}: {e}", array.location());
+                Arc::from(e.to_string())
+            });
+            ((f, t), cells)
         })
         .buffer_unordered(TILES_AT_ONCE)
-        .try_collect()
-        .await?;
+        .collect()
+        .await;
     let mut cells = Vec::new();
     let mut spans = Vec::new();
     for (i, loc) in sparse.locs.iter().enumerate() {
-        let (bounds, validity) = &decoded[&(loc.fragment as usize, loc.tile as usize)];
         let pos = loc.pos as usize;
-        if validity
-            .as_ref()
-            .is_some_and(|v| v.get(pos).copied().unwrap_or(0) == 0)
-        {
-            continue;
-        }
+        let span = match &decoded[&(loc.fragment as usize, loc.tile as usize)] {
+            Ok((_, Some(validity))) if validity.get(pos).copied().unwrap_or(0) == 0 => continue,
+            Ok((bounds, _)) => Ok(bounds[pos].clone()),
+            Err(e) => Err(e.clone()),
+        };
         cells.push(i as u32);
-        spans.push(bounds[pos].clone());
+        spans.push(span);
     }
-    Ok(AttributeCells { cells, spans })
+    AttributeCells { cells, spans }
 }
 
 impl Catalog for ArrayCatalog {
@@ -629,6 +635,7 @@ impl Catalog for ArrayCatalog {
         let Some((_, span)) = self.cell_file(slot, cell)? else {
             return Ok(None);
         };
+        let span = span.map_err(|e| CatalogError(e.to_string()))?;
         let loc = self.sparse_cells()?.locs[cell];
         Ok(Some(Entry {
             kind: Kind::File,
@@ -708,6 +715,7 @@ impl Catalog for ArrayCatalog {
         let Some((attribute, span)) = self.cell_file(slot, cell)? else {
             return Ok(None);
         };
+        let span = span.map_err(|e| CatalogError(e.to_string()))?;
         let loc = self.sparse_cells()?.locs[cell];
         let record = self
             .array
