@@ -380,3 +380,54 @@ fn arrays_with_deletes_are_refused_unless_read_before_them() {
     let mounted = Mounted::new(&array, &tmp.path().join("mnt-3000"), &["--at", "3000"]);
     assert_same_tree(&tree(&mounted.path), &tree(&expected));
 }
+
+/// A copy of committed fixture array `name` (written by TileDB 2.30)
+/// under `dir`, and the path of TileDB's read of it (`expected`).
+fn fixture(name: &str, dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tiledb")
+        .join(name);
+    let dst = dir.join(name);
+    run_ok("cp", &["-r", src.to_str().unwrap(), dst.to_str().unwrap()]);
+    dst
+}
+
+/// The committed arrays mount as TileDB read them when they were
+/// written: this runs without the Python package.
+#[test]
+fn committed_fixture_arrays_mount_as_tiledb_read_them() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let expected = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiledb");
+    for (name, at, want) in [
+        ("small-sparse", None, "small-sparse-expected"),
+        ("small-sparse", Some("1000"), "small-sparse-expected-1000"),
+        ("small-dense", None, "small-dense-expected"),
+    ] {
+        let array = match tmp.path().join(name).exists() {
+            true => tmp.path().join(name),
+            false => fixture(name, tmp.path()),
+        };
+        let extra: Vec<&str> = at.iter().flat_map(|a| ["--at", *a]).collect();
+        let mnt = tmp.path().join(format!("mnt-{want}"));
+        let mounted = Mounted::new(&array, &mnt, &extra);
+        assert_same_tree(&tree(&mounted.path), &tree(&expected.join(want)));
+    }
+    // The cell written twice reads as its second write; the empty one is
+    // an empty file.
+    let mounted = Mounted::new(
+        &tmp.path().join("small-sparse"),
+        &tmp.path().join("mnt"),
+        &[],
+    );
+    assert_eq!(
+        std::fs::read(mounted.path.join("image/007")).unwrap(),
+        b"seven again"
+    );
+    assert_eq!(
+        std::fs::metadata(mounted.path.join("image/008"))
+            .unwrap()
+            .len(),
+        0
+    );
+}

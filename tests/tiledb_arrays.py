@@ -139,6 +139,47 @@ def write_filters(uri):
         A[ids] = data
 
 
+def write_small_sparse(uri):
+    """A few cells in two fragments, the second overwriting one cell: the
+    committed fixture tests/fixtures/tiledb/small-sparse."""
+    dom = tiledb.Domain(tiledb.Dim(name="id", domain=(0, 999), tile=10, dtype=np.int64))
+    schema = tiledb.ArraySchema(
+        domain=dom,
+        sparse=True,
+        capacity=4,
+        attrs=[
+            tiledb.Attr(name="image", dtype=np.bytes_, var=True),
+            tiledb.Attr(name="label", dtype=np.int32),
+        ],
+    )
+    tiledb.Array.create(uri, schema)
+    with tiledb.open(uri, "w", timestamp=1000) as A:
+        ids = np.array([1, 5, 7, 12, 20, 33, 400], dtype=np.int64)
+        A[ids] = {
+            "image": np.array([b"img-%d" % i * (i % 5 + 1) for i in ids], dtype=object),
+            "label": (ids * 10).astype(np.int32),
+        }
+    with tiledb.open(uri, "w", timestamp=2000) as A:
+        A[np.array([7, 8], dtype=np.int64)] = {
+            "image": np.array([b"seven again", b""], dtype=object),
+            "label": np.array([-7, -8], dtype=np.int32),
+        }
+
+
+def write_small_dense(uri):
+    """6x8 int16 cells in 3x4 tiles, one fragment over rows 2-6: the
+    committed fixture tests/fixtures/tiledb/small-dense."""
+    dom = tiledb.Domain(
+        tiledb.Dim(name="y", domain=(1, 6), tile=3, dtype=np.int32),
+        tiledb.Dim(name="x", domain=(1, 8), tile=4, dtype=np.int32),
+    )
+    schema = tiledb.ArraySchema(domain=dom, sparse=False, attrs=[tiledb.Attr(name="v", dtype=np.int16)])
+    tiledb.Array.create(uri, schema)
+    with tiledb.open(uri, "w", timestamp=1000) as A:
+        y, x = np.mgrid[2:7, 1:9]
+        A[2:7, 1:9] = {"v": (y * 10 + x).astype(np.int16)}
+
+
 def write_unsupported(uri):
     """1-D sparse: `plain` int32 without filters and `bz` under bzip2, a
     filter packfs does not decode."""
@@ -240,6 +281,8 @@ def main():
                 "filters": write_filters,
                 "unsupported": write_unsupported,
                 "deleted": write_deleted,
+                "small-sparse": write_small_sparse,
+                "small-dense": write_small_dense,
             }
             kinds[kind](uri)
     elif cmd == "dump":
