@@ -431,3 +431,48 @@ fn committed_fixture_arrays_mount_as_tiledb_read_them() {
         0
     );
 }
+
+/// Copies every file under `dir` to `bucket` under `prefix`.
+fn upload(s3: &common::s3::S3, bucket: &str, prefix: &str, dir: &Path) {
+    use object_store::ObjectStoreExt;
+    let client = s3.client(bucket);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            let key = object_store::path::Path::from(format!("{prefix}/{rel}"));
+            let bytes = std::fs::read(&path).unwrap();
+            runtime.block_on(client.put(&key, bytes.into())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn an_array_on_s3_mounts_like_tiledb_reads_it() {
+    require_fuse();
+    let s3 = common::s3::S3::get();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("sparse");
+    write_array("sparse", &array);
+    let bucket = s3.bucket();
+    upload(s3, &bucket, "arrays/sparse", &array);
+    let url = format!("s3://{bucket}/arrays/sparse");
+    for at in [None, Some("2000")] {
+        let expected = tmp.path().join(format!("expected-{at:?}"));
+        dump(&array, &expected, at.map(|a| a.parse().unwrap()));
+        let mut extra = vec!["--read-only"];
+        extra.extend(at.iter().flat_map(|a| ["--at", *a]));
+        let mnt = tmp.path().join(format!("mnt-{at:?}"));
+        let mounted = Mounted::on_s3(s3, &url, &mnt, &extra);
+        assert_same_tree(&tree(&mounted.path), &tree(&expected));
+    }
+    let out = s3.packfs_ok(&["verify", &url]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("OK TileDB array"), "{text}");
+}
