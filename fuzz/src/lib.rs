@@ -14,6 +14,11 @@ use packfs::engine::{
     ByteRangeMap, ByteRangeProgram, CoalesceLimits, ExecuteError, MemorySource, NormalizedMap,
     Piece, Run, Segment, SegmentKind, SourceIndex,
 };
+use packfs::format::tiledb::fragment::{decode_u64_list, Footer};
+use packfs::format::tiledb::schema::ArraySchema;
+use packfs::format::tiledb::{
+    decode_generic_tile, decode_tile, Datatype, FilterPipeline, TileType,
+};
 use packfs::format::{decode_ref, encode_ref, ItemManifest, Manifest, Track};
 
 /// A target's body: runs one input.
@@ -26,7 +31,71 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("item_manifest", item_manifest),
     ("reference", reference),
     ("byte_range_map", byte_range_map),
+    ("tiledb_tile", tiledb_tile),
+    ("tiledb_metadata", tiledb_metadata),
 ];
+
+/// Most bytes a fuzzed tile may decode to.
+const TILE_LIMIT: usize = 1 << 20;
+
+/// A TileDB data tile through a filter pipeline. Input: a byte choosing
+/// what the tile holds (and the format version), a `u16` length, that
+/// many bytes of serialized filter pipeline, then the stored tile.
+pub fn tiledb_tile(data: &[u8]) {
+    let [kind, a, b, rest @ ..] = data else {
+        return;
+    };
+    let len = u16::from_le_bytes([*a, *b]) as usize;
+    let Some((pipeline, stored)) = rest.split_at_checked(len) else {
+        return;
+    };
+    let Ok(pipeline) = FilterPipeline::parse(pipeline) else {
+        return;
+    };
+    let version = [22, 19, 10][(*kind / 8 % 3) as usize];
+    let tile = match kind % 8 {
+        0 => TileType::fixed(Datatype::INT32, 4, version),
+        1 => TileType::fixed(Datatype::INT64, 8, version),
+        2 => TileType::fixed(Datatype::FLOAT64, 8, version),
+        3 => TileType::fixed(Datatype::INT16, 2, version),
+        4 => TileType::fixed(Datatype::UINT8, 3, version),
+        5 => TileType::offsets(version),
+        6 => TileType::validity(version),
+        _ => TileType::var_data(Datatype::BLOB, version).expect("blob has a size"),
+    };
+    if let Ok(decoded) = decode_tile(stored, &pipeline, &tile, TILE_LIMIT) {
+        assert!(decoded.len() <= TILE_LIMIT);
+    }
+}
+
+/// The schema the metadata target decodes footers against: the committed
+/// fixture array's.
+fn fixture_schema() -> ArraySchema {
+    let file = include_bytes!("../../tests/fixtures/tiledb/small-sparse/__schema/__1795481743863_1795481743863_3c19862af600fe1e1511a5b11589e38a");
+    let tile = decode_generic_tile(file, TILE_LIMIT).expect("fixture schema");
+    ArraySchema::decode(&tile.data).expect("fixture schema")
+}
+
+/// A TileDB array's metadata file: as a schema file (a generic tile
+/// holding a schema), and as a fragment metadata file of the fixture
+/// schema's array (its footer, then the offset lists it points at).
+pub fn tiledb_metadata(data: &[u8]) {
+    if let Ok(tile) = decode_generic_tile(data, TILE_LIMIT) {
+        assert!(tile.len <= data.len());
+        let _ = ArraySchema::decode(&tile.data);
+    }
+    let Ok(footer) = Footer::decode(data, &fixture_schema()) else {
+        return;
+    };
+    for &offset in footer.tile_offsets.iter().chain(&footer.tile_var_sizes) {
+        let Some(at) = usize::try_from(offset).ok().filter(|&at| at <= data.len()) else {
+            continue;
+        };
+        if let Ok(tile) = decode_generic_tile(&data[at..], TILE_LIMIT) {
+            let _ = decode_u64_list(&tile.data, "fuzz");
+        }
+    }
+}
 
 pub fn manifest(data: &[u8]) {
     if let Ok(m) = Manifest::decode(data, "fuzz") {
