@@ -8,10 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use packfs::array::Array;
 use packfs::bundle::create::{create, BundleSource, CreateOptions};
 use packfs::bundle::Bundle;
 use packfs::cache::whole::WholeOptions;
 use packfs::cache::CacheOptions;
+use packfs::catalog::array::ArrayCatalog;
+use packfs::catalog::bundle::BundleCatalog;
+use packfs::catalog::{Catalog, Kind};
 use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
 use packfs::format::bundle::Compression;
 use packfs::import::{import_files, prepare_source, ImportOptions};
@@ -587,7 +591,108 @@ async fn load_tree(
     Ok((dataset, Tree::build(snapshot)?))
 }
 
+/// The tree of a DataBundle or TileDB array at `at`'s location, with a
+/// reader for its files; `None` for a dataset.
+async fn open_catalog(
+    at: &DatasetAt,
+    config: &StoreConfig,
+) -> Result<Option<(Arc<dyn Catalog>, Reader)>, Box<dyn std::error::Error>> {
+    let dataset = Dataset::open_with(&at.dataset, false, config)?;
+    let store = dataset.store();
+    let reader = Reader::new(store.clone(), CacheOptions::default(), None);
+    if Bundle::is_bundle(store).await? {
+        let index_dir = packfs::mount::bundle_index_dir(None);
+        let bundle = Bundle::open(store, &index_dir).await?;
+        let catalog = BundleCatalog::new(Arc::new(bundle), std::time::SystemTime::now());
+        return Ok(Some((Arc::new(catalog), reader)));
+    }
+    if Array::is_array(store).await? {
+        let array = Array::open(store, at.at).await?;
+        let runtime = tokio::runtime::Handle::current();
+        let catalog = ArrayCatalog::new(
+            Arc::new(array),
+            reader.cache().clone(),
+            runtime,
+            &Default::default(),
+        )?;
+        return Ok(Some((Arc::new(catalog), reader)));
+    }
+    Ok(None)
+}
+
+/// The catalog id of `path` (`/`-separated, from its root).
+fn resolve_in(catalog: &dyn Catalog, path: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    let mut id = 0;
+    for name in path.split('/').filter(|n| !n.is_empty()) {
+        id = catalog
+            .lookup(id, name.as_bytes())?
+            .ok_or_else(|| format!("{path}: no such file or directory"))?;
+    }
+    Ok(id)
+}
+
+/// `packfs ls` of a bundle's or array's tree.
+fn ls_catalog(catalog: &dyn Catalog, path: &str, long: bool) -> CliResult {
+    let id = resolve_in(catalog, path)?;
+    let entry = catalog
+        .entry(id)?
+        .ok_or_else(|| format!("{path}: no such file or directory"))?;
+    let mut out = std::io::stdout().lock();
+    let mut show = |id: u64, name: &str| -> CliResult {
+        let entry = catalog
+            .entry(id)?
+            .ok_or_else(|| format!("{name}: vanished"))?;
+        match (entry.kind, long) {
+            (Kind::Dir, false) => writeln!(out, "{name}/")?,
+            (Kind::Dir, true) => writeln!(out, "{:>14}  {name}/", "-")?,
+            (Kind::File, false) => writeln!(out, "{name}")?,
+            (Kind::File, true) => writeln!(out, "{:>14}  {name}", entry.size)?,
+        }
+        Ok(())
+    };
+    if entry.kind == Kind::File {
+        return show(id, path.rsplit('/').next().unwrap_or(path));
+    }
+    let mut index = 0;
+    while let Some((child, name)) = catalog.child(id, index) {
+        show(child, &name)?;
+        index += 1;
+    }
+    Ok(())
+}
+
+/// `packfs cat` of a bundle's or array's file.
+async fn cat_catalog(catalog: &dyn Catalog, reader: &Reader, path: &str) -> CliResult {
+    const STEP: u64 = 8 << 20;
+    let id = resolve_in(catalog, path)?;
+    let entry = catalog
+        .entry(id)?
+        .ok_or_else(|| format!("{path}: no such file or directory"))?;
+    if entry.kind == Kind::Dir {
+        return Err(format!("{path}: is a directory").into());
+    }
+    let mut out = std::io::stdout().lock();
+    let mut offset = 0;
+    while offset < entry.size {
+        let range = offset..entry.size.min(offset + STEP);
+        let extents = catalog
+            .extents(id, range.clone())?
+            .ok_or_else(|| format!("{path}: vanished"))?;
+        let bytes = reader.read(extents).await?;
+        match out.write_all(&bytes) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            r => r?,
+        }
+        offset = range.end;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 pub async fn run_ls(at: DatasetAt, path: String, long: bool, config: &StoreConfig) -> CliResult {
+    if let Some((catalog, _)) = open_catalog(&at, config).await? {
+        return ls_catalog(&*catalog, &path, long);
+    }
     let (_, tree) = load_tree(&at, config).await?;
     let node = tree.resolve(&path)?;
     let mut out = std::io::stdout().lock();
@@ -618,6 +723,9 @@ pub async fn run_ls(at: DatasetAt, path: String, long: bool, config: &StoreConfi
 
 pub async fn run_cat(at: DatasetAt, path: String, config: &StoreConfig) -> CliResult {
     const STEP: u64 = 8 << 20;
+    if let Some((catalog, reader)) = open_catalog(&at, config).await? {
+        return cat_catalog(&*catalog, &reader, &path).await;
+    }
     let (dataset, tree) = load_tree(&at, config).await?;
     let item = tree.resolve_file(&path)?;
     let reader = Reader::new(dataset.store().clone(), CacheOptions::default(), None);

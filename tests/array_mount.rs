@@ -476,3 +476,42 @@ fn an_array_on_s3_mounts_like_tiledb_reads_it() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("OK TileDB array"), "{text}");
 }
+
+#[test]
+fn ls_cat_and_verify_read_an_array_without_mounting_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let array = fixture("small-sparse", tmp.path());
+    let array = array.to_str().unwrap();
+    let expected = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiledb");
+    let out = packfs_ok(&["ls", array]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "image/\nlabel.raw\nid.raw\n"
+    );
+    let out = packfs_ok(&["ls", array, "image"]);
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut want: Vec<String> = std::fs::read_dir(expected.join("small-sparse-expected/image"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    want.sort();
+    assert_eq!(listed.lines().collect::<Vec<_>>(), want);
+    for (at, dir) in [
+        (None, "small-sparse-expected"),
+        (Some("1000"), "small-sparse-expected-1000"),
+    ] {
+        let mut args = vec!["cat", array, "image/007"];
+        args.extend(at.iter().flat_map(|a| ["--at", *a]));
+        let out = packfs_ok(&args);
+        assert_eq!(
+            out.stdout,
+            std::fs::read(expected.join(dir).join("image/007")).unwrap()
+        );
+    }
+    let out = packfs_ok(&["verify", array]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("OK TileDB array") && text.contains("2 fragments"),
+        "{text}"
+    );
+}

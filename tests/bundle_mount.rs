@@ -360,3 +360,25 @@ fn a_damaged_index_entry_fails_that_file_only() {
         "{text}"
     );
 }
+
+#[test]
+fn ls_and_cat_read_a_bundle_without_mounting_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, bundle) = small_bundle(tmp.path());
+    let bundle = bundle.to_str().unwrap();
+    let out = packfs_ok(&["ls", bundle]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "s/\nz/\n");
+    let out = packfs_ok(&["ls", "-l", bundle, "z"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{:>14}  big\n", 2 << 20)
+    );
+    let out = packfs_ok(&["cat", bundle, "z/big"]);
+    assert!(out.stdout == std::fs::read(src.join("z/big")).unwrap());
+    let out = packfs(&["cat", bundle, "z/missing"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("z/missing: no such file"),
+        "{stderr}"
+    );
+}
