@@ -4,6 +4,10 @@
     python tiledb_arrays.py dump URI OUT [AT]  what TileDB reads of URI
                                                (at timestamp AT), as the
                                                files a packfs mount shows
+    python tiledb_arrays.py bench URI          TileDB's own first pass over
+                                               the `image` cells (the bench)
+    python tiledb_arrays.py sizes URI          each `image` cell's file name
+                                               and size
 
 `dump` re-implements packfs's naming rule (docs/TILEDB.md) independently:
 a var-sized attribute's non-null cells are OUT/<attribute>/<coordinates>,
@@ -268,6 +272,30 @@ def dump(uri, out, at=None):
                     f.write(np.ascontiguousarray(q[attr.name]).tobytes())
 
 
+def bench(uri):
+    """Times a first pass over every `image` cell with TileDB: one query
+    for all cells, then (a fresh open) one query per cell in id order, as
+    a loader indexing samples does. Prints JSON."""
+    import json
+    import time
+
+    start = time.perf_counter()
+    with tiledb.open(uri) as A:
+        cells = A.query(attrs=["image"])[:]
+        ids = cells["id"]
+        total = sum(len(v) for v in cells["image"])
+    all_secs = time.perf_counter() - start
+    start = time.perf_counter()
+    per_sample = 0
+    with tiledb.open(uri) as A:
+        q = A.query(attrs=["image"])
+        for i in ids:
+            per_sample += len(q[int(i)]["image"][0])
+    per_sample_secs = time.perf_counter() - start
+    assert per_sample == total
+    print(json.dumps({"cells": len(ids), "bytes": int(total), "all_secs": all_secs, "per_sample_secs": per_sample_secs}))
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "write":
@@ -285,6 +313,13 @@ def main():
                 "small-dense": write_small_dense,
             }
             kinds[kind](uri)
+    elif cmd == "bench":
+        bench(sys.argv[2])
+    elif cmd == "sizes":
+        with tiledb.open(sys.argv[2]) as A:
+            q = A.query(attrs=["image"])[:]
+            for name, v in zip(cell_names(A.schema, [q["id"]]), q["image"]):
+                print(name, len(v))
     elif cmd == "dump":
         at = int(sys.argv[4]) if len(sys.argv) > 4 else None
         os.makedirs(sys.argv[3], exist_ok=True)

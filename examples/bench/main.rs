@@ -78,6 +78,7 @@
 //! mount of the first table; of the last remount of 11.4). Progress goes
 //! to stderr.
 
+mod array;
 mod bundle;
 
 use std::collections::HashMap;
@@ -169,6 +170,12 @@ fn run() -> Result<()> {
         fs::create_dir(&path)?;
         Ok(path)
     };
+    if config.only_tiledb {
+        let arrays = array::array_bench(&config, &packfs_bin, work.path(), &mountpoint)?;
+        progress("done");
+        array::print_issue13(&config, arrays.as_ref());
+        return Ok(());
+    }
     let runtime = Runtime::new()?;
 
     let src = work.path().join("src");
@@ -230,10 +237,12 @@ fn run() -> Result<()> {
         )?),
     };
     let bundles = bundle::bundle_bench(&config, &packfs_bin, work.path(), &mountpoint)?;
+    let arrays = array::array_bench(&config, &packfs_bin, work.path(), &mountpoint)?;
     progress("done");
     print_report(&config, &comparison, &latency, &writes, many.as_ref());
     print_issue11(&config, &comparison, &cold, &epochs);
     bundle::print_issue12(&config, &bundles, many.as_ref());
+    array::print_issue13(&config, arrays.as_ref());
     Ok(())
 }
 
@@ -243,6 +252,8 @@ fn run() -> Result<()> {
 struct Config {
     quick: bool,
     skip_1m: bool,
+    /// Run issue 13's rows only (the TileDB array).
+    only_tiledb: bool,
     /// Rounds of measurements 1, 2 and the random reads; medians are shown.
     runs: usize,
     big_bytes: u64,
@@ -262,13 +273,14 @@ struct Config {
 impl Config {
     fn from_args() -> Result<Config> {
         let usage =
-            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--runs N]]";
-        let (mut quick, mut skip_1m, mut runs) = (false, false, None);
+            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--runs N]]";
+        let (mut quick, mut skip_1m, mut only_tiledb, mut runs) = (false, false, false, None);
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--quick" => quick = true,
                 "--skip-1m" => skip_1m = true,
+                "--only-tiledb" => only_tiledb = true,
                 "--runs" => {
                     let n = args.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0);
                     runs = Some(n.ok_or(format!("--runs needs a positive number\n{usage}"))?);
@@ -288,6 +300,7 @@ impl Config {
         Ok(Config {
             quick,
             skip_1m,
+            only_tiledb,
             runs: runs.unwrap_or(default_runs),
             big_bytes,
             small_files,
@@ -530,25 +543,35 @@ impl Scan {
 /// `limit` of them), split into `readers` contiguous slices read by one
 /// thread each. The listing is part of the time.
 fn scan(root: &Path, files: &Files, readers: usize, limit: Option<usize>) -> Result<Scan> {
-    let dir = root.join(SMALL_DIR);
+    scan_dir(&root.join(SMALL_DIR), &files.small, readers, limit)
+}
+
+/// [`scan`] of the files of `dir`, which must be exactly `expected`
+/// (names and sizes).
+fn scan_dir(
+    dir: &Path,
+    expected: &HashMap<OsString, u64>,
+    readers: usize,
+    limit: Option<usize>,
+) -> Result<Scan> {
     let start = Instant::now();
-    let mut names = Vec::with_capacity(files.small.len());
-    for entry in fs::read_dir(&dir)? {
+    let mut names = Vec::with_capacity(expected.len());
+    for entry in fs::read_dir(dir)? {
         names.push(entry?.file_name());
     }
-    if names.len() != files.small.len() {
+    if names.len() != expected.len() {
         return Err(format!(
             "{} lists {} files, expected {}",
             dir.display(),
             names.len(),
-            files.small.len()
+            expected.len()
         )
         .into());
     }
     names.truncate(limit.unwrap_or(names.len()));
     let work = names
         .iter()
-        .map(|name| match files.small.get(name) {
+        .map(|name| match expected.get(name) {
             Some(&len) => Ok((dir.join(name), len)),
             None => Err(format!("unexpected file {:?} in {}", name, dir.display()).into()),
         })
