@@ -515,3 +515,28 @@ fn ls_cat_and_verify_read_an_array_without_mounting_it() {
         "{text}"
     );
 }
+
+#[test]
+fn a_string_dimension_names_cells_by_escaped_keys_in_global_order() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("sparse2d");
+    write_array("sparse2d", &array);
+    for at in [None, Some("1000")] {
+        let expected = tmp.path().join(format!("expected-{at:?}"));
+        dump(&array, &expected, at.map(|a| a.parse().unwrap()));
+        let extra: Vec<&str> = at.iter().flat_map(|a| ["--at", *a]).collect();
+        let mounted = Mounted::new(&array, &tmp.path().join(format!("mnt-{at:?}")), &extra);
+        let expected = tree(&expected);
+        // Keys with `/`, `_`, a space, dots and the empty key.
+        for name in [
+            "image/cat%2F01_07",
+            "image/dog%5F2_00",
+            "image/%2E%2E_15",
+            "image/%_99",
+        ] {
+            assert!(expected.contains_key(name), "{name}");
+        }
+        assert_same_tree(&tree(&mounted.path), &expected);
+    }
+}

@@ -184,6 +184,38 @@ def write_small_dense(uri):
         A[2:7, 1:9] = {"v": (y * 10 + x).astype(np.int16)}
 
 
+def write_sparse2d(uri):
+    """2-D sparse: a string dimension `key` and an int dimension `n`, in
+    two fragments; keys with `/`, `_`, spaces, dots and the empty one."""
+    dom = tiledb.Domain(
+        tiledb.Dim(name="key", domain=(None, None), tile=None, dtype="ascii"),
+        tiledb.Dim(name="n", domain=(0, 99), tile=10, dtype=np.int32),
+    )
+    schema = tiledb.ArraySchema(
+        domain=dom,
+        sparse=True,
+        capacity=8,
+        attrs=[
+            tiledb.Attr(name="image", dtype=np.bytes_, var=True),
+            tiledb.Attr(name="w", dtype=np.float64),
+        ],
+    )
+    tiledb.Array.create(uri, schema)
+    keys = ["cat/01", "dog_2", "a b", "..", "", "zebra", "Ant", "cat/01.jpg"]
+
+    def write(ts, cells, salt):
+        with tiledb.open(uri, "w", timestamp=ts) as A:
+            k = np.array([c[0] for c in cells], dtype="S")
+            n = np.array([c[1] for c in cells], dtype=np.int32)
+            A[k, n] = {
+                "image": np.array([var_blob(i, salt) for i in range(len(cells))], dtype=object),
+                "w": np.arange(len(cells), dtype=np.float64) + salt / 10,
+            }
+
+    write(1000, [(k, n) for k in keys for n in (0, 7, 15, 99)], 1)
+    write(2000, [(k, n) for k in keys[::2] for n in (7, 42)], 2)
+
+
 def write_unsupported(uri):
     """1-D sparse: `plain` int32 without filters and `bz` under bzip2, a
     filter packfs does not decode."""
@@ -226,10 +258,30 @@ def write_many(uri, count):
         A[ids] = {"image": np.array(blobs, dtype=object)}
 
 
+def escape(value):
+    """A string coordinate as packfs names it (docs/TILEDB.md)."""
+    if isinstance(value, str):
+        value = value.encode()
+    if value == b"":
+        return "%"
+    only_dots = all(b == ord(".") for b in value)
+    out = []
+    for b in value:
+        c = chr(b)
+        if not only_dots and (c.isascii() and c.isalnum() or c in "-."):
+            out.append(c)
+        else:
+            out.append("%%%02X" % b)
+    return "".join(out)
+
+
 def cell_names(schema, coords):
     dims = [schema.domain.dim(i) for i in range(schema.domain.ndim)]
     parts = []
     for d, values in zip(dims, coords):
+        if d.isvar:
+            parts.append([escape(v) for v in values])
+            continue
         lo, hi = d.domain
         width = max(len(str(abs(int(lo)))), len(str(abs(int(hi)))))
         parts.append(["%s%0*d" % ("-" if v < 0 else "", width, abs(int(v))) for v in values])
@@ -243,7 +295,9 @@ def dump(uri, out, at=None):
             q = A.query(order="G")[:]
             dims = [schema.domain.dim(i).name for i in range(schema.domain.ndim)]
             names = cell_names(schema, [q[d] for d in dims])
-            for d in dims:
+            for i, d in enumerate(dims):
+                if schema.domain.dim(i).isvar:
+                    continue
                 with open(os.path.join(out, d + ".raw"), "wb") as f:
                     f.write(np.asarray(q[d]).tobytes())
             for i in range(schema.nattr):
@@ -305,6 +359,7 @@ def main():
         else:
             kinds = {
                 "sparse": write_sparse,
+                "sparse2d": write_sparse2d,
                 "dense": write_dense,
                 "filters": write_filters,
                 "unsupported": write_unsupported,
