@@ -540,3 +540,25 @@ fn a_string_dimension_names_cells_by_escaped_keys_in_global_order() {
         assert_same_tree(&tree(&mounted.path), &expected);
     }
 }
+
+#[test]
+fn consolidated_commits_and_fragments_read_like_tiledb_at_every_time() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("consolidated");
+    write_array("consolidated", &array);
+    let commits: Vec<String> = std::fs::read_dir(array.join("__commits"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(commits.iter().any(|c| c.ends_with(".con")), "{commits:?}");
+    // Latest: the consolidated fragment hides the ones it was made of;
+    // at 2000, before it, those are read.
+    for at in [None, Some("2000"), Some("3000")] {
+        let expected = tmp.path().join(format!("expected-{at:?}"));
+        dump(&array, &expected, at.map(|a| a.parse().unwrap()));
+        let extra: Vec<&str> = at.iter().flat_map(|a| ["--at", *a]).collect();
+        let mounted = Mounted::new(&array, &tmp.path().join(format!("mnt-{at:?}")), &extra);
+        assert_same_tree(&tree(&mounted.path), &tree(&expected));
+    }
+}

@@ -216,6 +216,16 @@ def write_sparse2d(uri):
     write(2000, [(k, n) for k in keys[::2] for n in (7, 42)], 2)
 
 
+def write_consolidated(uri):
+    """The sparse array with its commits consolidated into a `.con` file,
+    its fragments consolidated into one (the originals kept, listed in a
+    `.vac` file) and the consolidated commits vacuumed."""
+    write_sparse(uri)
+    tiledb.consolidate(uri, config=tiledb.Config({"sm.consolidation.mode": "commits"}))
+    tiledb.consolidate(uri)
+    tiledb.vacuum(uri, config=tiledb.Config({"sm.vacuum.mode": "commits"}))
+
+
 def write_unsupported(uri):
     """1-D sparse: `plain` int32 without filters and `bz` under bzip2, a
     filter packfs does not decode."""
@@ -360,6 +370,7 @@ def main():
             kinds = {
                 "sparse": write_sparse,
                 "sparse2d": write_sparse2d,
+                "consolidated": write_consolidated,
                 "dense": write_dense,
                 "filters": write_filters,
                 "unsupported": write_unsupported,

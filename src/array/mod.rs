@@ -367,10 +367,12 @@ fn check_supported(schema: &ArraySchema) -> Result<(), String> {
     Ok(())
 }
 
-/// The names of the fragments committed as a read at `visible` times
+/// The names of the fragments committed, as a read at `visible` times
 /// sees them: `.wrt` commit files and the write entries of consolidated
-/// commit (`.con`) files, less vacuumed fragments. Delete commits are
-/// refused: packfs does not evaluate delete conditions.
+/// commits (`.con`) files. Delete commits a read sees are refused: packfs
+/// does not evaluate delete conditions. Vacuum files (`.vac`) only tell
+/// the vacuum what a consolidation replaced; a read at a time before the
+/// consolidation still sees those fragments, so they are not read here.
 async fn committed_fragments(
     store: &Store,
     visible: &impl Fn(u64) -> bool,
@@ -378,7 +380,12 @@ async fn committed_fragments(
 ) -> Result<std::collections::HashSet<String>, ArrayError> {
     let dir = store.layout().root().clone().join("__commits");
     let mut committed = std::collections::HashSet::new();
-    let mut vacuumed = std::collections::HashSet::new();
+    let refuse_delete = |file: &str| {
+        unsupported(format!(
+            "delete commit {file}: arrays with deletes are not read by packfs \
+             (mount with --at before it to read the array as it was)"
+        ))
+    };
     for object in store.list_dir(&dir).await? {
         let Some(file) = object.location.filename() else {
             continue;
@@ -393,56 +400,49 @@ async fn committed_fragments(
             "wrt" => {
                 committed.insert(stem.to_string());
             }
-            "del" if visible(stamp.t2) => {
-                return Err(unsupported(format!(
-                    "delete commit {file}: arrays with deletes are not read by packfs"
-                )))
-            }
-            "con" | "vac" => {
+            "del" if visible(stamp.t2) => return Err(refuse_delete(file)),
+            "con" => {
                 let bytes = store.get(&object.location).await?;
-                let listed = if ext == "con" {
-                    &mut committed
-                } else {
-                    &mut vacuumed
-                };
                 for line in consolidated_lines(&bytes) {
                     let name = line.rsplit('/').next().unwrap_or(line);
                     let (stem, ext) = name.rsplit_once('.').unwrap_or((name, ""));
+                    let seen = TimestampedName::parse(stem).is_some_and(|s| visible(s.t2));
                     match ext {
-                        "del" => {
-                            return Err(unsupported(format!(
-                                "consolidated commits {file} hold a delete: arrays with deletes are not read by packfs"
-                            )))
+                        "wrt" => {
+                            committed.insert(stem.to_string());
                         }
-                        "upd" => break,
-                        _ => {
-                            listed.insert(stem.to_string());
-                        }
+                        "del" if seen => return Err(refuse_delete(&format!("{name} (in {file})"))),
+                        _ => {}
                     }
                 }
             }
             _ => {}
         }
     }
-    committed.retain(|name| !vacuumed.contains(name));
     Ok(committed)
 }
 
-/// The URI lines of a consolidated commits or vacuum file, up to the
-/// first entry followed by binary data (a delete or update condition).
+/// The URI lines of a consolidated commits file. A delete or update
+/// entry's line is followed by its condition (a `u64` size and that many
+/// bytes), which is skipped; a malformed rest ends the list.
 fn consolidated_lines(bytes: &[u8]) -> Vec<&str> {
     let mut lines = Vec::new();
-    for line in bytes.split(|&b| b == b'\n') {
-        let Ok(line) = std::str::from_utf8(line) else {
+    let mut rest = bytes;
+    while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+        let Ok(line) = std::str::from_utf8(&rest[..end]) else {
             break;
         };
-        if line.is_empty() {
-            continue;
+        rest = &rest[end + 1..];
+        if line.ends_with(".del") || line.ends_with(".upd") {
+            let Some(size) = rest.get(..8) else { break };
+            let size = u64::from_le_bytes(size.try_into().expect("8 bytes"));
+            match usize::try_from(size).ok().and_then(|n| rest.get(8 + n..)) {
+                Some(after) => rest = after,
+                None => rest = &[],
+            }
         }
-        let ends_binary = line.ends_with(".del") || line.ends_with(".upd");
-        lines.push(line);
-        if ends_binary {
-            break;
+        if !line.is_empty() {
+            lines.push(line);
         }
     }
     lines
