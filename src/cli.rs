@@ -600,13 +600,15 @@ async fn open_catalog(
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
     let store = dataset.store();
     let reader = Reader::new(store.clone(), CacheOptions::default(), None);
-    if Bundle::is_bundle(store).await? {
+    // A probe that fails leaves the location to the dataset path, whose
+    // errors name the ref it could not read and say why.
+    if Bundle::is_bundle(store).await.unwrap_or(false) {
         let index_dir = packfs::mount::bundle_index_dir(None);
         let bundle = Bundle::open(store, &index_dir).await?;
         let catalog = BundleCatalog::new(Arc::new(bundle), std::time::SystemTime::now());
         return Ok(Some((Arc::new(catalog), reader)));
     }
-    if Array::is_array(store).await? {
+    if Array::is_array(store).await {
         let array = Array::open(store, at.at).await?;
         let runtime = tokio::runtime::Handle::current();
         let catalog = ArrayCatalog::new(
@@ -869,7 +871,7 @@ pub async fn run_verify(
     if Bundle::is_bundle(dataset.store()).await? {
         return verify_bundle(dataset.store()).await;
     }
-    if packfs::array::Array::is_array(dataset.store()).await? {
+    if packfs::array::Array::is_array(dataset.store()).await {
         return verify_array(dataset.store(), at.at).await;
     }
     let report = packfs::verify::verify(&dataset, &at.ref_name).await?;

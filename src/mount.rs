@@ -310,7 +310,7 @@ fn open_session(
 ) -> Result<fuser::Session<PackFs>, MountError> {
     let store = dataset.store();
     let bundle = runtime.block_on(Bundle::is_bundle(store))?;
-    let array = !bundle && runtime.block_on(Array::is_array(store))?;
+    let array = !bundle && runtime.block_on(Array::is_array(store));
     let fs = match (bundle, array) {
         (true, _) => open_bundle_fs(store, options, runtime.handle())?,
         (_, true) => open_array_fs(store, options, runtime.handle())?,

@@ -137,6 +137,9 @@ fn sparse_array_cells_and_columns_equal_what_tiledb_reads() {
         for raw in ["label.raw", "score.raw", "id.raw"] {
             assert_partial_reads(&mounted.path.join(raw), &expected[raw]);
         }
+        // Tiles are decoded once each and counted where datasets count
+        // their reads.
+        assert!(stat_counter(&mounted.path, "records_decoded") > 0);
     }
     // The newest write wins: cell 100 was written at 1000 and again at
     // 2000, so at 1000 its caption is the first one's.

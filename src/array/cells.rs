@@ -33,9 +33,10 @@ enum KeyPart {
     Bytes(Box<[u8]>),
 }
 
-/// A cell as found in a fragment: its global-order key, its fragment
-/// (newest first among equal keys), where it is and its name.
-type Found = (Vec<KeyPart>, Reverse<u32>, CellLoc, Box<str>);
+/// A cell as found in a fragment: its global-order key, its write time
+/// and its fragment (the newest first among equal keys), where it is and
+/// its name.
+type Found = (Vec<KeyPart>, Reverse<(u64, u32)>, CellLoc, Box<str>);
 
 /// The cells of a sparse array, in global order.
 pub struct SparseCells {
@@ -50,6 +51,12 @@ impl SparseCells {
     /// Decodes every coordinate tile of `array` through `cache`.
     pub async fn load(array: &Array, cache: &BlockCache) -> Result<SparseCells, ArrayError> {
         let schema = array.schema();
+        // A fragment stores its cells in global order, each once unless
+        // it was consolidated with timestamps (then every version of a
+        // cell, with its write time): with one fragment of the first kind
+        // there is nothing to merge, so no keys are built.
+        let fragments = array.fragments();
+        let merge = fragments.len() > 1 || fragments.iter().any(|f| f.footer.includes_timestamps);
         let mut cells: Vec<Found> = Vec::new();
         for (f, fragment) in array.fragments().iter().enumerate() {
             for t in 0..fragment.tile_count() {
@@ -58,6 +65,17 @@ impl SparseCells {
                 for (d, dim) in schema.dimensions.iter().enumerate() {
                     coords.push(dimension_values(array, cache, f, t, d, dim, count).await?);
                 }
+                let times = match fragment.footer.includes_timestamps {
+                    true => {
+                        let tile = read_tile(array, cache, f, Field::Timestamps, TileKind::Data, t);
+                        let tile = tile.await?;
+                        let times = tile.chunks_exact(8);
+                        times
+                            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+                            .collect()
+                    }
+                    false => vec![fragment.stamp.t2; count],
+                };
                 for pos in 0..count {
                     let values: Vec<&[u8]> = coords.iter().map(|c| c[pos].as_slice()).collect();
                     let loc = CellLoc {
@@ -66,13 +84,19 @@ impl SparseCells {
                         pos: pos as u32,
                     };
                     let name = cell_name(schema, &values).into_boxed_str();
-                    cells.push((global_key(schema, &values), Reverse(f as u32), loc, name));
+                    let key = match merge {
+                        true => global_key(schema, &values),
+                        false => Vec::new(),
+                    };
+                    cells.push((key, Reverse((times[pos], f as u32)), loc, name));
                 }
             }
         }
-        cells.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-        if !schema.allows_dups {
-            cells.dedup_by(|later, kept| later.0 == kept.0);
+        if merge {
+            cells.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+            if !schema.allows_dups {
+                cells.dedup_by(|later, kept| later.0 == kept.0);
+            }
         }
         let mut locs = Vec::with_capacity(cells.len());
         let mut names: Vec<Box<str>> = Vec::with_capacity(cells.len());

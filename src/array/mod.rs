@@ -51,11 +51,14 @@ pub enum TileKind {
     Validity,
 }
 
-/// A field of the schema: an attribute or a dimension, by index.
+/// A field of a fragment: an attribute or a dimension of the schema, by
+/// index, or the per-cell write times a fragment consolidated with
+/// timestamps holds (`t.tdb`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Field {
     Attribute(usize),
     Dimension(usize),
+    Timestamps,
 }
 
 /// Where one field's tiles start in its data files.
@@ -100,12 +103,20 @@ pub struct Array {
 
 impl Array {
     /// Whether `store`'s location holds a TileDB array (a `__schema/`
-    /// folder with a schema in it).
-    pub async fn is_array(store: &Store) -> Result<bool, ArrayError> {
-        let listed = store.list_dir(&schema_dir(store)).await?;
-        Ok(listed
-            .iter()
-            .any(|o| o.location.filename().is_some_and(is_timestamped)))
+    /// folder with a schema in it). A location that cannot be listed is
+    /// taken not to: the caller goes on to open it as a dataset, whose
+    /// errors explain what is wrong with a store (a missing bucket,
+    /// refused credentials, an unreachable endpoint).
+    pub async fn is_array(store: &Store) -> bool {
+        match store.list_dir(&schema_dir(store)).await {
+            Ok(listed) => listed
+                .iter()
+                .any(|o| o.location.filename().is_some_and(is_timestamped)),
+            Err(e) => {
+                tracing::debug!("not probing for a TileDB array: {e}");
+                false
+            }
+        }
     }
 
     /// Opens the array at `store`'s location as a read at `at`
@@ -206,6 +217,9 @@ impl Array {
         match field {
             Field::Attribute(i) => Footer::attribute_field(i),
             Field::Dimension(i) => Footer::dimension_field(&self.schema, i),
+            Field::Timestamps => {
+                Footer::dimension_field(&self.schema, self.schema.dimensions.len())
+            }
         }
     }
 
@@ -244,6 +258,7 @@ impl Array {
         let prefix = match field {
             Field::Attribute(i) => format!("a{i}"),
             Field::Dimension(i) => format!("d{i}"),
+            Field::Timestamps => "t".to_string(),
         };
         let path = f.dir.clone().join(format!("{prefix}{suffix}.tdb"));
         let cells = self.cells_in_tile(fragment, tile);
@@ -289,6 +304,7 @@ impl Array {
         match field {
             Field::Attribute(i) => self.schema.attributes[i].is_var(),
             Field::Dimension(i) => self.schema.dimensions[i].is_var(),
+            Field::Timestamps => false,
         }
     }
 
@@ -297,6 +313,7 @@ impl Array {
         match field {
             Field::Attribute(i) => self.schema.attributes[i].cell_size() as u64,
             Field::Dimension(i) => self.schema.dimensions[i].cell_size() as u64,
+            Field::Timestamps => 8,
         }
     }
 
@@ -314,7 +331,8 @@ fn field_name(schema: &ArraySchema, index: usize) -> String {
         Some(d) if d < schema.dimensions.len() => {
             format!("dimension {:?}", schema.dimensions[d].name)
         }
-        _ => "coordinates".to_string(),
+        Some(_) => "timestamps".to_string(),
+        None => "coordinates".to_string(),
     }
 }
 
@@ -369,10 +387,10 @@ fn check_supported(schema: &ArraySchema) -> Result<(), String> {
 
 /// The names of the fragments committed, as a read at `visible` times
 /// sees them: `.wrt` commit files and the write entries of consolidated
-/// commits (`.con`) files. Delete commits a read sees are refused: packfs
-/// does not evaluate delete conditions. Vacuum files (`.vac`) only tell
-/// the vacuum what a consolidation replaced; a read at a time before the
-/// consolidation still sees those fragments, so they are not read here.
+/// commits (`.con`) files, less the fragments a vacuum file (`.vac`) the
+/// read sees lists (those a consolidation replaced: a read at a time
+/// before the consolidation still sees them). Delete commits a read sees
+/// are refused: packfs does not evaluate delete conditions.
 async fn committed_fragments(
     store: &Store,
     visible: &impl Fn(u64) -> bool,
@@ -380,6 +398,7 @@ async fn committed_fragments(
 ) -> Result<std::collections::HashSet<String>, ArrayError> {
     let dir = store.layout().root().clone().join("__commits");
     let mut committed = std::collections::HashSet::new();
+    let mut vacuumed = std::collections::HashSet::new();
     let refuse_delete = |file: &str| {
         unsupported(format!(
             "delete commit {file}: arrays with deletes are not read by packfs \
@@ -401,6 +420,17 @@ async fn committed_fragments(
                 committed.insert(stem.to_string());
             }
             "del" if visible(stamp.t2) => return Err(refuse_delete(file)),
+            "vac" if visible(stamp.t2) => {
+                let bytes = store.get(&object.location).await?;
+                for line in String::from_utf8_lossy(&bytes).lines() {
+                    let name = line
+                        .trim_end_matches('/')
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or(line);
+                    vacuumed.insert(name.to_string());
+                }
+            }
             "con" => {
                 let bytes = store.get(&object.location).await?;
                 for line in consolidated_lines(&bytes) {
@@ -419,6 +449,7 @@ async fn committed_fragments(
             _ => {}
         }
     }
+    committed.retain(|name| !vacuumed.contains(name));
     Ok(committed)
 }
 
@@ -531,14 +562,17 @@ async fn load_fragment(
             .map_err(|e| format(e.within(what)))?;
         decode_u64_list(&decoded.data, what).map_err(format)
     };
-    let fields = schema.attributes.len() + 1 + schema.dimensions.len();
+    // Attributes, the legacy coordinates slot, dimensions, and the
+    // timestamps of a fragment consolidated with them.
+    let timestamps = schema.attributes.len() + 1 + schema.dimensions.len();
+    let fields = timestamps + usize::from(footer.includes_timestamps);
     let mut tiles = Vec::with_capacity(fields);
     for index in 0..fields {
         let legacy_coords = index == schema.attributes.len();
         let attribute = schema.attributes.get(index);
         let var = match attribute {
             Some(a) => a.is_var(),
-            None if legacy_coords => false,
+            None if legacy_coords || index == timestamps => false,
             None => schema.dimensions[index - schema.attributes.len() - 1].is_var(),
         };
         let mut field = FieldTiles::default();
@@ -637,6 +671,9 @@ fn field_codecs(
             d.cell_size(),
         )?);
     }
+    // Write times take the coordinate filters, as TileDB's special
+    // attributes do.
+    all.push(codecs(&schema.coords_filters, Datatype::UINT64, false, 8)?);
     Ok(all)
 }
 

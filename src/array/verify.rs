@@ -33,7 +33,11 @@ pub async fn verify(array: &Array, cache: &BlockCache) -> Result<Report, ArrayEr
     }
     let mut work = Vec::new();
     for (f, fragment) in array.fragments().iter().enumerate() {
-        for &field in &fields {
+        let timestamps = fragment
+            .footer
+            .includes_timestamps
+            .then_some(Field::Timestamps);
+        for &field in fields.iter().chain(&timestamps) {
             for t in 0..fragment.tile_count() {
                 work.push((f, field, t));
             }
