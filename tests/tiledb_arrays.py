@@ -85,15 +85,21 @@ def write_dense(uri):
         attrs=[
             tiledb.Attr(name="a", dtype=np.int32),
             tiledb.Attr(name="b", dtype=np.float64, filters=tiledb.FilterList([tiledb.ZstdFilter()])),
+            tiledb.Attr(name="c", dtype=np.float32, nullable=True),
         ],
     )
     tiledb.Array.create(uri, schema)
+
+    def c_values(r, c):
+        # tiledb-py writes NaN as null.
+        return np.where((r + c) % 4 == 0, np.nan, r * c).astype(np.float32)
+
     with tiledb.open(uri, "w", timestamp=1000) as A:
         r, c = np.mgrid[1:13, 1:31]
-        A[1:13, 1:31] = {"a": (r * 100 + c).astype(np.int32), "b": (r + c / 100.0)}
+        A[1:13, 1:31] = {"a": (r * 100 + c).astype(np.int32), "b": (r + c / 100.0), "c": c_values(r, c)}
     with tiledb.open(uri, "w", timestamp=2000) as A:
         r, c = np.mgrid[6:21, 10:26]
-        A[6:21, 10:26] = {"a": -(r * 100 + c).astype(np.int32), "b": -(r + c / 100.0)}
+        A[6:21, 10:26] = {"a": -(r * 100 + c).astype(np.int32), "b": -(r + c / 100.0), "c": c_values(r, -c)}
 
 
 FILTERS = {
@@ -298,6 +304,17 @@ def cell_names(schema, coords):
     return ["_".join(p) for p in zip(*parts)]
 
 
+def write_column(out, attr, values):
+    """A fixed-size attribute's `.raw` file, and for a nullable one its
+    `.validity` file (1 valid, 0 null per cell)."""
+    with open(os.path.join(out, attr.name + ".raw"), "wb") as f:
+        f.write(np.ascontiguousarray(np.ma.getdata(values)).tobytes())
+    if attr.isnullable:
+        valid = (~np.ma.getmaskarray(values)).astype(np.uint8)
+        with open(os.path.join(out, attr.name + ".validity"), "wb") as f:
+            f.write(np.ascontiguousarray(valid).tobytes())
+
+
 def dump(uri, out, at=None):
     with tiledb.open(uri, timestamp=at) as A:
         schema = A.schema
@@ -325,15 +342,12 @@ def dump(uri, out, at=None):
                         with open(os.path.join(out, attr.name, name), "wb") as f:
                             f.write(bytes(v))
                 else:
-                    with open(os.path.join(out, attr.name + ".raw"), "wb") as f:
-                        f.write(np.ascontiguousarray(np.ma.getdata(values)).tobytes())
+                    write_column(out, attr, values)
         else:
             ned = A.nonempty_domain()
             q = A[tuple(slice(lo, hi + 1) for lo, hi in ned)]
             for i in range(schema.nattr):
-                attr = schema.attr(i)
-                with open(os.path.join(out, attr.name + ".raw"), "wb") as f:
-                    f.write(np.ascontiguousarray(q[attr.name]).tobytes())
+                write_column(out, schema.attr(i), q[schema.attr(i).name])
 
 
 def bench(uri):

@@ -37,8 +37,14 @@ const TILES_AT_ONCE: usize = 16;
 enum Top {
     /// The cell files of var-sized attribute `attribute`.
     Cells { attribute: usize, name: String },
-    /// All values of a fixed-size field, in order.
-    Raw { field: Field, name: String },
+    /// All values of a fixed-size field (`kind` Data), or the validity
+    /// of a nullable one (`kind` Validity: one byte per cell, 1 valid, 0
+    /// null), in order.
+    Raw {
+        field: Field,
+        kind: TileKind,
+        name: String,
+    },
 }
 
 impl Top {
@@ -115,8 +121,16 @@ impl ArrayCatalog {
             } else {
                 top.push(Top::Raw {
                     field: Field::Attribute(i),
+                    kind: TileKind::Data,
                     name: format!("{}.raw", a.name),
                 });
+                if a.nullable {
+                    top.push(Top::Raw {
+                        field: Field::Attribute(i),
+                        kind: TileKind::Validity,
+                        name: format!("{}.validity", a.name),
+                    });
+                }
             }
         }
         if let Some(unknown) = extensions.keys().find(|n| {
@@ -135,6 +149,7 @@ impl ArrayCatalog {
                 if !d.is_var() {
                     top.push(Top::Raw {
                         field: Field::Dimension(i),
+                        kind: TileKind::Data,
                         name: format!("{}.raw", d.name),
                     });
                 }
@@ -249,13 +264,21 @@ impl ArrayCatalog {
         Ok(Some((*attribute, cells.spans[at].clone())))
     }
 
-    /// Bytes in `.raw` file of `field`.
-    fn raw_size(&self, field: Field) -> Result<u64, CatalogError> {
+    /// Bytes per cell of the column of `field`'s `kind` tiles.
+    fn column_cell_size(&self, field: Field, kind: TileKind) -> u64 {
+        match kind {
+            TileKind::Validity => 1,
+            _ => self.array.cell_size(field),
+        }
+    }
+
+    /// Bytes in the column file of `field`'s `kind` tiles.
+    fn raw_size(&self, field: Field, kind: TileKind) -> Result<u64, CatalogError> {
         let cells = match &self.dense {
             Some(dense) => dense.cells(),
             None => self.sparse_cells()?.locs.len() as u64,
         };
-        Ok(cells * self.array.cell_size(field))
+        Ok(cells * self.column_cell_size(field, kind))
     }
 
     fn mtime_of(&self, loc: &CellLoc) -> SystemTime {
@@ -263,11 +286,17 @@ impl ArrayCatalog {
         SystemTime::UNIX_EPOCH + Duration::from_millis(t2)
     }
 
-    /// The map of bytes `range` of the `.raw` file of `field` of a sparse
-    /// array: each cell's value in its fragment's tile.
-    fn sparse_raw(&self, field: Field, range: Range<u64>) -> Result<Extents, CatalogError> {
+    /// The map of bytes `range` of the column file of `field`'s `kind`
+    /// tiles in a sparse array: each cell's value (or validity) in its
+    /// fragment's tile.
+    fn sparse_raw(
+        &self,
+        field: Field,
+        kind: TileKind,
+        range: Range<u64>,
+    ) -> Result<Extents, CatalogError> {
         let sparse = self.sparse_cells()?;
-        let size = self.array.cell_size(field);
+        let size = self.column_cell_size(field, kind);
         let mut out = Clipped::new(range.clone());
         let first = range.start / size;
         let last = range.end.div_ceil(size).min(sparse.locs.len() as u64);
@@ -287,7 +316,13 @@ impl ArrayCatalog {
                 run += 1;
             }
             let source = out
-                .tile(&self.array, loc.fragment as usize, field, loc.tile as usize)
+                .tile(
+                    &self.array,
+                    loc.fragment as usize,
+                    field,
+                    kind,
+                    loc.tile as usize,
+                )
                 .map_err(|e| self.failed(e))?;
             out.push(
                 cell * size,
@@ -299,22 +334,32 @@ impl ArrayCatalog {
         Ok(out.extents())
     }
 
-    /// The map of bytes `range` of the `.raw` file of `field` of a dense
-    /// array, row-major over the fragments' bounding box: each cell from
-    /// the newest fragment that wrote it, the fill value where none did.
-    /// Rows cross tiles, so one tile gives every `extent`-th row piece: the
-    /// engine compiles those into strided runs.
-    fn dense_raw(&self, field: Field, range: Range<u64>) -> Result<Extents, CatalogError> {
+    /// The map of bytes `range` of the column file of `field`'s `kind`
+    /// tiles in a dense array, row-major over the fragments' bounding box:
+    /// each cell from the newest fragment that wrote it, the fill value
+    /// (or fill validity) where none did. Rows cross tiles, so one tile
+    /// gives every `extent`-th row piece: the engine compiles those into
+    /// strided runs.
+    fn dense_raw(
+        &self,
+        field: Field,
+        kind: TileKind,
+        range: Range<u64>,
+    ) -> Result<Extents, CatalogError> {
         let dense = self.dense.as_ref().expect("dense array");
         let mut out = Clipped::new(range.clone());
         let Some(bounds) = &dense.bounds else {
             return Ok(out.extents());
         };
-        let size = self.array.cell_size(field);
+        let size = self.column_cell_size(field, kind);
         let Field::Attribute(attribute) = field else {
             return Ok(out.extents());
         };
-        let fill = fill_value(&self.array.schema().attributes[attribute].fill, size);
+        let attribute = &self.array.schema().attributes[attribute];
+        let fill = match kind {
+            TileKind::Validity => vec![attribute.fill_validity],
+            _ => fill_value(&attribute.fill, size),
+        };
         let last_dim = bounds.len() - 1;
         let row_len = (bounds[last_dim].1 - bounds[last_dim].0 + 1) as u64;
         let total = dense.cells();
@@ -340,7 +385,7 @@ impl ArrayCatalog {
                     let (left, consecutive) = dense.grid.run_in_tile(&at);
                     let n = (left as u64).min(count - done);
                     let source = out
-                        .tile(&self.array, f, field, tile as usize)
+                        .tile(&self.array, f, field, kind, tile as usize)
                         .map_err(|e| self.failed(e))?;
                     let dest = (dest + done) * size;
                     if consecutive {
@@ -463,7 +508,7 @@ struct Clipped {
     range: Range<u64>,
     map: ByteRangeMap,
     sources: Vec<Source>,
-    tiles: HashMap<(usize, Field, usize), SourceIndex>,
+    tiles: HashMap<(usize, Field, TileKind, usize), SourceIndex>,
 }
 
 impl Clipped {
@@ -476,21 +521,22 @@ impl Clipped {
         }
     }
 
-    /// The source of the data tile `tile` of `field` in fragment `f`.
+    /// The source of tile `tile` (of `kind`) of `field` in fragment `f`.
     fn tile(
         &mut self,
         array: &Array,
         f: usize,
         field: Field,
+        kind: TileKind,
         tile: usize,
     ) -> Result<SourceIndex, ArrayError> {
-        if let Some(&index) = self.tiles.get(&(f, field, tile)) {
+        if let Some(&index) = self.tiles.get(&(f, field, kind, tile)) {
             return Ok(index);
         }
-        let record = array.tile(f, field, TileKind::Data, tile)?;
+        let record = array.tile(f, field, kind, tile)?;
         self.sources.push(Source::Record(Arc::new(record)));
         let index = SourceIndex(self.sources.len() - 1);
-        self.tiles.insert((f, field, tile), index);
+        self.tiles.insert((f, field, kind, tile), index);
         Ok(index)
     }
 
@@ -619,9 +665,9 @@ impl Catalog for ArrayCatalog {
         if id < FIRST_CELL {
             return Ok(match self.top.get(id as usize - 1) {
                 Some(Top::Cells { .. }) => Some(dir(self.mtime)),
-                Some(Top::Raw { field, .. }) => Some(Entry {
+                Some(Top::Raw { field, kind, .. }) => Some(Entry {
                     kind: Kind::File,
-                    size: self.raw_size(*field)?,
+                    size: self.raw_size(*field, *kind)?,
                     perm: 0o444,
                     mtime: self.mtime,
                     volatile: false,
@@ -700,12 +746,12 @@ impl Catalog for ArrayCatalog {
 
     fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError> {
         if (1..FIRST_CELL).contains(&id) {
-            let Some(Top::Raw { field, .. }) = self.top.get(id as usize - 1) else {
+            let Some(&Top::Raw { field, kind, .. }) = self.top.get(id as usize - 1) else {
                 return Ok(None);
             };
             let extents = match self.dense {
-                Some(_) => self.dense_raw(*field, range)?,
-                None => self.sparse_raw(*field, range)?,
+                Some(_) => self.dense_raw(field, kind, range)?,
+                None => self.sparse_raw(field, kind, range)?,
             };
             return Ok(Some(extents));
         }

@@ -82,6 +82,8 @@ pub struct Attribute {
     /// What a dense read returns for a cell no fragment wrote.
     pub fill: Vec<u8>,
     pub nullable: bool,
+    /// Whether such a cell of a nullable attribute is valid (1) or null (0).
+    pub fill_validity: u8,
 }
 
 impl Attribute {
@@ -246,7 +248,7 @@ fn decode_attribute(c: &mut Cursor<'_>, version: u32) -> Result<Attribute, TileD
     let fill_size = c.u64()?;
     let fill = c.take_u64_len(fill_size)?.to_vec();
     let nullable = c.u8()? != 0;
-    let _fill_validity = c.u8()?;
+    let fill_validity = c.u8()?;
     if version >= 17 {
         let _order = c.u8()?;
     }
@@ -263,5 +265,6 @@ fn decode_attribute(c: &mut Cursor<'_>, version: u32) -> Result<Attribute, TileD
         filters,
         fill,
         nullable,
+        fill_validity,
     })
 }
