@@ -86,9 +86,14 @@ def write_dense(uri):
             tiledb.Attr(name="a", dtype=np.int32),
             tiledb.Attr(name="b", dtype=np.float64, filters=tiledb.FilterList([tiledb.ZstdFilter()])),
             tiledb.Attr(name="c", dtype=np.float32, nullable=True),
+            tiledb.Attr(name="d", dtype=np.bytes_, var=True),
         ],
     )
     tiledb.Array.create(uri, schema)
+
+    def d_values(r, c, salt):
+        cells = [var_blob(int(a * 31 + b), salt)[: (a + b) % 7 * 3] for a, b in zip(r.flat, c.flat)]
+        return np.array(cells, dtype=object).reshape(r.shape)
 
     def c_values(r, c):
         # tiledb-py writes NaN as null.
@@ -96,10 +101,20 @@ def write_dense(uri):
 
     with tiledb.open(uri, "w", timestamp=1000) as A:
         r, c = np.mgrid[1:13, 1:31]
-        A[1:13, 1:31] = {"a": (r * 100 + c).astype(np.int32), "b": (r + c / 100.0), "c": c_values(r, c)}
+        A[1:13, 1:31] = {
+            "a": (r * 100 + c).astype(np.int32),
+            "b": (r + c / 100.0),
+            "c": c_values(r, c),
+            "d": d_values(r, c, 1),
+        }
     with tiledb.open(uri, "w", timestamp=2000) as A:
         r, c = np.mgrid[6:21, 10:26]
-        A[6:21, 10:26] = {"a": -(r * 100 + c).astype(np.int32), "b": -(r + c / 100.0), "c": c_values(r, -c)}
+        A[6:21, 10:26] = {
+            "a": -(r * 100 + c).astype(np.int32),
+            "b": -(r + c / 100.0),
+            "c": c_values(r, -c),
+            "d": d_values(r, c, 2),
+        }
 
 
 FILTERS = {
@@ -346,8 +361,24 @@ def dump(uri, out, at=None):
         else:
             ned = A.nonempty_domain()
             q = A[tuple(slice(lo, hi + 1) for lo, hi in ned)]
+            # The cells some fragment (visible at `at`) wrote.
+            written = np.zeros(q[schema.attr(0).name].shape, dtype=bool)
+            for frag in tiledb.array_fragments(uri):
+                if at is not None and frag.timestamp_range[1] > at:
+                    continue
+                box = tuple(slice(lo - n[0], hi - n[0] + 1) for (lo, hi), n in zip(frag.nonempty_domain, ned))
+                written[box] = True
+            coords = np.nonzero(written)
+            names = cell_names(schema, [c + n[0] for c, n in zip(coords, ned)])
             for i in range(schema.nattr):
-                write_column(out, schema.attr(i), q[schema.attr(i).name])
+                attr = schema.attr(i)
+                if not attr.isvar:
+                    write_column(out, attr, q[attr.name])
+                    continue
+                os.makedirs(os.path.join(out, attr.name), exist_ok=True)
+                for name, v in zip(names, q[attr.name][coords]):
+                    with open(os.path.join(out, attr.name, name), "wb") as f:
+                        f.write(bytes(v))
 
 
 def bench(uri):

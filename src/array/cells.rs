@@ -33,13 +33,18 @@ enum KeyPart {
     Bytes(Box<[u8]>),
 }
 
+/// Most cells of a dense array shown as files (its `.raw` files have no
+/// limit): listing them takes memory per cell.
+const MAX_DENSE_CELLS: u64 = 1 << 25;
+
 /// A cell as found in a fragment: its global-order key, its write time
 /// and its fragment (the newest first among equal keys), where it is and
 /// its name.
 type Found = (Vec<KeyPart>, Reverse<(u64, u32)>, CellLoc, Box<str>);
 
-/// The cells of a sparse array, in global order.
-pub struct SparseCells {
+/// The cells a read of an array sees: a sparse array's in global order,
+/// a dense array's (those its fragments wrote) row-major.
+pub struct Cells {
     pub locs: Vec<CellLoc>,
     /// Each cell's name ([`cell_name`]), parallel to `locs`.
     pub names: Vec<Box<str>>,
@@ -47,9 +52,9 @@ pub struct SparseCells {
     by_name: Vec<u32>,
 }
 
-impl SparseCells {
+impl Cells {
     /// Decodes every coordinate tile of `array` through `cache`.
-    pub async fn load(array: &Array, cache: &BlockCache) -> Result<SparseCells, ArrayError> {
+    pub async fn load(array: &Array, cache: &BlockCache) -> Result<Cells, ArrayError> {
         let schema = array.schema();
         // A fragment stores its cells in global order, each once unless
         // it was consolidated with timestamps (then every version of a
@@ -114,13 +119,66 @@ impl SparseCells {
                 n => format!("{name}~{n}").into_boxed_str(),
             });
         }
+        Ok(Cells::ordered(locs, names))
+    }
+
+    /// The cells a dense array's fragments wrote, row-major over their
+    /// bounding box, each from the newest fragment that wrote it. No tile
+    /// is read: where a cell is follows from the domains.
+    pub fn dense(array: &Array, layout: &DenseLayout) -> Result<Cells, ArrayError> {
+        let total = layout.cells();
+        if total > MAX_DENSE_CELLS {
+            return Err(ArrayError::Unsupported {
+                location: array.location().to_string(),
+                detail: format!(
+                    "the fragments of this dense array span {total} cells, more than the \
+                     {MAX_DENSE_CELLS} packfs shows as files (its .raw files are there)"
+                ),
+            });
+        }
+        let (mut locs, mut names) = (Vec::new(), Vec::new());
+        let Some(bounds) = &layout.bounds else {
+            return Ok(Cells::ordered(locs, names));
+        };
+        let schema = array.schema();
+        let last = bounds.len() - 1;
+        let row_len = (bounds[last].1 - bounds[last].0 + 1) as u64;
+        for row in 0..total / row_len {
+            let coords = coords_of(bounds, row * row_len);
+            for (from, to, fragment) in layout.paint(&coords, bounds[last].1) {
+                let Some(f) = fragment else { continue };
+                let region = layout.regions[f].as_ref().expect("painted by a region");
+                let mut at = coords.clone();
+                for x in from..=to {
+                    at[last] = x;
+                    let (tile, pos) = layout.grid.locate(region, &at);
+                    locs.push(CellLoc {
+                        fragment: f as u32,
+                        tile: tile as u32,
+                        pos: pos as u32,
+                    });
+                    // Each coordinate in its dimension's type (the low
+                    // bytes of two's complement).
+                    let values: Vec<Vec<u8>> = (schema.dimensions.iter().zip(&at))
+                        .map(|(d, v)| v.to_le_bytes()[..d.cell_size()].to_vec())
+                        .collect();
+                    let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+                    names.push(cell_name(schema, &values).into_boxed_str());
+                }
+            }
+        }
+        Ok(Cells::ordered(locs, names))
+    }
+
+    /// Cells in order, with the lookup by name.
+    fn ordered(locs: Vec<CellLoc>, names: Vec<Box<str>>) -> Cells {
         let mut by_name: Vec<u32> = (0..names.len() as u32).collect();
         by_name.sort_by(|&a, &b| names[a as usize].cmp(&names[b as usize]));
-        Ok(SparseCells {
+        Cells {
             locs,
             names,
             by_name,
-        })
+        }
     }
 
     /// The index of the cell called `name`.
@@ -472,6 +530,112 @@ impl DenseGrid {
             .map(|d| d.2 as u64)
             .product()
     }
+}
+
+/// A dense array's fragments as regions of its domain.
+pub struct DenseLayout {
+    pub grid: DenseGrid,
+    /// Per fragment (oldest first), the box it wrote.
+    pub regions: Vec<Option<Region>>,
+    /// The box of all fragments: what `.raw` files hold, row-major.
+    pub bounds: Option<Region>,
+}
+
+impl DenseLayout {
+    /// The geometry of `array`'s fragments, checked against their tile
+    /// counts.
+    pub fn of(array: &Array) -> Result<DenseLayout, ArrayError> {
+        let schema = array.schema();
+        let grid = DenseGrid::new(schema);
+        let mut regions = Vec::new();
+        let mut bounds: Option<Region> = None;
+        for fragment in array.fragments() {
+            let Some(mbr) = &fragment.footer.non_empty_domain else {
+                regions.push(None);
+                continue;
+            };
+            let region = grid.region(schema, mbr);
+            let expected = grid.tile_count(&region);
+            if expected != fragment.tile_count() as u64 {
+                return Err(ArrayError::Format {
+                    object: format!("{}/__fragment_metadata.tdb", fragment.name),
+                    source: crate::format::tiledb::TileDbError::invalid(
+                        "fragment metadata",
+                        format!(
+                            "{} tiles listed, but its non-empty domain spans {expected}",
+                            fragment.tile_count()
+                        ),
+                    ),
+                });
+            }
+            bounds = Some(match bounds {
+                None => region.clone(),
+                Some(b) => b
+                    .iter()
+                    .zip(&region)
+                    .map(|(&(l, h), &(a, z))| (l.min(a), h.max(z)))
+                    .collect(),
+            });
+            regions.push(Some(region));
+        }
+        Ok(DenseLayout {
+            grid,
+            regions,
+            bounds,
+        })
+    }
+
+    /// Cells in the bounding box.
+    pub fn cells(&self) -> u64 {
+        self.bounds.as_ref().map_or(0, |b| {
+            b.iter()
+                .map(|&(low, high)| (high - low + 1) as u64)
+                .product()
+        })
+    }
+
+    /// The cells `coords..=row_end` along the last dimension, split by the
+    /// newest fragment that wrote each (`None`: none did), in order.
+    pub fn paint(&self, coords: &[i128], row_end: i128) -> Vec<(i128, i128, Option<usize>)> {
+        let last = coords.len() - 1;
+        let mut pieces = vec![(coords[last], row_end, None)];
+        for (f, region) in self.regions.iter().enumerate().rev() {
+            let Some(region) = region else { continue };
+            let inside = (0..last).all(|d| region[d].0 <= coords[d] && coords[d] <= region[d].1);
+            if !inside {
+                continue;
+            }
+            let (a, b) = region[last];
+            let mut next = Vec::with_capacity(pieces.len() + 2);
+            for (from, to, owner) in pieces {
+                if owner.is_some() || b < from || to < a {
+                    next.push((from, to, owner));
+                    continue;
+                }
+                let (lo, hi) = (from.max(a), to.min(b));
+                if from < lo {
+                    next.push((from, lo - 1, None));
+                }
+                next.push((lo, hi, Some(f)));
+                if hi < to {
+                    next.push((hi + 1, to, None));
+                }
+            }
+            pieces = next;
+        }
+        pieces
+    }
+}
+
+/// The coordinates of cell `index` of `bounds` in row-major order.
+pub fn coords_of(bounds: &Region, mut index: u64) -> Vec<i128> {
+    let mut coords = vec![0; bounds.len()];
+    for d in (0..bounds.len()).rev() {
+        let extent = (bounds[d].1 - bounds[d].0 + 1) as u64;
+        coords[d] = bounds[d].0 + (index % extent) as i128;
+        index /= extent;
+    }
+    coords
 }
 
 /// The linear index of `index` in a box of `sizes`, in `layout` order.

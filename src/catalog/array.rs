@@ -21,7 +21,7 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 
 use super::{Catalog, CatalogError, Entry, Extents, Kind, Source};
-use crate::array::cells::{read_tile, var_bounds, CellLoc, DenseGrid, Region, SparseCells};
+use crate::array::cells::{coords_of, read_tile, var_bounds, CellLoc, Cells, DenseLayout};
 use crate::array::{Array, ArrayError, Field, TileKind};
 use crate::cache::BlockCache;
 use crate::engine::{ByteRangeMap, SourceIndex};
@@ -57,30 +57,11 @@ impl Top {
 
 /// The cells of one var-sized attribute that are files (not null).
 struct AttributeCells {
-    /// Indices into [`SparseCells::locs`], ascending.
+    /// Indices into [`Cells::locs`], ascending.
     cells: Vec<u32>,
     /// Each file's bytes in its var tile, or why its tile's offsets could
     /// not be read (the file is listed; `stat` and reads fail).
     spans: Vec<Result<Range<u64>, Arc<str>>>,
-}
-
-/// A dense array's fragments as regions of the domain.
-struct Dense {
-    grid: DenseGrid,
-    /// Per fragment (oldest first), the box it wrote.
-    regions: Vec<Option<Region>>,
-    /// The box of all fragments: what `.raw` files hold, row-major.
-    bounds: Option<Region>,
-}
-
-impl Dense {
-    fn cells(&self) -> u64 {
-        self.bounds.as_ref().map_or(0, |b| {
-            b.iter()
-                .map(|&(low, high)| (high - low + 1) as u64)
-                .product()
-        })
-    }
 }
 
 /// The catalog of one array.
@@ -92,8 +73,9 @@ pub struct ArrayCatalog {
     /// File name extension per var-sized attribute (with its dot).
     extensions: HashMap<usize, String>,
     mtime: SystemTime,
-    dense: Option<Dense>,
-    sparse: Mutex<Option<Arc<SparseCells>>>,
+    dense: Option<DenseLayout>,
+    /// The cells a read sees, found on first use.
+    cell_index: Mutex<Option<Arc<Cells>>>,
     attributes: Mutex<HashMap<usize, Arc<AttributeCells>>>,
 }
 
@@ -156,14 +138,9 @@ impl ArrayCatalog {
             }
         }
         let dense = match schema.array_type {
-            ArrayType::Dense => Some(dense_layout(&array)?),
+            ArrayType::Dense => Some(DenseLayout::of(&array)?),
             ArrayType::Sparse => None,
         };
-        // Var-sized attributes of dense arrays are not shown: their cells
-        // are the whole domain's, mostly fill values (docs/TILEDB.md).
-        if dense.is_some() {
-            top.retain(|t| matches!(t, Top::Raw { .. }));
-        }
         let newest = array
             .fragments()
             .iter()
@@ -178,7 +155,7 @@ impl ArrayCatalog {
             top,
             extensions: named,
             dense,
-            sparse: Mutex::new(None),
+            cell_index: Mutex::new(None),
             attributes: Mutex::new(HashMap::new()),
         })
     }
@@ -203,15 +180,19 @@ impl ArrayCatalog {
         e
     }
 
-    /// The sparse array's cells, found on first use.
-    pub fn sparse_cells(&self) -> Result<Arc<SparseCells>, CatalogError> {
-        let mut slot = self.sparse.lock();
+    /// The cells a read of the array sees (a sparse array's from its
+    /// coordinate tiles, a dense array's from its fragments' domains),
+    /// found on first use.
+    pub fn cells(&self) -> Result<Arc<Cells>, CatalogError> {
+        let mut slot = self.cell_index.lock();
         if let Some(cells) = &*slot {
             return Ok(cells.clone());
         }
-        let cells = self
-            .wait(SparseCells::load(&self.array, &self.cache))
-            .map_err(|e| self.failed(e))?;
+        let cells = match &self.dense {
+            Some(dense) => Cells::dense(&self.array, dense),
+            None => self.wait(Cells::load(&self.array, &self.cache)),
+        }
+        .map_err(|e| self.failed(e))?;
         let span = FIRST_CELL + self.top.len() as u64 * cells.locs.len() as u64;
         if span >= 1 << 32 {
             return Err(self.failed(format!(
@@ -231,7 +212,7 @@ impl ArrayCatalog {
         if let Some(cells) = self.attributes.lock().get(&attribute) {
             return Ok(cells.clone());
         }
-        let sparse = self.sparse_cells()?;
+        let sparse = self.cells()?;
         let loaded = self.wait(load_attribute(&self.array, &self.cache, &sparse, attribute));
         let loaded = Arc::new(loaded);
         self.attributes.lock().insert(attribute, loaded.clone());
@@ -245,7 +226,7 @@ impl ArrayCatalog {
 
     /// Root entry slot and global cell index of a cell file id.
     fn cell_of(&self, id: u64) -> Option<(usize, usize)> {
-        let cells = self.sparse.lock().as_ref()?.locs.len();
+        let cells = self.cell_index.lock().as_ref()?.locs.len();
         let n = usize::try_from(id.checked_sub(FIRST_CELL)?).ok()?;
         let slot = n.checked_div(cells)?;
         (slot < self.top.len()).then_some((slot, n % cells))
@@ -276,7 +257,7 @@ impl ArrayCatalog {
     fn raw_size(&self, field: Field, kind: TileKind) -> Result<u64, CatalogError> {
         let cells = match &self.dense {
             Some(dense) => dense.cells(),
-            None => self.sparse_cells()?.locs.len() as u64,
+            None => self.cells()?.locs.len() as u64,
         };
         Ok(cells * self.column_cell_size(field, kind))
     }
@@ -295,7 +276,7 @@ impl ArrayCatalog {
         kind: TileKind,
         range: Range<u64>,
     ) -> Result<Extents, CatalogError> {
-        let sparse = self.sparse_cells()?;
+        let sparse = self.cells()?;
         let size = self.column_cell_size(field, kind);
         let mut out = Clipped::new(range.clone());
         let first = range.start / size;
@@ -369,7 +350,7 @@ impl ArrayCatalog {
             let coords = coords_of(bounds, cell);
             let in_row = (row_len - (cell % row_len)).min(end - cell);
             let row_end = coords[last_dim] + in_row as i128 - 1;
-            for (from, to, fragment) in paint(dense, &coords, row_end) {
+            for (from, to, fragment) in dense.paint(&coords, row_end) {
                 let dest = cell + (from - coords[last_dim]) as u64;
                 let count = (to - from + 1) as u64;
                 let Some(f) = fragment else {
@@ -405,93 +386,6 @@ impl ArrayCatalog {
         }
         Ok(out.extents())
     }
-}
-
-/// The geometry of a dense array's fragments, checked against their tile
-/// counts.
-fn dense_layout(array: &Array) -> Result<Dense, ArrayError> {
-    let schema = array.schema();
-    let grid = DenseGrid::new(schema);
-    let mut regions = Vec::new();
-    let mut bounds: Option<Region> = None;
-    for fragment in array.fragments() {
-        let Some(mbr) = &fragment.footer.non_empty_domain else {
-            regions.push(None);
-            continue;
-        };
-        let region = grid.region(schema, mbr);
-        let expected = grid.tile_count(&region);
-        if expected != fragment.tile_count() as u64 {
-            return Err(ArrayError::Format {
-                object: format!("{}/__fragment_metadata.tdb", fragment.name),
-                source: crate::format::tiledb::TileDbError::invalid(
-                    "fragment metadata",
-                    format!(
-                        "{} tiles listed, but its non-empty domain spans {expected}",
-                        fragment.tile_count()
-                    ),
-                ),
-            });
-        }
-        bounds = Some(match bounds {
-            None => region.clone(),
-            Some(b) => b
-                .iter()
-                .zip(&region)
-                .map(|(&(l, h), &(a, z))| (l.min(a), h.max(z)))
-                .collect(),
-        });
-        regions.push(Some(region));
-    }
-    debug_assert!(grid.rank() > 0);
-    Ok(Dense {
-        grid,
-        regions,
-        bounds,
-    })
-}
-
-/// The coordinates of cell `index` of `bounds` in row-major order.
-fn coords_of(bounds: &Region, mut index: u64) -> Vec<i128> {
-    let mut coords = vec![0; bounds.len()];
-    for d in (0..bounds.len()).rev() {
-        let extent = (bounds[d].1 - bounds[d].0 + 1) as u64;
-        coords[d] = bounds[d].0 + (index % extent) as i128;
-        index /= extent;
-    }
-    coords
-}
-
-/// The cells `coords..=row_end` along the last dimension, split by the
-/// newest fragment that wrote each (`None`: none did), in order.
-fn paint(dense: &Dense, coords: &[i128], row_end: i128) -> Vec<(i128, i128, Option<usize>)> {
-    let last = coords.len() - 1;
-    let mut pieces = vec![(coords[last], row_end, None)];
-    for (f, region) in dense.regions.iter().enumerate().rev() {
-        let Some(region) = region else { continue };
-        let inside = (0..last).all(|d| region[d].0 <= coords[d] && coords[d] <= region[d].1);
-        if !inside {
-            continue;
-        }
-        let (a, b) = region[last];
-        let mut next = Vec::with_capacity(pieces.len() + 2);
-        for (from, to, owner) in pieces {
-            if owner.is_some() || b < from || to < a {
-                next.push((from, to, owner));
-                continue;
-            }
-            let (lo, hi) = (from.max(a), to.min(b));
-            if from < lo {
-                next.push((from, lo - 1, None));
-            }
-            next.push((lo, hi, Some(f)));
-            if hi < to {
-                next.push((hi + 1, to, None));
-            }
-        }
-        pieces = next;
-    }
-    pieces
 }
 
 /// One cell's fill value of `size` bytes (TileDB stores one per cell).
@@ -592,7 +486,7 @@ type TileCells = Result<(Vec<Range<u64>>, Option<Bytes>), Arc<str>>;
 async fn load_attribute(
     array: &Array,
     cache: &BlockCache,
-    sparse: &SparseCells,
+    sparse: &Cells,
     attribute: usize,
 ) -> AttributeCells {
     let field = Field::Attribute(attribute);
@@ -682,7 +576,7 @@ impl Catalog for ArrayCatalog {
             return Ok(None);
         };
         let span = span.map_err(|e| CatalogError(e.to_string()))?;
-        let loc = self.sparse_cells()?.locs[cell];
+        let loc = self.cells()?.locs[cell];
         Ok(Some(Entry {
             kind: Kind::File,
             size: span.end - span.start,
@@ -711,7 +605,7 @@ impl Catalog for ArrayCatalog {
             },
             None => name,
         };
-        let sparse = self.sparse_cells()?;
+        let sparse = self.cells()?;
         let Some(cell) = sparse.find(name) else {
             return Ok(None);
         };
@@ -730,7 +624,7 @@ impl Catalog for ArrayCatalog {
         let Some(Top::Cells { attribute, .. }) = self.top.get(slot) else {
             return None;
         };
-        let sparse = self.sparse_cells().ok()?;
+        let sparse = self.cells().ok()?;
         let cells = self.attribute_cells(*attribute).ok()?;
         let cell = *cells.cells.get(index)? as usize;
         let name = match self.extensions.get(attribute) {
@@ -762,7 +656,7 @@ impl Catalog for ArrayCatalog {
             return Ok(None);
         };
         let span = span.map_err(|e| CatalogError(e.to_string()))?;
-        let loc = self.sparse_cells()?.locs[cell];
+        let loc = self.cells()?.locs[cell];
         let record = self
             .array
             .tile(
