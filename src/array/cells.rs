@@ -485,7 +485,7 @@ impl DenseGrid {
         self.tile_span(region)
             .iter()
             .map(|&(_, n)| n as u64)
-            .product()
+            .fold(1, u64::saturating_mul)
     }
 
     /// The tile of the fragment with `region` holding cell `coords`, and
@@ -555,6 +555,21 @@ impl DenseLayout {
                 continue;
             };
             let region = grid.region(schema, mbr);
+            // A non-empty domain outside the array's domain (or upside
+            // down) is damage, and would make no sense of the tile grid.
+            let inside = region
+                .iter()
+                .zip(&grid.dims)
+                .all(|(&(a, b), &(low, high, _))| low <= a && a <= b && b <= high);
+            if !inside {
+                return Err(ArrayError::Format {
+                    object: format!("{}/__fragment_metadata.tdb", fragment.name),
+                    source: crate::format::tiledb::TileDbError::invalid(
+                        "fragment metadata footer",
+                        format!("non-empty domain {region:?} is not inside the array's domain"),
+                    ),
+                });
+            }
             let expected = grid.tile_count(&region);
             if expected != fragment.tile_count() as u64 {
                 return Err(ArrayError::Format {
@@ -590,7 +605,7 @@ impl DenseLayout {
         self.bounds.as_ref().map_or(0, |b| {
             b.iter()
                 .map(|&(low, high)| (high - low + 1) as u64)
-                .product()
+                .fold(1, u64::saturating_mul)
         })
     }
 

@@ -245,7 +245,16 @@ impl Array {
     ) -> Result<RecordRef, ArrayError> {
         let f = &self.fragments[fragment];
         let index = self.field_index(field);
-        let tiles = &f.fields[index];
+        let metadata = || f.dir.clone().join("__fragment_metadata.tdb").to_string();
+        let Some(tiles) = f.fields.get(index) else {
+            return Err(ArrayError::Format {
+                object: metadata(),
+                source: TileDbError::invalid(
+                    "fragment metadata",
+                    format!("no tiles of {}", field_name(&self.schema, index)),
+                ),
+            });
+        };
         let (starts, file, suffix) = match kind {
             TileKind::Data => (&tiles.data, f.footer.file_sizes[index], ""),
             TileKind::Var => (&tiles.var, f.footer.file_var_sizes[index], "_var"),
@@ -264,8 +273,8 @@ impl Array {
         let cells = self.cells_in_tile(fragment, tile);
         let len = match kind {
             TileKind::Data => match self.is_var(field) {
-                true => cells * 8,
-                false => cells * self.cell_size(field),
+                true => cells.saturating_mul(8),
+                false => cells.saturating_mul(self.cell_size(field)),
             },
             TileKind::Var => tiles.var_sizes.get(tile).copied().unwrap_or(0),
             TileKind::Validity => cells,
@@ -276,7 +285,7 @@ impl Array {
             Some(start) if start <= end && end <= file => start..end,
             _ => {
                 return Err(ArrayError::Format {
-                    object: f.dir.clone().join("__fragment_metadata.tdb").to_string(),
+                    object: metadata(),
                     source: TileDbError::invalid(
                         format!("{path} tile {tile}"),
                         format!("offsets {start:?}..{end} outside the file's {file} bytes"),
@@ -284,6 +293,19 @@ impl Array {
                 })
             }
         };
+        let stored_len = stored.end - stored.start;
+        if len.max(stored_len) > MAX_TILE_BYTES {
+            return Err(ArrayError::Format {
+                object: metadata(),
+                source: TileDbError::invalid(
+                    format!("{path} tile {tile}"),
+                    format!(
+                        "{stored_len} bytes stored, {len} decoded: more than the \
+                         {MAX_TILE_BYTES} packfs reads in one tile"
+                    ),
+                ),
+            });
+        }
         let codec = self.codecs[fragment][index][kind as usize].clone();
         Ok(RecordRef {
             object: ObjectRef {
@@ -342,11 +364,11 @@ pub fn dense_tile_cells(schema: &ArraySchema) -> u64 {
         .dimensions
         .iter()
         .map(|d| {
-            d.tile_extent
-                .as_deref()
-                .map_or(1, |e| int_value(d.datatype, e) as u64)
+            d.tile_extent.as_deref().map_or(1, |e| {
+                int_value(d.datatype, e).clamp(1, i128::from(u32::MAX)) as u64
+            })
         })
-        .product()
+        .fold(1, u64::saturating_mul)
 }
 
 /// The integer in `bytes`, a value of `datatype` (an integer type).
@@ -676,6 +698,11 @@ fn field_codecs(
     all.push(codecs(&schema.coords_filters, Datatype::UINT64, false, 8)?);
     Ok(all)
 }
+
+/// The most bytes one data tile may occupy or decode to: the fragment
+/// metadata says how many, and a corrupt value must not become an
+/// allocation.
+const MAX_TILE_BYTES: u64 = 1 << 32;
 
 /// Generic tiles of metadata (a schema, a list of tile offsets) decode to
 /// at most this many bytes: a corrupt header cannot make a reader

@@ -253,7 +253,12 @@ fn read_pieces(
     let mut pieces = Vec::new();
     let mut at = range.start;
     while at < range.end {
-        let len = piece.min(range.end - at);
+        // Never more than the file holds: a range past its end (metadata
+        // that claims a longer object) must not become an allocation.
+        let len = piece.min(range.end - at).min(object_size.saturating_sub(at));
+        if len == 0 {
+            break;
+        }
         // `read_to_end` fills the spare capacity without zeroing it first.
         let mut buf = Vec::with_capacity(len as usize);
         (&mut file).take(len).read_to_end(&mut buf)?;
