@@ -255,7 +255,9 @@ fn read_pieces(
     while at < range.end {
         // Never more than the file holds: a range past its end (metadata
         // that claims a longer object) must not become an allocation.
-        let len = piece.min(range.end - at).min(object_size.saturating_sub(at));
+        let len = piece
+            .min(range.end - at)
+            .min(object_size.saturating_sub(at));
         if len == 0 {
             break;
         }

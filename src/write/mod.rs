@@ -339,16 +339,22 @@ impl Writer {
     pub fn create(&self, parent: Ino, name: &[u8], perm: u16) -> Result<(Attr, u64), WriteError> {
         let (spool, file) = self.new_spool_file()?;
         let _change = self.journal.changing();
+        let session = Arc::new(Session::new(spool.clone(), file, Said::Writing));
+        // The session is in place before anyone can find the new node: a
+        // writer that opens it at once (under another name after a rename,
+        // say) joins this session instead of finding none.
+        let mut sessions = self.sessions.lock();
         let attr = match self.ns.create(parent, name, spool.clone(), perm) {
             Ok(attr) => attr,
             Err(e) => {
+                drop(sessions);
                 self.spool.remove(&[spool]);
                 return Err(e.into());
             }
         };
+        sessions.insert(attr.ino, session.clone());
+        drop(sessions);
         self.journal_open(attr.ino, &spool);
-        let session = Arc::new(Session::new(spool, file, Said::Writing));
-        self.sessions.lock().insert(attr.ino, session.clone());
         let fh = self.add_handle(Handle {
             ino: attr.ino,
             session: Some(session),
