@@ -579,3 +579,25 @@ fn consolidated_commits_and_fragments_read_like_tiledb_at_every_time() {
         assert_same_tree(&tree(&mounted.path), &tree(&expected));
     }
 }
+
+#[test]
+fn an_evolved_schema_is_refused_unless_read_before_the_change() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("evolved");
+    write_array("evolved", &array);
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = packfs(&["mount", array.to_str().unwrap(), mnt.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("schema evolved") && stderr.contains("__5000_5000_"),
+        "{stderr}"
+    );
+    assert!(!is_mounted(&mnt));
+    let expected = tmp.path().join("expected");
+    dump(&array, &expected, Some(2000));
+    let mounted = Mounted::new(&array, &tmp.path().join("mnt-2000"), &["--at", "2000"]);
+    assert_same_tree(&tree(&mounted.path), &tree(&expected));
+}

@@ -247,6 +247,17 @@ def write_consolidated(uri):
     tiledb.vacuum(uri, config=tiledb.Config({"sm.vacuum.mode": "commits"}))
 
 
+def write_evolved(uri):
+    """The small sparse array, then a new attribute (schema evolution) and
+    a fragment written with it at 5000."""
+    write_small_sparse(uri)
+    evolution = tiledb.ArraySchemaEvolution(tiledb.default_ctx())
+    evolution.add_attribute(tiledb.Attr(name="extra", dtype=np.int32))
+    evolution.array_evolve(uri)
+    with tiledb.open(uri, "w", timestamp=5000) as A:
+        A[np.array([500], dtype=np.int64)] = {"image": np.array([b"late"], dtype=object), "label": np.array([5], dtype=np.int32), "extra": np.array([1], dtype=np.int32)}
+
+
 def write_unsupported(uri):
     """1-D sparse: `plain` int32 without filters and `bz` under bzip2, a
     filter packfs does not decode."""
@@ -416,6 +427,7 @@ def main():
                 "sparse": write_sparse,
                 "sparse2d": write_sparse2d,
                 "consolidated": write_consolidated,
+                "evolved": write_evolved,
                 "dense": write_dense,
                 "filters": write_filters,
                 "unsupported": write_unsupported,

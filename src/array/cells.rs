@@ -419,6 +419,7 @@ pub struct DenseGrid {
 pub type Region = Vec<(i128, i128)>;
 
 impl DenseGrid {
+    /// The grid of `schema`'s domain (integer dimensions).
     pub fn new(schema: &ArraySchema) -> DenseGrid {
         let dims = schema
             .dimensions

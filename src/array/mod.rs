@@ -152,12 +152,14 @@ impl Array {
         names.retain(|_| keep.next().unwrap_or(true));
         names.sort_by(|(a, an), (b, bn)| (a.t1, a.t2, an).cmp(&(b.t1, b.t2, bn)));
 
-        let schema = load_schema(store, names.first().map(|(_, n)| n), &fragments_dir).await?;
+        let first = names.first().map(|(_, n)| n);
+        let (schema_name, schema) = load_schema(store, first, &fragments_dir).await?;
         let schema = Arc::new(schema);
         check_supported(&schema).map_err(&unsupported)?;
         let mut fragments = Vec::with_capacity(names.len());
         for (stamp, name) in names {
-            let fragment = load_fragment(store, &schema, &fragments_dir, stamp, name).await?;
+            let fragment =
+                load_fragment(store, (&schema_name, &schema), &fragments_dir, stamp, name).await?;
             if fragment.footer.includes_delete_meta {
                 return Err(unsupported(format!(
                     "fragment {} holds delete metadata: arrays with deletes are not read by packfs",
@@ -203,6 +205,7 @@ impl Array {
         self.store.location()
     }
 
+    /// The schema the visible fragments were written with.
     pub fn schema(&self) -> &Arc<ArraySchema> {
         &self.schema
     }
@@ -502,12 +505,12 @@ fn consolidated_lines(bytes: &[u8]) -> Vec<&str> {
 }
 
 /// The schema fragment `first` (if any) was written with, or the newest
-/// schema of the array.
+/// schema of the array; and its file name.
 async fn load_schema(
     store: &Store,
     first: Option<&String>,
     fragments_dir: &Path,
-) -> Result<ArraySchema, ArrayError> {
+) -> Result<(String, ArraySchema), ArrayError> {
     let dir = schema_dir(store);
     let name = match first {
         Some(fragment) => {
@@ -545,13 +548,14 @@ async fn load_schema(
         source,
     };
     let decoded = tile::decode_generic_tile(&bytes, MAX_METADATA_TILE).map_err(format)?;
-    ArraySchema::decode(&decoded.data).map_err(format)
+    let schema = ArraySchema::decode(&decoded.data).map_err(format)?;
+    Ok((name, schema))
 }
 
 /// A fragment's metadata: its footer, and where each field's tiles are.
 async fn load_fragment(
     store: &Store,
-    schema: &ArraySchema,
+    (schema_name, schema): (&str, &ArraySchema),
     fragments_dir: &Path,
     stamp: TimestampedName,
     name: String,
@@ -563,6 +567,19 @@ async fn load_fragment(
         object: path.to_string(),
         source,
     };
+    // A footer is laid out by its schema's fields: one written with
+    // another schema (an evolved array) cannot be read with this one.
+    let written_with = Footer::schema_name(&bytes).map_err(format)?;
+    if written_with != schema_name {
+        return Err(ArrayError::Unsupported {
+            location: store.location().to_string(),
+            detail: format!(
+                "fragment {name} was written with schema {written_with}, others with \
+                 {schema_name}: arrays whose schema evolved are not read by packfs \
+                 (mount with --at before the change)"
+            ),
+        });
+    }
     let footer = Footer::decode(&bytes, schema).map_err(format)?;
     if footer.dense != (schema.array_type == ArrayType::Dense) {
         return Err(format(TileDbError::invalid(

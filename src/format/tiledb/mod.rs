@@ -142,18 +142,22 @@ impl<'a> Cursor<'a> {
         Ok(self.take(N)?.try_into().expect("took N bytes"))
     }
 
+    /// The next byte.
     pub fn u8(&mut self) -> Result<u8, TileDbError> {
         Ok(self.take(1)?[0])
     }
 
+    /// The next little-endian `u32`.
     pub fn u32(&mut self) -> Result<u32, TileDbError> {
         self.array().map(u32::from_le_bytes)
     }
 
+    /// The next little-endian `i32`.
     pub fn i32(&mut self) -> Result<i32, TileDbError> {
         self.array().map(i32::from_le_bytes)
     }
 
+    /// The next little-endian `u64`.
     pub fn u64(&mut self) -> Result<u64, TileDbError> {
         self.array().map(u64::from_le_bytes)
     }
@@ -197,6 +201,8 @@ impl<'a> Cursor<'a> {
 pub struct Datatype(pub u8);
 
 impl Datatype {
+    // The codes packfs refers to by name; the others are handled by
+    // number (`size`, `is_integer`).
     pub const INT32: Datatype = Datatype(0);
     pub const INT64: Datatype = Datatype(1);
     pub const FLOAT32: Datatype = Datatype(2);
