@@ -375,29 +375,6 @@ fn checksums_and_unsupported_filters_fail_the_files_they_hold() {
     );
 }
 
-#[test]
-fn arrays_with_deletes_are_refused_unless_read_before_them() {
-    require_fuse();
-    let tmp = tempfile::tempdir().unwrap();
-    let array = tmp.path().join("deleted");
-    write_array("deleted", &array);
-    let mnt = tmp.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let out = packfs(&["mount", array.to_str().unwrap(), mnt.to_str().unwrap()]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains(".del") && stderr.contains("deletes are not read by packfs"),
-        "{stderr}"
-    );
-    assert!(!is_mounted(&mnt));
-    // As of 3000, before the delete, it reads like TileDB reads it.
-    let expected = tmp.path().join("expected");
-    dump(&array, &expected, Some(3000));
-    let mounted = Mounted::new(&array, &tmp.path().join("mnt-3000"), &["--at", "3000"]);
-    assert_same_tree(&tree(&mounted.path), &tree(&expected));
-}
-
 /// A copy of committed fixture array `name` (written by TileDB 2.30)
 /// under `dir`, and the path of TileDB's read of it (`expected`).
 fn fixture(name: &str, dir: &Path) -> PathBuf {
@@ -580,24 +557,36 @@ fn consolidated_commits_and_fragments_read_like_tiledb_at_every_time() {
     }
 }
 
-#[test]
-fn an_evolved_schema_is_refused_unless_read_before_the_change() {
+/// Writes array `kind`, checks that mounting it is refused with a
+/// message holding every one of `saying` and nothing is mounted, then that
+/// a mount `--at` `before` reads what TileDB reads at that time.
+fn refused_unless_read_before(kind: &str, saying: &[&str], before: u64) {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
-    let array = tmp.path().join("evolved");
-    write_array("evolved", &array);
+    let array = tmp.path().join(kind);
+    write_array(kind, &array);
     let mnt = tmp.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let out = packfs(&["mount", array.to_str().unwrap(), mnt.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("schema evolved") && stderr.contains("__5000_5000_"),
-        "{stderr}"
-    );
+    for s in saying {
+        assert!(stderr.contains(s), "{s:?} missing: {stderr}");
+    }
     assert!(!is_mounted(&mnt));
     let expected = tmp.path().join("expected");
-    dump(&array, &expected, Some(2000));
-    let mounted = Mounted::new(&array, &tmp.path().join("mnt-2000"), &["--at", "2000"]);
+    dump(&array, &expected, Some(before));
+    let at = before.to_string();
+    let mounted = Mounted::new(&array, &tmp.path().join("mnt-before"), &["--at", &at]);
     assert_same_tree(&tree(&mounted.path), &tree(&expected));
+}
+
+#[test]
+fn arrays_with_deletes_are_refused_unless_read_before_them() {
+    refused_unless_read_before("deleted", &[".del", "deletes are not read by packfs"], 3000);
+}
+
+#[test]
+fn an_evolved_schema_is_refused_unless_read_before_the_change() {
+    refused_unless_read_before("evolved", &["schema evolved", "__5000_5000_"], 2000);
 }
