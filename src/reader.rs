@@ -61,12 +61,10 @@ impl Reader {
             .await
     }
 
-    /// The bytes `extents` describe.
+    /// The bytes `extents` describe. Sources that do not hold what the
+    /// map reads are [`MapError::Unavailable`] before anything is read.
     pub async fn read(&self, extents: Extents) -> Result<Bytes, ReadError> {
-        let program = ByteRangeProgram::compile(&extents.map.normalize()?, &self.limits);
-        if program.dest_len() == 0 {
-            return Ok(Bytes::new());
-        }
+        let map = extents.map.normalize()?;
         let sources: Vec<Box<dyn SeekableSource + '_>> = extents
             .sources
             .into_iter()
@@ -85,6 +83,12 @@ impl Reader {
             })
             .collect();
         let sources: Vec<&dyn SeekableSource> = sources.iter().map(|s| &**s).collect();
+        let lens: Vec<u64> = sources.iter().map(|s| s.len()).collect();
+        map.check_sources(&lens)?;
+        let program = ByteRangeProgram::compile(&map, &self.limits);
+        if program.dest_len() == 0 {
+            return Ok(Bytes::new());
+        }
         Ok(program.execute(&sources).await?)
     }
 }
@@ -130,5 +134,63 @@ impl SeekableSource for CachedRecord<'_> {
                 .map_err(|e| SourceError::Other(Box::new(e)))
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering::Relaxed;
+    use std::sync::Arc;
+
+    use object_store::memory::InMemory;
+    use object_store::path::Path;
+
+    use super::*;
+    use crate::engine::{ByteRangeMap, SourceIndex, Uncovered};
+
+    /// Bytes a source does not hold are unavailable before any read: the
+    /// error lists each uncovered destination range and what it needed,
+    /// and nothing was fetched.
+    #[tokio::test]
+    async fn missing_coverage_is_unavailable_before_any_read() {
+        let store = Store::from_object_store(Arc::new(InMemory::new()), Path::default(), "memory");
+        let path = Arc::new(Path::from("pack"));
+        store
+            .put_overwrite(&path, Bytes::from_static(b"0123456789"))
+            .await
+            .unwrap();
+        let reader = Reader::new(store, CacheOptions::default(), None);
+        let object = ObjectRef {
+            path,
+            len: 10,
+            drop_behind: false,
+            then: None,
+        };
+        let mut map = ByteRangeMap::new(8);
+        map.push_data(0, 4, SourceIndex(0), 8)
+            .push_pad(4, 2)
+            .push_data(6, 2, SourceIndex(1), 4);
+        let extents = Extents {
+            map,
+            sources: vec![
+                Source::Object(object),
+                Source::Memory(Bytes::from_static(b"abc")),
+            ],
+        };
+        let err = reader.read(extents).await.unwrap_err();
+        let ReadError::Map(MapError::Unavailable { missing }) = &err else {
+            panic!("{err}");
+        };
+        let needed = |dest, source, src, source_len| Uncovered {
+            dest,
+            source_index: SourceIndex(source),
+            src,
+            source_len,
+        };
+        assert_eq!(
+            missing,
+            &[needed(2..4, 0, 10..12, 10), needed(6..8, 1, 4..6, 3)]
+        );
+        assert_eq!(reader.stats().gets.load(Relaxed), 0);
     }
 }

@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryFutureExt, TryStreamExt};
 use thiserror::Error;
 
-use super::map::{check_coverage, MapError, SourceIndex};
+use super::map::{uncovered, MapError, SourceIndex};
 use super::program::{ByteRangeProgram, Run};
 use super::source::{SeekableSource, SourceError};
 
@@ -53,11 +53,19 @@ impl ByteRangeProgram {
     /// concurrently (a bounded number at a time); a program that is one
     /// contiguous read returns that read's bytes without copying.
     pub async fn execute(&self, sources: &[&dyn SeekableSource]) -> Result<Bytes, ExecuteError> {
+        // Callers check the map first (`NormalizedMap::check_sources`);
+        // checked again here so that no program reads past a source.
         let lens: Vec<u64> = sources.iter().map(|s| s.len()).collect();
-        self.runs()
-            .iter()
-            .flat_map(run_reads)
-            .try_for_each(|(source, src)| check_coverage(source, src, &lens))?;
+        let mut missing = Vec::new();
+        for run in self.runs() {
+            let Some(source) = run.source() else { continue };
+            for piece in run.pieces() {
+                missing.extend(uncovered(source, piece.src(), piece.dest_offset, &lens)?);
+            }
+        }
+        if !missing.is_empty() {
+            return Err(MapError::Unavailable { missing }.into());
+        }
 
         // A program's only run covers its whole destination.
         if let [Run::Contiguous {
@@ -97,23 +105,7 @@ impl ByteRangeProgram {
 
 /// The one read a run issues, if any: which source, which bytes.
 fn run_read(run: &Run) -> Option<(SourceIndex, Range<u64>)> {
-    match run {
-        Run::Pad { .. } => None,
-        Run::Contiguous { source, .. }
-        | Run::Coalesced { source, .. }
-        | Run::Strided { source, .. } => Some((*source, run.src()?)),
-    }
-}
-
-/// The source bytes a run uses, segment by segment (so a coverage error
-/// names a segment's range, not a coalesced window's).
-fn run_reads(run: &Run) -> Vec<(SourceIndex, Range<u64>)> {
-    match run {
-        Run::Coalesced { source, .. } | Run::Strided { source, .. } => {
-            run.pieces().iter().map(|p| (*source, p.src())).collect()
-        }
-        _ => run_read(run).into_iter().collect(),
-    }
+    Some((run.source()?, run.src()?))
 }
 
 /// Reads bytes `src` of `source`, holding the source to its contract.
@@ -189,7 +181,7 @@ mod tests {
     use futures::future::BoxFuture;
 
     use super::*;
-    use crate::engine::map::ByteRangeMap;
+    use crate::engine::map::{ByteRangeMap, Uncovered};
     use crate::engine::program::CoalesceLimits;
     use crate::engine::source::MemorySource;
 
@@ -325,11 +317,12 @@ mod tests {
         assert!(
             matches!(
                 &err,
-                ExecuteError::Map(MapError::SourceCoverage {
+                ExecuteError::Map(MapError::Unavailable { missing }) if *missing == [Uncovered {
+                    dest: 5..6,
                     source_index: B,
-                    range,
-                    source_len: 3
-                }) if *range == (2..4)
+                    src: 3..4,
+                    source_len: 3,
+                }]
             ),
             "{err}"
         );

@@ -64,19 +64,49 @@ pub enum MapError {
         first: Range<u64>,
         second: Range<u64>,
     },
-    /// A segment reads bytes its source does not have.
-    #[error("{source_index} is {source_len} bytes long, but a segment reads its bytes {range:?}")]
-    SourceCoverage {
-        source_index: SourceIndex,
-        range: Range<u64>,
-        source_len: u64,
-    },
+    /// Sources do not hold bytes the map reads (the seed's UNAVAILABLE,
+    /// with its partial-coverage detail): every destination range left
+    /// uncovered, with the source bytes it needed. Found before a program
+    /// is built; no bytes are produced.
+    #[error("unavailable: {}", describe(.missing))]
+    Unavailable { missing: Vec<Uncovered> },
     /// A segment reads a source that was not supplied.
     #[error("a segment reads {source_index}, but only {supplied} sources were supplied")]
     UnknownSource {
         source_index: SourceIndex,
         supplied: usize,
     },
+}
+
+/// Destination bytes whose source does not hold what they read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Uncovered {
+    /// The destination bytes left without source bytes.
+    pub dest: Range<u64>,
+    /// The source they read, and the bytes of it they needed.
+    pub source_index: SourceIndex,
+    pub src: Range<u64>,
+    /// How long the source is.
+    pub source_len: u64,
+}
+
+/// Uncovered ranges for a message: the first few, and how many more.
+fn describe(missing: &[Uncovered]) -> String {
+    const SHOWN: usize = 4;
+    let mut text: Vec<String> = missing
+        .iter()
+        .take(SHOWN)
+        .map(|u| {
+            format!(
+                "destination bytes {:?} need bytes {:?} of {}, which is {} bytes long",
+                u.dest, u.src, u.source_index, u.source_len
+            )
+        })
+        .collect();
+    if missing.len() > SHOWN {
+        text.push(format!("and {} more ranges", missing.len() - SHOWN));
+    }
+    text.join("; ")
 }
 
 /// A segment as pushed: unchecked, so its end may not even be representable.
@@ -236,40 +266,51 @@ impl NormalizedMap {
         &self.segments
     }
 
-    /// Checks, before any read is issued, that every source a segment reads
-    /// exists and holds the bytes it reads; `source_lens[i]` is the length
-    /// of source `i`. The executor never invents bytes for missing ones.
+    /// Checks, before a program is compiled, that every source a segment
+    /// reads exists and holds the bytes it reads; `source_lens[i]` is the
+    /// length of source `i`. Missing coverage is [`MapError::Unavailable`]
+    /// listing every uncovered destination range: the executor never
+    /// invents bytes for it.
     pub fn check_sources(&self, source_lens: &[u64]) -> Result<(), MapError> {
-        self.segments
-            .iter()
-            .try_for_each(|segment| match segment.kind {
-                SegmentKind::Pad => Ok(()),
-                SegmentKind::Data { source, src_offset } => {
-                    let len = segment.dest.end - segment.dest.start;
-                    check_coverage(source, src_offset..src_offset + len, source_lens)
-                }
-            })
+        let mut missing = Vec::new();
+        for segment in &self.segments {
+            if let SegmentKind::Data { source, src_offset } = segment.kind {
+                let len = segment.dest.end - segment.dest.start;
+                let src = src_offset..src_offset + len;
+                missing.extend(uncovered(source, src, segment.dest.start, source_lens)?);
+            }
+        }
+        match missing.is_empty() {
+            true => Ok(()),
+            false => Err(MapError::Unavailable { missing }),
+        }
     }
 }
 
-/// Checks that `source` is one of `source_lens` and holds bytes `range`.
-pub(super) fn check_coverage(
+/// The part of a read of bytes `src` of `source`, landing at destination
+/// offset `dest_start`, that the source does not hold; an error if the
+/// source is not one of `source_lens`.
+pub(super) fn uncovered(
     source: SourceIndex,
-    range: Range<u64>,
+    src: Range<u64>,
+    dest_start: u64,
     source_lens: &[u64],
-) -> Result<(), MapError> {
+) -> Result<Option<Uncovered>, MapError> {
     let source_len = *source_lens.get(source.0).ok_or(MapError::UnknownSource {
         source_index: source,
         supplied: source_lens.len(),
     })?;
-    if range.end > source_len {
-        return Err(MapError::SourceCoverage {
-            source_index: source,
-            range,
-            source_len,
-        });
+    if src.end <= source_len {
+        return Ok(None);
     }
-    Ok(())
+    let from = src.start.max(source_len);
+    let dest = dest_start + (from - src.start)..dest_start + (src.end - src.start);
+    Ok(Some(Uncovered {
+        dest,
+        source_index: source,
+        src: from..src.end,
+        source_len,
+    }))
 }
 
 #[cfg(test)]
@@ -408,13 +449,30 @@ mod tests {
         map.push_data(0, 10, A, 0).push_data(10, 10, B, 5);
         let normalized = map.normalize().unwrap();
         assert_eq!(normalized.check_sources(&[10, 15]), Ok(()));
+        // Every uncovered destination range is listed, with what it needed.
         assert_eq!(
-            normalized.check_sources(&[10, 14]),
-            Err(MapError::SourceCoverage {
-                source_index: B,
-                range: 5..15,
-                source_len: 14
+            normalized.check_sources(&[4, 14]),
+            Err(MapError::Unavailable {
+                missing: vec![
+                    Uncovered {
+                        dest: 4..10,
+                        source_index: A,
+                        src: 4..10,
+                        source_len: 4
+                    },
+                    Uncovered {
+                        dest: 19..20,
+                        source_index: B,
+                        src: 14..15,
+                        source_len: 14
+                    },
+                ]
             })
+        );
+        let err = normalized.check_sources(&[4, 14]).unwrap_err().to_string();
+        assert!(
+            err.starts_with("unavailable: destination bytes 4..10 need bytes 4..10 of source #0"),
+            "{err}"
         );
         assert_eq!(
             normalized.check_sources(&[10]),

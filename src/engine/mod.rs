@@ -24,6 +24,8 @@ mod source;
 mod properties;
 
 pub use execute::ExecuteError;
-pub use map::{ByteRangeMap, MapError, NormalizedMap, Segment, SegmentKind, SourceIndex};
+pub use map::{
+    ByteRangeMap, MapError, NormalizedMap, Segment, SegmentKind, SourceIndex, Uncovered,
+};
 pub use program::{ByteRangeProgram, CoalesceLimits, Piece, Run};
 pub use source::{MemorySource, SeekableSource, SourceError};

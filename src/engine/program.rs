@@ -92,6 +92,16 @@ pub enum Run {
 }
 
 impl Run {
+    /// The source the run reads (`None` for PAD).
+    pub fn source(&self) -> Option<SourceIndex> {
+        match self {
+            Run::Pad { .. } => None,
+            Run::Contiguous { source, .. }
+            | Run::Coalesced { source, .. }
+            | Run::Strided { source, .. } => Some(*source),
+        }
+    }
+
     /// The source bytes the run reads (`None` for PAD).
     pub fn src(&self) -> Option<Range<u64>> {
         match self {
