@@ -4,10 +4,11 @@
 //! is a map over decoded tiles ([`crate::cache::RecordRef`]), so a tile is
 //! decoded once, cached, and shared by its cells.
 //!
-//! Mount time reads fragment metadata only. A sparse array's cells are
-//! found on first use (a lookup, a listing, a `stat` of a `.raw` file) by
-//! decoding its coordinate tiles; an attribute's cell sizes on first use
-//! of its directory, by decoding its offsets tiles.
+//! Mount time reads fragment metadata only. An array's cells are found on
+//! first use (a lookup, a listing, a `stat` of a sparse array's `.raw`
+//! file): a sparse array's by decoding its coordinate tiles, a dense
+//! array's from its fragments' domains. An attribute's cell sizes are
+//! found on first use of its directory, by decoding its offsets tiles.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -212,8 +213,8 @@ impl ArrayCatalog {
         if let Some(cells) = self.attributes.lock().get(&attribute) {
             return Ok(cells.clone());
         }
-        let sparse = self.cells()?;
-        let loaded = self.wait(load_attribute(&self.array, &self.cache, &sparse, attribute));
+        let index = self.cells()?;
+        let loaded = self.wait(load_attribute(&self.array, &self.cache, &index, attribute));
         let loaded = Arc::new(loaded);
         self.attributes.lock().insert(attribute, loaded.clone());
         Ok(loaded)
@@ -276,19 +277,19 @@ impl ArrayCatalog {
         kind: TileKind,
         range: Range<u64>,
     ) -> Result<Extents, CatalogError> {
-        let sparse = self.cells()?;
+        let index = self.cells()?;
         let size = self.column_cell_size(field, kind);
         let mut out = Clipped::new(range.clone());
         let first = range.start / size;
-        let last = range.end.div_ceil(size).min(sparse.locs.len() as u64);
+        let last = range.end.div_ceil(size).min(index.locs.len() as u64);
         let mut cell = first;
         while cell < last {
-            let loc = sparse.locs[cell as usize];
+            let loc = index.locs[cell as usize];
             // Neighbours in global order that are neighbours in one tile
             // read as one segment.
             let mut run = 1;
             while cell + run < last {
-                let next = sparse.locs[(cell + run) as usize];
+                let next = index.locs[(cell + run) as usize];
                 if (next.fragment, next.tile) != (loc.fragment, loc.tile)
                     || next.pos != loc.pos + run as u32
                 {
@@ -486,12 +487,12 @@ type TileCells = Result<(Vec<Range<u64>>, Option<Bytes>), Arc<str>>;
 async fn load_attribute(
     array: &Array,
     cache: &BlockCache,
-    sparse: &Cells,
+    index: &Cells,
     attribute: usize,
 ) -> AttributeCells {
     let field = Field::Attribute(attribute);
     let nullable = array.is_nullable(field);
-    let mut tiles: Vec<(usize, usize)> = sparse
+    let mut tiles: Vec<(usize, usize)> = index
         .locs
         .iter()
         .map(|l| (l.fragment as usize, l.tile as usize))
@@ -531,7 +532,7 @@ async fn load_attribute(
         .await;
     let mut cells = Vec::new();
     let mut spans = Vec::new();
-    for (i, loc) in sparse.locs.iter().enumerate() {
+    for (i, loc) in index.locs.iter().enumerate() {
         let pos = loc.pos as usize;
         let span = match &decoded[&(loc.fragment as usize, loc.tile as usize)] {
             Ok((_, Some(validity))) if validity.get(pos).copied().unwrap_or(0) == 0 => continue,
@@ -605,14 +606,14 @@ impl Catalog for ArrayCatalog {
             },
             None => name,
         };
-        let sparse = self.cells()?;
-        let Some(cell) = sparse.find(name) else {
+        let index = self.cells()?;
+        let Some(cell) = index.find(name) else {
             return Ok(None);
         };
         if self.cell_file(slot, cell)?.is_none() {
             return Ok(None);
         }
-        Ok(Some(self.cell_id(slot, cell, sparse.locs.len())))
+        Ok(Some(self.cell_id(slot, cell, index.locs.len())))
     }
 
     fn child(&self, dir: u64, index: usize) -> Option<(u64, Cow<'_, str>)> {
@@ -624,14 +625,14 @@ impl Catalog for ArrayCatalog {
         let Some(Top::Cells { attribute, .. }) = self.top.get(slot) else {
             return None;
         };
-        let sparse = self.cells().ok()?;
-        let cells = self.attribute_cells(*attribute).ok()?;
-        let cell = *cells.cells.get(index)? as usize;
+        let all = self.cells().ok()?;
+        let files = self.attribute_cells(*attribute).ok()?;
+        let cell = *files.cells.get(index)? as usize;
         let name = match self.extensions.get(attribute) {
-            Some(ext) => Cow::Owned(format!("{}{ext}", sparse.names[cell])),
-            None => Cow::Owned(sparse.names[cell].to_string()),
+            Some(ext) => Cow::Owned(format!("{}{ext}", all.names[cell])),
+            None => Cow::Owned(all.names[cell].to_string()),
         };
-        Some((self.cell_id(slot, cell, sparse.locs.len()), name))
+        Some((self.cell_id(slot, cell, all.locs.len()), name))
     }
 
     fn parent(&self, dir: u64) -> Option<u64> {
