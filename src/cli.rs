@@ -916,7 +916,7 @@ async fn verify_bundle(store: &Store) -> Result<bool, Box<dyn std::error::Error>
 async fn verify_array(store: &Store, at: Option<u64>) -> Result<bool, Box<dyn std::error::Error>> {
     let array = packfs::array::Array::open(store, at).await?;
     let reader = Reader::new(store.clone(), CacheOptions::default(), None);
-    let report = packfs::array::verify::verify(&array, reader.cache()).await?;
+    let report = packfs::array::verify::verify(&array, reader.cache()).await;
     for p in &report.problems {
         println!("FAIL {p}");
     }

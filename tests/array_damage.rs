@@ -4,6 +4,8 @@
 //! library (the code a mount runs, without the kernel); every step either
 //! works or returns an error.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -15,37 +17,12 @@ use packfs::catalog::{Catalog, Kind};
 use packfs::reader::Reader;
 use packfs::store::{Store, StoreConfig};
 
-/// xorshift: the same mutations every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use common::{run_ok, walk, Rng};
 
 /// Every file under `dir`, relative.
 fn files(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            match path.is_dir() {
-                true => stack.push(path),
-                false => out.push(path.strip_prefix(dir).unwrap().display().to_string()),
-            }
-        }
-    }
-    out.sort();
-    out
+    let files = walk(dir).1.into_iter();
+    files.map(|rel| rel.display().to_string()).collect()
 }
 
 /// Opens the array at `dir`, lists every directory and reads every file
@@ -99,16 +76,15 @@ fn damaged_fixture_arrays_fail_with_errors_never_panics() {
         .unwrap();
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiledb");
     let tmp = tempfile::tempdir().unwrap();
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
+    let copy = |from: &Path, to: &Path| {
+        run_ok("cp", &["-r", from.to_str().unwrap(), to.to_str().unwrap()]);
+    };
+    // A random index below `n`.
+    let mut below = move |n: usize| rng.below(n as u64) as usize;
     for name in ["small-sparse", "small-dense"] {
         let pristine = tmp.path().join(format!("{name}-pristine"));
-        let status = std::process::Command::new("cp")
-            .arg("-r")
-            .arg(fixtures.join(name))
-            .arg(&pristine)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        copy(&fixtures.join(name), &pristine);
         // The undamaged array reads whole: every file TileDB's read shows.
         let all = open_list_and_read(&runtime, &pristine);
         let expected = files(&fixtures.join(format!("{name}-expected"))).len();
@@ -116,24 +92,18 @@ fn damaged_fixture_arrays_fail_with_errors_never_panics() {
         let targets = files(&pristine);
         for round in 0..150 {
             let work = tmp.path().join(format!("{name}-{round}"));
-            let status = std::process::Command::new("cp")
-                .arg("-r")
-                .arg(&pristine)
-                .arg(&work)
-                .status()
-                .unwrap();
-            assert!(status.success());
-            let target = &targets[rng.below(targets.len())];
+            copy(&pristine, &work);
+            let target = &targets[below(targets.len())];
             let path = work.join(target);
             let mut bytes = std::fs::read(&path).unwrap();
             if bytes.is_empty() {
                 continue;
             }
-            for _ in 0..1 + rng.below(4) {
-                let at = rng.below(bytes.len());
-                match rng.below(4) {
-                    0 => bytes[at] ^= 1 << rng.below(8),
-                    1 => bytes[at] = rng.next() as u8,
+            for _ in 0..1 + below(4) {
+                let at = below(bytes.len());
+                match below(4) {
+                    0 => bytes[at] ^= 1 << below(8),
+                    1 => bytes[at] = below(256) as u8,
                     2 => bytes[at] = 0xff,
                     _ => bytes.truncate(at),
                 }

@@ -49,26 +49,22 @@ fn dump(array: &Path, out: &Path, at: Option<u64>) {
     tiledb(&args);
 }
 
-/// Every file under `root`: relative path → bytes (directories as `/`).
+/// Every file under `root` but the control directory: relative path →
+/// bytes (directories as `path/`, empty).
 fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let rel = path.strip_prefix(root).unwrap().display().to_string();
-            if rel == ".packfs" {
-                continue;
-            }
-            if path.is_dir() {
-                out.insert(format!("{rel}/"), Vec::new());
-                stack.push(path);
-            } else {
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
+    let (dirs, files) = walk(root);
+    let control = |rel: &Path| rel.starts_with(".packfs");
+    let dirs = dirs
+        .into_iter()
+        .filter(|(rel, _)| !rel.as_os_str().is_empty() && !control(rel))
+        .map(|(rel, _)| (format!("{}/", rel.display()), Vec::new()));
+    let files = files.into_iter().filter(|rel| !control(rel)).map(|rel| {
+        (
+            rel.display().to_string(),
+            std::fs::read(root.join(&rel)).unwrap(),
+        )
+    });
+    dirs.chain(files).collect()
 }
 
 /// Asserts that two trees are equal, naming the first difference.
@@ -99,6 +95,25 @@ fn assert_same_tree(mounted: &BTreeMap<String, Vec<u8>>, expected: &BTreeMap<Str
     }
 }
 
+/// Mounts `array` as of `at` (the latest for `None`) on a mount point in
+/// `dir` and checks that every file equals what TileDB reads at that
+/// time; returns the mount and TileDB's files.
+fn mount_like_tiledb(
+    array: &Path,
+    dir: &Path,
+    at: Option<u64>,
+) -> (Mounted, BTreeMap<String, Vec<u8>>) {
+    let label = at.map_or("latest".to_string(), |t| t.to_string());
+    let expected = dir.join(format!("expected-{label}"));
+    dump(array, &expected, at);
+    let at_arg = at.map(|t| t.to_string());
+    let extra: Vec<&str> = at_arg.iter().flat_map(|a| ["--at", a.as_str()]).collect();
+    let mounted = Mounted::new(array, &dir.join(format!("mnt-{label}")), &extra);
+    let expected = tree(&expected);
+    assert_same_tree(&tree(&mounted.path), &expected);
+    (mounted, expected)
+}
+
 /// Reads of `file` at scattered offsets and lengths equal `expected`'s
 /// slices.
 fn assert_partial_reads(file: &Path, expected: &[u8]) {
@@ -122,18 +137,8 @@ fn sparse_array_cells_and_columns_equal_what_tiledb_reads() {
     let array = tmp.path().join("sparse");
     write_array("sparse", &array);
     for at in [None, Some(1000), Some(2000), Some(2500)] {
-        let expected = tmp.path().join(format!("expected-{at:?}"));
-        dump(&array, &expected, at);
-        let mnt = tmp.path().join(format!("mnt-{at:?}"));
-        let at_arg = at.map(|t| t.to_string());
-        let mut extra = vec![];
-        if let Some(at) = &at_arg {
-            extra.extend(["--at", at.as_str()]);
-        }
-        let mounted = Mounted::new(&array, &mnt, &extra);
-        let expected = tree(&expected);
+        let (mounted, expected) = mount_like_tiledb(&array, tmp.path(), at);
         assert!(expected.len() > 300, "{} files", expected.len());
-        assert_same_tree(&tree(&mounted.path), &expected);
         for raw in ["label.raw", "score.raw", "id.raw"] {
             assert_partial_reads(&mounted.path.join(raw), &expected[raw]);
         }
@@ -165,12 +170,7 @@ fn dense_array_raw_files_equal_tiledb_row_major_reads() {
     let array = tmp.path().join("dense");
     write_array("dense", &array);
     for at in [None, Some(1000)] {
-        let expected = tmp.path().join(format!("expected-{at:?}"));
-        dump(&array, &expected, at);
-        let at_arg = at.map(|t| t.to_string());
-        let extra: Vec<&str> = at_arg.iter().flat_map(|a| ["--at", a.as_str()]).collect();
-        let mounted = Mounted::new(&array, &tmp.path().join(format!("mnt-{at:?}")), &extra);
-        let expected = tree(&expected);
+        let (mounted, expected) = mount_like_tiledb(&array, tmp.path(), at);
         // Columns, and a file per written cell of the var-sized `d`.
         for name in ["a.raw", "b.raw", "c.raw", "c.validity", "d/", "d/01_01"] {
             assert!(expected.contains_key(name), "{name}");
@@ -186,7 +186,6 @@ fn dense_array_raw_files_equal_tiledb_row_major_reads() {
                 12 * 30 + 8 * 16
             }
         );
-        assert_same_tree(&tree(&mounted.path), &expected);
         assert_partial_reads(&mounted.path.join("a.raw"), &expected["a.raw"]);
         assert_partial_reads(&mounted.path.join("b.raw"), &expected["b.raw"]);
     }
@@ -198,12 +197,8 @@ fn every_filter_decodes_like_tiledb() {
     let tmp = tempfile::tempdir().unwrap();
     let array = tmp.path().join("filters");
     write_array("filters", &array);
-    let expected = tmp.path().join("expected");
-    dump(&array, &expected, None);
-    let mounted = Mounted::new(&array, &tmp.path().join("mnt"), &[]);
-    let expected = tree(&expected);
+    let (_mounted, expected) = mount_like_tiledb(&array, tmp.path(), None);
     assert!(expected.contains_key("doubledelta.raw") && expected.contains_key("blob/"));
-    assert_same_tree(&tree(&mounted.path), &expected);
 }
 
 /// The folder of the fragment written at `t` in `array`.
@@ -431,19 +426,10 @@ fn upload(s3: &common::s3::S3, bucket: &str, prefix: &str, dir: &Path) {
     use object_store::ObjectStoreExt;
     let client = s3.client(bucket);
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let rel = path.strip_prefix(dir).unwrap().display().to_string();
-            let key = object_store::path::Path::from(format!("{prefix}/{rel}"));
-            let bytes = std::fs::read(&path).unwrap();
-            runtime.block_on(client.put(&key, bytes.into())).unwrap();
-        }
+    for rel in walk(dir).1 {
+        let key = object_store::path::Path::from(format!("{prefix}/{}", rel.display()));
+        let bytes = std::fs::read(dir.join(&rel)).unwrap();
+        runtime.block_on(client.put(&key, bytes.into())).unwrap();
     }
 }
 
@@ -516,12 +502,8 @@ fn a_string_dimension_names_cells_by_escaped_keys_in_global_order() {
     let tmp = tempfile::tempdir().unwrap();
     let array = tmp.path().join("sparse2d");
     write_array("sparse2d", &array);
-    for at in [None, Some("1000")] {
-        let expected = tmp.path().join(format!("expected-{at:?}"));
-        dump(&array, &expected, at.map(|a| a.parse().unwrap()));
-        let extra: Vec<&str> = at.iter().flat_map(|a| ["--at", *a]).collect();
-        let mounted = Mounted::new(&array, &tmp.path().join(format!("mnt-{at:?}")), &extra);
-        let expected = tree(&expected);
+    for at in [None, Some(1000)] {
+        let (_mounted, expected) = mount_like_tiledb(&array, tmp.path(), at);
         // Keys with `/`, `_`, a space, dots and the empty key.
         for name in [
             "image/cat%2F01_07",
@@ -531,7 +513,6 @@ fn a_string_dimension_names_cells_by_escaped_keys_in_global_order() {
         ] {
             assert!(expected.contains_key(name), "{name}");
         }
-        assert_same_tree(&tree(&mounted.path), &expected);
     }
 }
 
@@ -548,12 +529,8 @@ fn consolidated_commits_and_fragments_read_like_tiledb_at_every_time() {
     assert!(commits.iter().any(|c| c.ends_with(".con")), "{commits:?}");
     // Latest: the consolidated fragment hides the ones it was made of;
     // at 2000, before it, those are read.
-    for at in [None, Some("2000"), Some("3000")] {
-        let expected = tmp.path().join(format!("expected-{at:?}"));
-        dump(&array, &expected, at.map(|a| a.parse().unwrap()));
-        let extra: Vec<&str> = at.iter().flat_map(|a| ["--at", *a]).collect();
-        let mounted = Mounted::new(&array, &tmp.path().join(format!("mnt-{at:?}")), &extra);
-        assert_same_tree(&tree(&mounted.path), &tree(&expected));
+    for at in [None, Some(2000), Some(3000)] {
+        mount_like_tiledb(&array, tmp.path(), at);
     }
 }
 
@@ -574,11 +551,7 @@ fn refused_unless_read_before(kind: &str, saying: &[&str], before: u64) {
         assert!(stderr.contains(s), "{s:?} missing: {stderr}");
     }
     assert!(!is_mounted(&mnt));
-    let expected = tmp.path().join("expected");
-    dump(&array, &expected, Some(before));
-    let at = before.to_string();
-    let mounted = Mounted::new(&array, &tmp.path().join("mnt-before"), &["--at", &at]);
-    assert_same_tree(&tree(&mounted.path), &tree(&expected));
+    mount_like_tiledb(&array, tmp.path(), Some(before));
 }
 
 #[test]

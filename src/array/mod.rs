@@ -68,6 +68,8 @@ struct FieldTiles {
     var: Vec<u64>,
     var_sizes: Vec<u64>,
     validity: Vec<u64>,
+    /// Its data, var and validity files (indexed by [`TileKind`]).
+    files: [Arc<Path>; 3],
 }
 
 /// A fragment a read of the array sees.
@@ -258,21 +260,12 @@ impl Array {
                 ),
             });
         };
-        let (starts, file, suffix) = match kind {
-            TileKind::Data => (&tiles.data, f.footer.file_sizes[index], ""),
-            TileKind::Var => (&tiles.var, f.footer.file_var_sizes[index], "_var"),
-            TileKind::Validity => (
-                &tiles.validity,
-                f.footer.file_validity_sizes[index],
-                "_validity",
-            ),
+        let (starts, file) = match kind {
+            TileKind::Data => (&tiles.data, f.footer.file_sizes[index]),
+            TileKind::Var => (&tiles.var, f.footer.file_var_sizes[index]),
+            TileKind::Validity => (&tiles.validity, f.footer.file_validity_sizes[index]),
         };
-        let prefix = match field {
-            Field::Attribute(i) => format!("a{i}"),
-            Field::Dimension(i) => format!("d{i}"),
-            Field::Timestamps => "t".to_string(),
-        };
-        let path = f.dir.clone().join(format!("{prefix}{suffix}.tdb"));
+        let path = &tiles.files[kind as usize];
         let cells = self.cells_in_tile(fragment, tile);
         let len = match kind {
             TileKind::Data => match self.is_var(field) {
@@ -312,7 +305,7 @@ impl Array {
         let codec = self.codecs[fragment][index][kind as usize].clone();
         Ok(RecordRef {
             object: ObjectRef {
-                path: Arc::new(path),
+                path: path.clone(),
                 len: file,
                 drop_behind: false,
                 then: None,
@@ -614,7 +607,16 @@ async fn load_fragment(
             None if legacy_coords || index == timestamps => false,
             None => schema.dimensions[index - schema.attributes.len() - 1].is_var(),
         };
-        let mut field = FieldTiles::default();
+        let stem = match index.checked_sub(schema.attributes.len() + 1) {
+            None => format!("a{index}"),
+            Some(d) if index < timestamps => format!("d{d}"),
+            Some(_) => "t".to_string(),
+        };
+        let mut field = FieldTiles {
+            files: ["", "_var", "_validity"]
+                .map(|suffix| Arc::new(dir.clone().join(format!("{stem}{suffix}.tdb")))),
+            ..FieldTiles::default()
+        };
         // Dense fragments store no coordinates.
         let dense_dimension = attribute.is_none() && schema.array_type == ArrayType::Dense;
         if legacy_coords || dense_dimension {

@@ -3,10 +3,10 @@
 //! their digests), decoded sizes are checked against the fragment
 //! metadata, and var tiles' cell offsets against their tile.
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 
 use super::cells::var_bounds;
-use super::{Array, ArrayError, Field, TileKind};
+use super::{Array, Field, TileKind};
 use crate::cache::BlockCache;
 use crate::format::tiledb::schema::ArrayType;
 
@@ -25,7 +25,7 @@ pub struct Report {
 }
 
 /// Verifies every tile of `array`, reading through `cache`.
-pub async fn verify(array: &Array, cache: &BlockCache) -> Result<Report, ArrayError> {
+pub async fn verify(array: &Array, cache: &BlockCache) -> Report {
     let schema = array.schema();
     let mut fields: Vec<Field> = (0..schema.attributes.len()).map(Field::Attribute).collect();
     if schema.array_type == ArrayType::Sparse {
@@ -43,11 +43,11 @@ pub async fn verify(array: &Array, cache: &BlockCache) -> Result<Report, ArrayEr
             }
         }
     }
-    let results: Vec<(u64, u64, Vec<String>)> = futures::stream::iter(work)
+    let results: Vec<(u64, u64, Option<String>)> = futures::stream::iter(work)
         .map(|(f, field, t)| check_tile(array, cache, f, field, t))
         .buffered(TILES_AT_ONCE)
-        .try_collect()
-        .await?;
+        .collect()
+        .await;
     let mut report = Report {
         fragments: array.fragments().len(),
         ..Report::default()
@@ -57,18 +57,18 @@ pub async fn verify(array: &Array, cache: &BlockCache) -> Result<Report, ArrayEr
         report.bytes += bytes;
         report.problems.extend(problems);
     }
-    Ok(report)
+    report
 }
 
 /// Tile `t` of `field` in fragment `f`, all its kinds: tiles and bytes
-/// decoded, and the problems found.
+/// decoded, and the first problem found (which ends the check).
 async fn check_tile(
     array: &Array,
     cache: &BlockCache,
     f: usize,
     field: Field,
     t: usize,
-) -> Result<(u64, u64, Vec<String>), ArrayError> {
+) -> (u64, u64, Option<String>) {
     let mut kinds = vec![TileKind::Data];
     if array.is_var(field) {
         kinds.push(TileKind::Var);
@@ -76,38 +76,33 @@ async fn check_tile(
     if array.is_nullable(field) {
         kinds.push(TileKind::Validity);
     }
-    let (mut tiles, mut bytes, mut problems) = (0, 0, Vec::new());
+    let (mut tiles, mut bytes) = (0, 0);
     let mut decoded = Vec::new();
     for kind in kinds {
         let record = match array.tile(f, field, kind, t) {
             Ok(record) => record,
-            Err(e) => {
-                problems.push(e.to_string());
-                return Ok((tiles, bytes, problems));
-            }
+            Err(e) => return (tiles, bytes, Some(e.to_string())),
         };
-        let path = record.object.path.to_string();
         match cache.read_record(&record, 0, record.len).await {
             Ok(data) => {
                 tiles += 1;
                 bytes += data.len() as u64;
-                decoded.push(data);
+                decoded.push((record.object.path, data));
             }
             Err(e) => {
-                problems.push(format!("{path} tile {t}: {e}"));
-                return Ok((tiles, bytes, problems));
+                let problem = format!("{} tile {t}: {e}", record.object.path);
+                return (tiles, bytes, Some(problem));
             }
         }
     }
-    if array.is_var(field) {
-        let cells = array.cells_in_tile(f, t) as usize;
-        if let Err(detail) = var_bounds(&decoded[0], decoded[1].len() as u64, cells) {
-            let record = array.tile(f, field, TileKind::Data, t)?;
-            problems.push(format!(
-                "{} tile {t}: cell offsets: {detail}",
-                record.object.path
-            ));
+    let mut problem = None;
+    if let [(offsets_file, offsets), (_, values), ..] = &decoded[..] {
+        if array.is_var(field) {
+            let cells = array.cells_in_tile(f, t) as usize;
+            if let Err(detail) = var_bounds(offsets, values.len() as u64, cells) {
+                problem = Some(format!("{offsets_file} tile {t}: cell offsets: {detail}"));
+            }
         }
     }
-    Ok((tiles, bytes, problems))
+    (tiles, bytes, problem)
 }
