@@ -15,6 +15,7 @@ use packfs::cache::whole::WholeOptions;
 use packfs::cache::CacheOptions;
 use packfs::catalog::array::ArrayCatalog;
 use packfs::catalog::bundle::BundleCatalog;
+use packfs::catalog::view::NamedView;
 use packfs::catalog::{Catalog, Kind};
 use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
 use packfs::format::bundle::Compression;
@@ -25,6 +26,7 @@ use packfs::reader::Reader;
 use packfs::store::faults::Faults;
 use packfs::store::{parse_duration, Store, StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
 use packfs::tree::{NodeKind, Tree};
+use packfs::units::parse_size;
 use packfs::write::WriteOptions;
 
 /// Mount packed datasets in object storage as ordinary files.
@@ -425,6 +427,16 @@ pub struct MountArgs {
     /// extension, e.g. `--ext image=jpg` (repeatable).
     #[arg(long, value_name = "ATTRIBUTE=EXT", value_parser = parse_extension)]
     pub ext: Vec<(String, String)>,
+    /// Show the dataset in a loader's layout, synthesized from the packs
+    /// (nothing is copied). `webdataset[:samples=N|bytes=SIZE][,shuffle=SEED]`:
+    /// `/<timeline>/shard-000000.tar`, tar shards of samples (items sharing
+    /// a key across modalities; default bytes=1GiB, key order; a seed
+    /// gives a fixed global shuffle). `samples`: `/<timeline>/<key>/<file>`,
+    /// a directory per sample. `SPEC` makes the view the whole mount
+    /// (read-only); `.NAME=SPEC` adds it at MOUNTPOINT/.NAME beside the
+    /// dataset, showing the snapshot the mount started from (repeatable).
+    #[arg(long, value_name = "[.NAME=]SPEC")]
+    pub view: Vec<NamedView>,
 }
 
 /// `ATTRIBUTE=EXT` of `--ext`.
@@ -469,6 +481,7 @@ impl MountArgs {
             },
             read_only: self.read_only,
             allow_non_empty: self.allow_non_empty,
+            views: self.view.clone(),
             write: WriteOptions {
                 spool_dir: self.spool_dir.clone(),
                 pack_items: self.pack_items,
@@ -492,31 +505,6 @@ fn parse_mode(s: &str) -> Result<u16, String> {
         .ok()
         .filter(|&m| m <= 0o777)
         .ok_or_else(|| format!("{s:?} is not a mode: give octal permission bits such as 0644"))
-}
-
-/// Parses `1024`, `64KiB`, `64MiB`, `1GiB` (also `K`/`M`/`G`, `KB`/`MB`/`GB`
-/// as powers of 1024: these are buffer sizes, not disk marketing).
-fn parse_size(s: &str) -> Result<u64, String> {
-    let (n, unit) = number_and_unit(s, "a size like 64MiB")?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        other => return Err(format!("unknown size unit {other:?} (use KiB, MiB, GiB)")),
-    };
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("{:?} is too large", s.trim()))
-}
-
-/// Splits `64MiB` into 64 and `MiB`; `like` describes a valid value.
-fn number_and_unit<'a>(s: &'a str, like: &str) -> Result<(u64, &'a str), String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    let n = digits.parse().map_err(|_| format!("{s:?} is not {like}"))?;
-    Ok((n, unit))
 }
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;
@@ -934,8 +922,6 @@ async fn verify_array(store: &Store, at: Option<u64>) -> Result<bool, Box<dyn st
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
-
     #[test]
     fn modes() {
         use super::parse_mode;
@@ -944,14 +930,5 @@ mod tests {
         assert!(parse_mode("0800").is_err());
         assert!(parse_mode("4755").is_err());
         assert!(parse_mode("rw-r--r--").is_err());
-    }
-
-    #[test]
-    fn sizes() {
-        assert_eq!(parse_size("1024").unwrap(), 1024);
-        assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
-        assert_eq!(parse_size("2g").unwrap(), 2 << 30);
-        assert!(parse_size("12 parsecs").is_err());
-        assert!(parse_size("MiB").is_err());
     }
 }

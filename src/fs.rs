@@ -148,7 +148,7 @@ enum Node {
 
 /// A catalog attached at `name` in the root.
 struct Attached {
-    name: &'static str,
+    name: Box<str>,
     catalog: Arc<dyn Catalog>,
 }
 
@@ -184,7 +184,7 @@ impl Fs {
         Fs {
             ns,
             attached: vec![Attached {
-                name: crate::catalog::control::NAME,
+                name: crate::catalog::control::NAME.into(),
                 catalog: Arc::new(control),
             }],
             writer,
@@ -200,9 +200,22 @@ impl Fs {
     pub fn of_catalog(catalog: Arc<dyn Catalog>, reader: Reader, owner: Owner) -> Self {
         let ns = Arc::new(Namespace::new(Tree::empty(), false));
         let mut fs = Fs::new(ns, None, reader, owner);
-        fs.attached.push(Attached { name: "", catalog });
+        fs.attached.push(Attached {
+            name: "".into(),
+            catalog,
+        });
         fs.root_catalog = Some(fs.attached.len() - 1);
         fs
+    }
+
+    /// Attaches `catalog` at `name` in the root: found by name, not listed
+    /// (the views of `--view .NAME=SPEC`).
+    pub fn attach(mut self, name: &str, catalog: Arc<dyn Catalog>) -> Self {
+        self.attached.push(Attached {
+            name: name.into(),
+            catalog,
+        });
+        self
     }
 
     /// Serves reads of items with whole-file copies by passthrough once
@@ -522,10 +535,18 @@ impl Fs {
                     return Err(NsError::IsADirectory.into());
                 }
                 let range = range.start.min(entry.size)..range.end.min(entry.size);
-                let extents = self.attached[index]
-                    .catalog
-                    .extents(id, range)?
+                let catalog = &self.attached[index].catalog;
+                let extents = catalog
+                    .extents(id, range.clone())?
                     .ok_or(NsError::NotFound)?;
+                // A catalog file's map is known past this read: read ahead
+                // along it (a shuffled shard's next members, wherever
+                // they are stored).
+                if let Some(ahead) = self.reader.follow(ino, range, entry.size) {
+                    if let Ok(Some(ahead)) = catalog.extents(id, ahead) {
+                        self.reader.read_ahead(ahead);
+                    }
+                }
                 return Ok(self.reader.read(extents).await?);
             }
         };

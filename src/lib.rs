@@ -57,5 +57,6 @@ pub mod private_dir;
 pub mod reader;
 pub mod store;
 pub mod tree;
+pub mod units;
 pub mod verify;
 pub mod write;

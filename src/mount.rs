@@ -14,6 +14,8 @@ use crate::cache::whole::{WholeCache, WholeError, WholeOptions};
 use crate::cache::{CacheOptions, DiskCache, DiskCacheError};
 use crate::catalog::array::ArrayCatalog;
 use crate::catalog::bundle::BundleCatalog;
+use crate::catalog::view::{self, NamedView, ViewSpec};
+use crate::catalog::Catalog;
 use crate::daemon::{self, Readiness};
 use crate::dataset::{Dataset, DatasetError};
 use crate::fs::{Fs, Owner};
@@ -75,6 +77,24 @@ pub struct MountOptions {
     pub array_at: Option<u64>,
     /// A TileDB array: file name extension per var-sized attribute.
     pub array_extensions: std::collections::HashMap<String, String>,
+    /// Views of the dataset: at most one the mount's root (which makes
+    /// the mount read-only), others at hidden names in the root.
+    pub views: Vec<NamedView>,
+}
+
+impl MountOptions {
+    /// The view shown as the whole mount, if any.
+    fn root_view(&self) -> Option<&ViewSpec> {
+        self.views
+            .iter()
+            .find(|v| v.name.is_none())
+            .map(|v| &v.spec)
+    }
+
+    /// Whether the mount refuses every change.
+    fn is_read_only(&self) -> bool {
+        self.read_only || self.root_view().is_some()
+    }
 }
 
 impl Default for MountOptions {
@@ -100,6 +120,7 @@ impl Default for MountOptions {
             write: WriteOptions::default(),
             array_at: None,
             array_extensions: Default::default(),
+            views: Vec::new(),
         }
     }
 }
@@ -123,6 +144,9 @@ pub enum MountError {
     Bundle(#[from] crate::bundle::BundleError),
     #[error(transparent)]
     Array(#[from] crate::array::ArrayError),
+    /// A `--view` that cannot be shown.
+    #[error("--view: {0}")]
+    View(String),
     #[error("{op}: {source}")]
     Io {
         op: &'static str,
@@ -311,6 +335,13 @@ fn open_session(
     let store = dataset.store();
     let bundle = runtime.block_on(Bundle::is_bundle(store))?;
     let array = !bundle && runtime.block_on(Array::is_array(store));
+    if (bundle || array) && !options.views.is_empty() {
+        return Err(MountError::View(format!(
+            "{} is a {}; views show the items of a packfs dataset",
+            store.location(),
+            if bundle { "DataBundle" } else { "TileDB array" }
+        )));
+    }
     let fs = match (bundle, array) {
         (true, _) => open_bundle_fs(store, options, runtime.handle())?,
         (_, true) => open_array_fs(store, options, runtime.handle())?,
@@ -331,7 +362,7 @@ fn open_session(
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
-    if options.read_only || bundle || array {
+    if options.is_read_only() || bundle || array {
         config.mount_options.push(MountOption::RO);
     }
     if options.allow_other {
@@ -365,7 +396,7 @@ pub fn open_fs(
         None => None,
     };
     let reader = Reader::new(dataset.store().clone(), options.cache.clone(), disk);
-    let writable = !options.read_only;
+    let writable = !options.is_read_only();
     let tree = runtime.block_on(async {
         if writable {
             // A writer must be able to move the ref safely before it
@@ -394,6 +425,17 @@ pub fn open_fs(
         tree.total_bytes()
     );
     let owner = owner(options);
+    let tree = Arc::new(tree);
+    let views = open_views(&tree, options)?;
+    if let Some(root) = options.root_view() {
+        let catalog = view::open(tree, root).map_err(|e| MountError::View(e.to_string()))?;
+        let fs = views
+            .into_iter()
+            .fold(Fs::of_catalog(catalog, reader, owner), |fs, (name, c)| {
+                fs.attach(name, c)
+            });
+        return Ok(Arc::new(fs));
+    }
     let defaults = Modes::default_for(writable);
     let modes = Modes {
         file: options.file_mode.unwrap_or(defaults.file),
@@ -417,7 +459,10 @@ pub fn open_fs(
             Some(writer)
         }
     };
-    let fs = Fs::new(ns, writer, reader.clone(), owner);
+    let fs = views.into_iter().fold(
+        Fs::new(ns, writer, reader.clone(), owner),
+        |fs, (name, c)| fs.attach(name, c),
+    );
     let fs = match (&options.cache_dir, options.passthrough && !writable) {
         (Some(dir), true) => {
             let whole = WholeCache::open(dir, options.whole.clone(), reader.stats().clone())?;
@@ -426,6 +471,39 @@ pub fn open_fs(
         _ => fs,
     };
     Ok(Arc::new(fs))
+}
+
+/// A named view's catalog and the name it is attached at.
+type AttachedView<'a> = (&'a str, Arc<dyn Catalog>);
+
+/// The catalogs of the named views in `options` (`.NAME=SPEC`), with
+/// their names; a name the dataset's root already has is refused.
+fn open_views<'a>(
+    tree: &Arc<Tree>,
+    options: &'a MountOptions,
+) -> Result<Vec<AttachedView<'a>>, MountError> {
+    if options.views.iter().filter(|v| v.name.is_none()).count() > 1 {
+        return Err(MountError::View(
+            "only one view can be the whole mount; give the others a name (.NAME=SPEC)".into(),
+        ));
+    }
+    let mut out: Vec<(&str, _)> = Vec::new();
+    for named in &options.views {
+        let Some(name) = named.name.as_deref() else {
+            continue;
+        };
+        if tree.lookup(Tree::ROOT, name.as_bytes()).is_some() || out.iter().any(|(n, _)| *n == name)
+        {
+            return Err(MountError::View(format!(
+                "{name} is already a name in the mount's root; choose another"
+            )));
+        }
+        let catalog =
+            view::open(tree.clone(), &named.spec).map_err(|e| MountError::View(e.to_string()))?;
+        info!("view {} at /{name}", named.spec);
+        out.push((name, catalog));
+    }
+    Ok(out)
 }
 
 /// The filesystem core of a mount of the DataBundle at `store`'s

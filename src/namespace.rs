@@ -318,10 +318,11 @@ fn tree_ino(id: NodeId) -> Ino {
 
 impl Namespace {
     /// A namespace over `tree`; with `writable`, changes are accepted.
-    pub fn new(tree: Tree, writable: bool) -> Self {
+    pub fn new(tree: impl Into<Arc<Tree>>, writable: bool) -> Self {
+        let tree = tree.into();
         let base_mtime = UNIX_EPOCH + Duration::from_nanos(tree.ts_unix_ns());
         Namespace {
-            tree: Arc::new(tree),
+            tree,
             overlay: writable.then(|| {
                 RwLock::new(Overlay {
                     dirs: Default::default(),

@@ -7,13 +7,14 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use thiserror::Error;
 
+use crate::cache::map_ahead::MapAhead;
 use crate::cache::{BlockCache, CacheOptions, DiskCache, ObjectRef, RecordRef, Stats};
 use crate::catalog::dataset::item_extents;
 use crate::catalog::{Extents, Source};
 use crate::dataset::Item;
 use crate::engine::{
     ByteRangeProgram, CoalesceLimits, ExecuteError, MapError, MemorySource, SeekableSource,
-    SourceError,
+    SegmentKind, SourceError,
 };
 use crate::store::Store;
 
@@ -34,14 +35,18 @@ pub enum ReadError {
 pub struct Reader {
     cache: BlockCache,
     limits: CoalesceLimits,
+    ahead: std::sync::Arc<MapAhead>,
+    options: std::sync::Arc<CacheOptions>,
 }
 
 impl Reader {
     /// A reader over `store`; with `disk`, cached blocks also persist there.
     pub fn new(store: Store, options: CacheOptions, disk: Option<DiskCache>) -> Self {
         Reader {
-            cache: BlockCache::new(store, options, disk),
+            cache: BlockCache::new(store, options.clone(), disk),
             limits: CoalesceLimits::default(),
+            ahead: Default::default(),
+            options: std::sync::Arc::new(options),
         }
     }
 
@@ -59,6 +64,66 @@ impl Reader {
     pub async fn read_item(&self, item: &Item, offset: u64, len: u64) -> Result<Bytes, ReadError> {
         self.read(item_extents(item, offset..offset.saturating_add(len)))
             .await
+    }
+
+    /// Notes a read of `range` of file `file` (a key the caller chooses,
+    /// `size` bytes long) whose map is known ahead (a catalog file); returns
+    /// the range to read ahead with [`Self::read_ahead`] when the read
+    /// continues a front-to-back run.
+    pub fn follow(
+        &self,
+        file: u64,
+        range: std::ops::Range<u64>,
+        size: u64,
+    ) -> Option<std::ops::Range<u64>> {
+        if !self.options.prefetch {
+            return None;
+        }
+        self.ahead.on_read(&self.options, file, range, size)
+    }
+
+    /// Starts fetching the store bytes `extents` map, in source order
+    /// (objects by path, ranges by offset, neighbours merged), into the
+    /// block cache for the reads that follow. Other sources are left to
+    /// those reads.
+    pub fn read_ahead(&self, extents: Extents) {
+        let Ok(map) = extents.map.normalize() else {
+            return; // the demand read reports it
+        };
+        let mut ranges: Vec<(&ObjectRef, std::ops::Range<u64>)> = map
+            .segments()
+            .iter()
+            .filter_map(|segment| {
+                let SegmentKind::Data { source, src_offset } = segment.kind else {
+                    return None;
+                };
+                let Some(Source::Object(object)) = extents.sources.get(source.0) else {
+                    return None;
+                };
+                let len = segment.dest.end - segment.dest.start;
+                Some((object, src_offset..src_offset + len))
+            })
+            .collect();
+        ranges.sort_by(|(a, ra), (b, rb)| a.path.cmp(&b.path).then(ra.start.cmp(&rb.start)));
+        // Ranges of one object less than a block apart are one fetch: the
+        // cache fetches whole blocks anyway.
+        let gap = self.options.block_size;
+        let mut merged: Option<(&ObjectRef, std::ops::Range<u64>)> = None;
+        for (object, range) in ranges {
+            match &mut merged {
+                Some((o, r)) if o.path == object.path && range.start <= r.end + gap => {
+                    r.end = r.end.max(range.end)
+                }
+                _ => {
+                    if let Some((o, r)) = merged.replace((object, range)) {
+                        self.cache.prefetch(o, r);
+                    }
+                }
+            }
+        }
+        if let Some((o, r)) = merged {
+            self.cache.prefetch(o, r);
+        }
     }
 
     /// The bytes `extents` describe. Sources that do not hold what the

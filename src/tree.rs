@@ -150,6 +150,11 @@ impl Tree {
         self.nodes.get(id as usize)
     }
 
+    /// Items of the snapshot, of all Tracks.
+    pub fn item_count(&self) -> u32 {
+        self.items.len() as u32
+    }
+
     pub fn item(&self, index: u32) -> &Item {
         &self.items[index as usize]
     }

@@ -7,6 +7,7 @@
 //! comes from the dataset's metadata and every GET checks the real one.
 
 mod disk;
+pub mod map_ahead;
 mod prefetch;
 mod record;
 mod stats;
@@ -224,6 +225,20 @@ impl BlockCache {
             }
         }
         Ok(join_blocks(&parts, blocks.start * bs, bs, offset..end))
+    }
+
+    /// Fetches the blocks holding `bytes` of `object` in the background,
+    /// as prefetch (bounded by `prefetch_memory`, skipped past it), for a
+    /// reader that will want them: read-ahead that follows a file's map
+    /// ([`map_ahead`]).
+    pub fn prefetch(&self, object: &ObjectRef, bytes: Range<u64>) {
+        let end = bytes.end.min(object.len);
+        if !self.inner.options.prefetch || bytes.start >= end {
+            return;
+        }
+        let bs = self.inner.options.block_size;
+        let blocks = bytes.start / bs..end.div_ceil(bs);
+        self.inner.prefetcher.read_ahead(self, object, blocks);
     }
 
     /// Forgets `blocks` of `object` (those a read has used up).

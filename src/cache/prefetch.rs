@@ -183,7 +183,7 @@ impl Prefetcher {
 
     /// Starts prefetch GETs of `blocks` of `object`, as far as the memory
     /// bound allows.
-    fn read_ahead(&self, cache: &BlockCache, object: &ObjectRef, blocks: Range<u64>) {
+    pub(super) fn read_ahead(&self, cache: &BlockCache, object: &ObjectRef, blocks: Range<u64>) {
         let options = &cache.inner.options;
         let bs = options.block_size;
         let per_request = (options.max_request / bs).max(1);

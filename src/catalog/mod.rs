@@ -14,6 +14,7 @@ pub mod array;
 pub mod bundle;
 pub mod control;
 pub mod dataset;
+pub mod view;
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -62,6 +63,15 @@ impl Extents {
             map,
             sources: vec![Source::Memory(bytes)],
         }
+    }
+}
+
+impl Extents {
+    /// Adds `other`'s bytes at `dest_offset` of these (within this map's
+    /// length), its sources after these.
+    pub fn splice(&mut self, dest_offset: u64, other: Extents) {
+        self.map.splice(dest_offset, other.map, self.sources.len());
+        self.sources.extend(other.sources);
     }
 }
 

@@ -153,6 +153,26 @@ impl ByteRangeMap {
         self.push(dest_offset, len, SegmentKind::Pad)
     }
 
+    /// Adds every segment of `other` moved to start at `dest_offset`, its
+    /// sources renumbered from `first_source`: how a file made of other
+    /// files' bytes (a tar of items) is built from their maps.
+    pub fn splice(&mut self, dest_offset: u64, other: ByteRangeMap, first_source: usize) {
+        for pushed in other.segments {
+            let kind = match pushed.kind {
+                SegmentKind::Data { source, src_offset } => SegmentKind::Data {
+                    source: SourceIndex(first_source + source.0),
+                    src_offset,
+                },
+                SegmentKind::Pad => SegmentKind::Pad,
+            };
+            self.push(
+                dest_offset.saturating_add(pushed.dest_offset),
+                pushed.len,
+                kind,
+            );
+        }
+    }
+
     fn push(&mut self, dest_offset: u64, len: u64, kind: SegmentKind) -> &mut Self {
         self.segments.push(Pushed {
             dest_offset,

@@ -14,6 +14,7 @@ mod manifest;
 mod name;
 mod object_id;
 mod reference;
+pub mod tar;
 pub mod tiledb;
 mod track;
 
