@@ -53,6 +53,12 @@
 //! `/.packfs/stats` counters whose names mention passthrough are printed,
 //! whichever exist.
 //!
+//! Then issue 13's TileDB rows (`array.rs`; alone with `--only-tiledb`) and
+//! issue 14's WebDataset-view rows (`views.rs`; alone with
+//! `--only-views`): 5,000 samples read as files and as the view's tar
+//! shards, in key order and shuffled, from the local store and from one
+//! that waits 20 ms per GET.
+//!
 //! The same measurements run against two references: the source directory
 //! itself (*direct disk*, page cache warm: everything is read once first)
 //! and `fuse-ceiling` (`../shared/tools/fuse-ceiling`, a FUSE filesystem
@@ -80,6 +86,7 @@
 
 mod array;
 mod bundle;
+mod views;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -177,6 +184,12 @@ fn run() -> Result<()> {
         return Ok(());
     }
     let runtime = Runtime::new()?;
+    if config.only_views {
+        let views = views::views_bench(&config, &runtime, &packfs_bin, work.path(), &mountpoint)?;
+        progress("done");
+        views::print_issue14(&config, &views);
+        return Ok(());
+    }
 
     let src = work.path().join("src");
     let files = generate_tree(&src, &config)?;
@@ -238,11 +251,13 @@ fn run() -> Result<()> {
     };
     let bundles = bundle::bundle_bench(&config, &packfs_bin, work.path(), &mountpoint)?;
     let arrays = array::array_bench(&config, &packfs_bin, work.path(), &mountpoint)?;
+    let views = views::views_bench(&config, &runtime, &packfs_bin, work.path(), &mountpoint)?;
     progress("done");
     print_report(&config, &comparison, &latency, &writes, many.as_ref());
     print_issue11(&config, &comparison, &cold, &epochs);
     bundle::print_issue12(&config, &bundles, many.as_ref());
     array::print_issue13(&config, arrays.as_ref());
+    views::print_issue14(&config, &views);
     Ok(())
 }
 
@@ -254,6 +269,8 @@ struct Config {
     skip_1m: bool,
     /// Run issue 13's rows only (the TileDB array).
     only_tiledb: bool,
+    /// Run issue 14's rows only (the WebDataset view).
+    only_views: bool,
     /// Rounds of measurements 1, 2 and the random reads; medians are shown.
     runs: usize,
     big_bytes: u64,
@@ -273,14 +290,16 @@ struct Config {
 impl Config {
     fn from_args() -> Result<Config> {
         let usage =
-            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--runs N]]";
+            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-views] [--runs N]]";
         let (mut quick, mut skip_1m, mut only_tiledb, mut runs) = (false, false, false, None);
+        let mut only_views = false;
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--quick" => quick = true,
                 "--skip-1m" => skip_1m = true,
                 "--only-tiledb" => only_tiledb = true,
+                "--only-views" => only_views = true,
                 "--runs" => {
                     let n = args.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0);
                     runs = Some(n.ok_or(format!("--runs needs a positive number\n{usage}"))?);
@@ -301,6 +320,7 @@ impl Config {
             quick,
             skip_1m,
             only_tiledb,
+            only_views,
             runs: runs.unwrap_or(default_runs),
             big_bytes,
             small_files,
