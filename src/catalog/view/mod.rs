@@ -347,9 +347,15 @@ pub(crate) mod tests {
         out
     }
 
-    /// A snapshot of [`items`] with each modality's items in one pack of a
-    /// memory store, and a reader of that store.
+    /// A snapshot of [`items`] and a reader of its store.
     pub(crate) async fn tree_and_reader() -> (Arc<Tree>, Reader) {
+        let (tree, store) = tree_and_store().await;
+        (tree, Reader::new(store, CacheOptions::default(), None))
+    }
+
+    /// A snapshot of [`items`] with each modality's items in one pack of a
+    /// memory store, and the store.
+    pub(crate) async fn tree_and_store() -> (Arc<Tree>, Store) {
         let store = Store::from_object_store(Arc::new(InMemory::new()), Path::default(), "memory");
         // Items by (timeline, modality): one pack each.
         let mut packs = BTreeMap::new();
@@ -410,10 +416,7 @@ pub(crate) mod tests {
             tracks,
         })
         .unwrap();
-        (
-            Arc::new(tree),
-            Reader::new(store, CacheOptions::default(), None),
-        )
+        (Arc::new(tree), store)
     }
 
     /// Every file of `catalog` below `dir` as (path, id), depth first.

@@ -404,6 +404,51 @@ mod tests {
         }
     }
 
+    /// Read front to back through the core, a shuffled shard is fetched
+    /// ahead along its map: its members' blocks arrive as prefetch, and
+    /// the demand reads find them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_shuffled_shard_is_read_ahead_along_its_map() {
+        use std::sync::atomic::Ordering::Relaxed;
+
+        use crate::cache::CacheOptions;
+        use crate::fs::{Fs, Owner};
+        use crate::namespace::ROOT_INO;
+        use crate::reader::Reader;
+
+        let (tree, store) = crate::catalog::view::tests::tree_and_store().await;
+        let options = CacheOptions {
+            block_size: 512,
+            max_window: 16 << 10,
+            max_request: 4 << 10,
+            ..CacheOptions::default()
+        };
+        let reader = Reader::new(store, options, None);
+        let shuffled = ShardOptions {
+            shuffle: Some(3),
+            ..ShardOptions::default()
+        };
+        let catalog = Arc::new(ShardCatalog::new(tree, shuffled));
+        let fs = Fs::of_catalog(catalog, reader.clone(), Owner { uid: 0, gid: 0 });
+        let train = fs.lookup(ROOT_INO, b"train").unwrap().attr.ino;
+        let shard = fs.lookup(train, b"shard-000000.tar").unwrap().attr;
+        let mut bytes = Vec::new();
+        while (bytes.len() as u64) < shard.size {
+            let chunk = fs.read(shard.ino, bytes.len() as u64, 1024).await.unwrap();
+            bytes.extend_from_slice(&chunk);
+            // Let the prefetch tasks run, as a reader's pace would.
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        let stats = reader.stats();
+        let (prefetched, hits) = (
+            stats.prefetch_gets.load(Relaxed),
+            stats.prefetch_hits.load(Relaxed),
+        );
+        let misses = stats.cache_misses.load(Relaxed);
+        assert!(prefetched > 0, "no prefetch GETs");
+        assert!(hits > misses, "prefetch hits {hits} vs misses {misses}");
+    }
+
     #[tokio::test]
     async fn shuffled_shards_are_fixed_by_their_seed() {
         let order = |m: Vec<(String, String, Vec<u8>, u32, u64)>| -> Vec<(String, String)> {
