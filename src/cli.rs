@@ -15,7 +15,7 @@ use packfs::cache::whole::WholeOptions;
 use packfs::cache::CacheOptions;
 use packfs::catalog::array::ArrayCatalog;
 use packfs::catalog::bundle::BundleCatalog;
-use packfs::catalog::view::NamedView;
+use packfs::catalog::view::{NamedView, ViewSpec};
 use packfs::catalog::{Catalog, Kind};
 use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
 use packfs::format::bundle::Compression;
@@ -146,6 +146,10 @@ pub enum Command {
         /// Show size and media type.
         #[arg(short, long)]
         long: bool,
+        /// List the dataset as a loader view shows it (`webdataset…` or
+        /// `samples`, as `mount --view`): e.g. its shards and their sizes.
+        #[arg(long, value_name = "SPEC")]
+        view: Option<ViewSpec>,
     },
     /// Write a file of the dataset to stdout.
     Cat {
@@ -153,6 +157,10 @@ pub enum Command {
         at: DatasetAt,
         /// Path inside the dataset, e.g. train/image/cat/001.jpg.
         path: String,
+        /// Read the path in a loader view (as `mount --view`), e.g.
+        /// `--view webdataset train/shard-000000.tar`.
+        #[arg(long, value_name = "SPEC")]
+        view: Option<ViewSpec>,
     },
     /// Show the Manifest history of a ref, newest first.
     Log {
@@ -610,6 +618,21 @@ async fn open_catalog(
     Ok(None)
 }
 
+/// View `spec` of the dataset `at` names, and a reader of its store.
+async fn open_view(
+    at: &DatasetAt,
+    spec: Option<&ViewSpec>,
+    config: &StoreConfig,
+) -> Result<Option<(Arc<dyn Catalog>, Reader)>, Box<dyn std::error::Error>> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let (dataset, tree) = load_tree(at, config).await?;
+    let catalog = packfs::catalog::view::open(Arc::new(tree), spec)?;
+    let reader = Reader::new(dataset.store().clone(), CacheOptions::default(), None);
+    Ok(Some((catalog, reader)))
+}
+
 /// The catalog id of `path` (`/`-separated, from its root).
 fn resolve_in(catalog: &dyn Catalog, path: &str) -> Result<u64, Box<dyn std::error::Error>> {
     let mut id = 0;
@@ -679,7 +702,16 @@ async fn cat_catalog(catalog: &dyn Catalog, reader: &Reader, path: &str) -> CliR
     Ok(())
 }
 
-pub async fn run_ls(at: DatasetAt, path: String, long: bool, config: &StoreConfig) -> CliResult {
+pub async fn run_ls(
+    at: DatasetAt,
+    path: String,
+    long: bool,
+    view: Option<ViewSpec>,
+    config: &StoreConfig,
+) -> CliResult {
+    if let Some((catalog, _)) = open_view(&at, view.as_ref(), config).await? {
+        return ls_catalog(&*catalog, &path, long);
+    }
     if let Some((catalog, _)) = open_catalog(&at, config).await? {
         return ls_catalog(&*catalog, &path, long);
     }
@@ -711,8 +743,16 @@ pub async fn run_ls(at: DatasetAt, path: String, long: bool, config: &StoreConfi
     Ok(())
 }
 
-pub async fn run_cat(at: DatasetAt, path: String, config: &StoreConfig) -> CliResult {
+pub async fn run_cat(
+    at: DatasetAt,
+    path: String,
+    view: Option<ViewSpec>,
+    config: &StoreConfig,
+) -> CliResult {
     const STEP: u64 = 8 << 20;
+    if let Some((catalog, reader)) = open_view(&at, view.as_ref(), config).await? {
+        return cat_catalog(&*catalog, &reader, &path).await;
+    }
     if let Some((catalog, reader)) = open_catalog(&at, config).await? {
         return cat_catalog(&*catalog, &reader, &path).await;
     }

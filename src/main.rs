@@ -52,10 +52,17 @@ fn run_async(command: Command, config: &StoreConfig) -> Result<bool, Box<dyn std
     runtime.block_on(async {
         match command {
             Command::Import(args) => cli::run_import(args, config).await.map(|_| true),
-            Command::Ls { at, path, long } => {
-                cli::run_ls(at, path, long, config).await.map(|_| true)
+            Command::Ls {
+                at,
+                path,
+                long,
+                view,
+            } => cli::run_ls(at, path, long, view, config)
+                .await
+                .map(|_| true),
+            Command::Cat { at, path, view } => {
+                cli::run_cat(at, path, view, config).await.map(|_| true)
             }
-            Command::Cat { at, path } => cli::run_cat(at, path, config).await.map(|_| true),
             Command::Log { at, max_count } => {
                 cli::run_log(at, max_count, config).await.map(|_| true)
             }

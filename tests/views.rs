@@ -372,6 +372,45 @@ fn a_view_beside_a_read_write_mount_shows_the_snapshot_it_started_from() {
 }
 
 #[test]
+fn ls_and_cat_show_a_view_without_mounting() {
+    let view = ViewMount::new("webdataset:samples=9,shuffle=5");
+    let ds = view.dir.path().join("ds");
+    let ds = ds.to_str().unwrap();
+    let spec = ["--view", "webdataset:samples=9,shuffle=5"];
+    let listed = packfs_ok(&[&["ls", ds, "train", "-l"][..], &spec].concat()).stdout;
+    let mounted: Vec<String> = shards(&view.mnt.path)
+        .iter()
+        .filter(|s| s.parent().unwrap().ends_with("train"))
+        .map(|s| {
+            let size = std::fs::metadata(s).unwrap().len();
+            format!("{size:>14}  {}", s.file_name().unwrap().to_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        String::from_utf8(listed)
+            .unwrap()
+            .lines()
+            .collect::<Vec<_>>(),
+        mounted
+    );
+    let shard = "train/shard-000002.tar";
+    let cat = packfs_ok(&[&["cat", ds, shard][..], &spec].concat()).stdout;
+    assert_eq!(cat, std::fs::read(view.mnt.path.join(shard)).unwrap());
+    let sample = packfs_ok(&[
+        "cat",
+        ds,
+        "train/cat/00003/00003.thumb.jpg",
+        "--view",
+        "samples",
+    ])
+    .stdout;
+    assert_eq!(
+        sample,
+        view.items[&("train".into(), "thumb".into(), "cat/00003.jpg".into())]
+    );
+}
+
+#[test]
 fn bad_views_are_refused_with_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let (ds, _) = dataset(dir.path());
