@@ -15,15 +15,15 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use thiserror::Error;
 use tracing::warn;
 
 use crate::cache::Stats;
+use crate::catalog::dataset::item_extents;
 use crate::catalog::{Catalog, CatalogError};
 use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, ROOT_INO};
 use crate::passthrough::Passthrough;
-use crate::reader::{ReadError, Reader};
+use crate::reader::{ReadBytes, ReadError, Reader};
 use crate::tree::Tree;
 use crate::write::{WriteError, Writer};
 
@@ -524,8 +524,17 @@ impl Fs {
         Ok((self.stat_of(attr, false), fh))
     }
 
-    /// Up to `size` bytes of file `ino` from `offset` (fewer only at its end).
-    pub async fn read(&self, ino: Ino, offset: u64, size: u32) -> Result<Bytes, FsError> {
+    /// Up to `size` bytes of file `ino` from `offset` (fewer only at its
+    /// end): shared from where they are held, or written into `buf`
+    /// ([`Reader::read_into`]: grown if short, whatever it held
+    /// overwritten, so one buffer serves read after read).
+    pub async fn read<'b>(
+        &self,
+        ino: Ino,
+        offset: u64,
+        size: u32,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<ReadBytes<'b>, FsError> {
         let range = offset..offset.saturating_add(u64::from(size));
         let ino = match self.node(ino) {
             Node::Ns(ino) => ino,
@@ -547,7 +556,7 @@ impl Fs {
                         self.reader.read_ahead(ahead);
                     }
                 }
-                return Ok(self.reader.read(extents).await?);
+                return Ok(self.reader.read_into(extents, buf).await?);
             }
         };
         let mut attempt = 0;
@@ -561,7 +570,7 @@ impl Fs {
                     &committed.item
                 }
                 Content::Spool(spool) => match Writer::read_spool(&spool, offset, size) {
-                    Ok(bytes) => return Ok(bytes.into()),
+                    Ok(bytes) => return Ok(ReadBytes::Shared(bytes.into())),
                     // Committed and deleted since the lookup: the file
                     // now reads from its item.
                     Err(e)
@@ -581,7 +590,8 @@ impl Fs {
                     }
                 },
             };
-            return match self.reader.read_item(item, offset, u64::from(size)).await {
+            let extents = item_extents(item, range.clone());
+            return match self.reader.read_into(extents, buf).await {
                 Ok(bytes) => {
                     if let Some(passthrough) = &self.passthrough {
                         passthrough.served(item, offset, &bytes).await;

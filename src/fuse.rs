@@ -36,6 +36,14 @@ const MAX_READAHEAD: u32 = 1 << 20;
 /// overlayfs (container roots), at the price of no overlayfs over a mount.
 const MAX_STACK_DEPTH: u32 = 2;
 
+thread_local! {
+    /// The buffer reads that take several runs are written into and
+    /// replied from, taken by one read at a time. Reused, so such a read
+    /// allocates and zeroes nothing: the engine writes every byte it
+    /// replies with (PAD included), whatever the buffer held.
+    static REPLY_BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// The one mapping from errors to errno.
 fn errno(e: &FsError) -> Errno {
     match e {
@@ -504,10 +512,12 @@ impl Filesystem for PackFs {
     ) {
         let fs = self.fs.clone();
         self.run(async move {
-            match fs.read(ino.0, offset, size).await {
+            let mut buf = REPLY_BUFFER.take();
+            match fs.read(ino.0, offset, size, &mut buf).await {
                 Ok(bytes) => reply.data(&bytes),
                 Err(e) => reply.error(errno(&e)),
             }
+            REPLY_BUFFER.set(buf);
         });
     }
 

@@ -20,7 +20,6 @@ use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use parking_lot::Mutex;
 use tracing::{info, warn};
 
@@ -29,6 +28,7 @@ use crate::cache::Stats;
 use crate::dataset::{Item, ItemSource};
 use crate::fs::Opened;
 use crate::namespace::Ino;
+use crate::reader::ReadBytes;
 
 /// `CAP_SYS_ADMIN`'s bit in the capability sets: the kernel registers
 /// backing files only for it.
@@ -186,10 +186,14 @@ impl Passthrough {
     }
 
     /// Bytes `offset..` of `item` as a read served them: fed to its copy
-    /// (waiting briefly when its writer is behind).
-    pub async fn served(&self, item: &Item, offset: u64, bytes: &Bytes) {
+    /// (waiting briefly when its writer is behind). Bytes written into a
+    /// reply buffer are copied, only here, where the copy keeps them.
+    pub async fn served(&self, item: &Item, offset: u64, bytes: &ReadBytes<'_>) {
         if self.is_on() && item.size >= self.whole.min_size() {
-            self.whole.served(key(item), item.size, offset, bytes).await;
+            let bytes = bytes.to_bytes();
+            self.whole
+                .served(key(item), item.size, offset, &bytes)
+                .await;
         }
     }
 }

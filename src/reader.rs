@@ -3,6 +3,8 @@
 //! the shared block cache. Every file of a mount is read here: dataset
 //! items and catalog files alike.
 
+use std::ops::{Deref, Range};
+
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use thiserror::Error;
@@ -13,8 +15,8 @@ use crate::catalog::dataset::item_extents;
 use crate::catalog::{Extents, Source};
 use crate::dataset::Item;
 use crate::engine::{
-    ByteRangeProgram, CoalesceLimits, ExecuteError, MapError, MemorySource, SeekableSource,
-    SegmentKind, SourceError,
+    ByteRangeProgram, CoalesceLimits, ExecuteError, MapError, MemorySource, NormalizedMap, Run,
+    SeekableSource, SegmentKind, SourceError, Target,
 };
 use crate::store::Store;
 
@@ -130,8 +132,50 @@ impl Reader {
     /// map reads are [`MapError::Unavailable`] before anything is read.
     pub async fn read(&self, extents: Extents) -> Result<Bytes, ReadError> {
         let map = extents.map.normalize()?;
-        let sources: Vec<Box<dyn SeekableSource + '_>> = extents
-            .sources
+        let sources = self.sources(extents.sources);
+        let sources: Vec<&dyn SeekableSource> = sources.iter().map(|s| &**s).collect();
+        let program = self.compile(map, &sources)?;
+        Ok(program.execute(&sources).await?)
+    }
+
+    /// The bytes `extents` describe, as [`Reader::read`] gives them, but
+    /// written into `buf` (grown if it is shorter) where that saves a
+    /// copy. Whatever `buf` held is overwritten, so one buffer can serve
+    /// read after read.
+    pub async fn read_into<'b>(
+        &self,
+        extents: Extents,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<ReadBytes<'b>, ReadError> {
+        let map = extents.map.normalize()?;
+        let sources = self.sources(extents.sources);
+        let sources: Vec<&dyn SeekableSource> = sources.iter().map(|s| &**s).collect();
+        let program = self.compile(map, &sources)?;
+        // One contiguous read is never more copies as the source's own
+        // bytes than written into `buf`: from one cached block, a record,
+        // memory or an uncached random read's GET it is a slice, no copy
+        // at all; across cached blocks the cache joins them, one copy, as
+        // many as `buf` would take. Several runs are written into `buf`:
+        // one copy, where a buffer of their own was zeroed, then filled
+        // from reads that had themselves joined blocks.
+        if let [Run::Contiguous { .. }] = program.runs() {
+            return Ok(ReadBytes::Shared(program.execute(&sources).await?));
+        }
+        let len = usize::try_from(program.dest_len()).map_err(|_| ExecuteError::TooLarge {
+            dest_len: program.dest_len(),
+        })?;
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        let dest = &mut buf[..len];
+        program.execute_into(&sources, dest).await?;
+        Ok(ReadBytes::Written(dest))
+    }
+
+    /// The engine's sources for `sources`: store objects and records read
+    /// through the block cache.
+    pub fn sources(&self, sources: Vec<Source>) -> Vec<Box<dyn SeekableSource + '_>> {
+        sources
             .into_iter()
             .map(|source| -> Box<dyn SeekableSource + '_> {
                 match source {
@@ -146,15 +190,52 @@ impl Reader {
                     }),
                 }
             })
-            .collect();
-        let sources: Vec<&dyn SeekableSource> = sources.iter().map(|s| &**s).collect();
+            .collect()
+    }
+
+    /// The program of `map` over `sources`, once they are known to hold
+    /// every byte it reads.
+    fn compile(
+        &self,
+        map: NormalizedMap,
+        sources: &[&dyn SeekableSource],
+    ) -> Result<ByteRangeProgram, ReadError> {
         let lens: Vec<u64> = sources.iter().map(|s| s.len()).collect();
         map.check_sources(&lens)?;
-        let program = ByteRangeProgram::compile(&map, &self.limits);
-        if program.dest_len() == 0 {
-            return Ok(Bytes::new());
+        Ok(ByteRangeProgram::compile(&map, &self.limits))
+    }
+}
+
+/// The bytes of a read: shared with the buffer that held them, or written
+/// into the caller's.
+#[derive(Debug)]
+pub enum ReadBytes<'b> {
+    /// A source's own bytes (a slice of a cached block, a decoded record,
+    /// memory), not copied.
+    Shared(Bytes),
+    /// The start of the caller's buffer.
+    Written(&'b [u8]),
+}
+
+impl ReadBytes<'_> {
+    /// The bytes in a buffer of their own: shared as they are, or copied
+    /// out of the caller's buffer.
+    pub fn to_bytes(&self) -> Bytes {
+        match self {
+            ReadBytes::Shared(bytes) => bytes.clone(),
+            ReadBytes::Written(bytes) => Bytes::copy_from_slice(bytes),
         }
-        Ok(program.execute(&sources).await?)
+    }
+}
+
+impl Deref for ReadBytes<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            ReadBytes::Shared(bytes) => bytes,
+            ReadBytes::Written(bytes) => bytes,
+        }
     }
 }
 
@@ -178,9 +259,40 @@ impl SeekableSource for CachedObject<'_> {
         }
         .boxed()
     }
+
+    /// Copies each target straight out of the cached blocks: `read_at`
+    /// would first join a read spanning several blocks into a new buffer.
+    fn read_scatter_at<'a>(
+        &'a self,
+        src: Range<u64>,
+        targets: Vec<Target<'a>>,
+    ) -> BoxFuture<'a, Result<u64, SourceError>> {
+        async move {
+            let blocks = self
+                .cache
+                .read_blocks(&self.object, src.start, src.end - src.start)
+                .await
+                .map_err(|e| SourceError::Other(Box::new(e)))?;
+            let held = blocks.range();
+            if held != src {
+                return Ok(held.end - held.start);
+            }
+            for target in targets {
+                let len = target.dest.len();
+                let copied = blocks.copy_to(target.src_offset, target.dest);
+                if copied < len {
+                    return Ok(target.src_offset + copied as u64 - src.start);
+                }
+            }
+            Ok(src.end - src.start)
+        }
+        .boxed()
+    }
 }
 
-/// A compressed record, decoded through the block cache.
+/// A compressed record, decoded through the block cache. Its reads are
+/// slices of the decoded record, so the provided `read_scatter_at` already
+/// copies each byte once.
 struct CachedRecord<'a> {
     cache: &'a BlockCache,
     record: std::sync::Arc<RecordRef>,
@@ -212,6 +324,78 @@ mod tests {
 
     use super::*;
     use crate::engine::{ByteRangeMap, SourceIndex, Uncovered};
+
+    /// A reader (with 4 KiB blocks) over objects holding `a` and `b`, and
+    /// refs to them.
+    async fn two_objects(a: &[u8], b: &[u8]) -> (Reader, ObjectRef, ObjectRef) {
+        let store = Store::from_object_store(Arc::new(InMemory::new()), Path::default(), "memory");
+        let mut refs = Vec::new();
+        for (name, bytes) in [("a", a), ("b", b)] {
+            let path = Arc::new(Path::from(name));
+            let len = bytes.len() as u64;
+            let bytes = Bytes::copy_from_slice(bytes);
+            store.put_overwrite(&path, bytes).await.unwrap();
+            refs.push(ObjectRef {
+                path,
+                len,
+                drop_behind: false,
+                then: None,
+            });
+        }
+        let options = CacheOptions {
+            block_size: 4096,
+            ..CacheOptions::default()
+        };
+        let b = refs.pop().unwrap();
+        let a = refs.pop().unwrap();
+        (Reader::new(store, options, None), a, b)
+    }
+
+    /// A read of several runs is written into the caller's buffer, over
+    /// whatever it held, with the bytes [`Reader::read`] gives; a read of
+    /// one run shares the source's bytes.
+    #[tokio::test]
+    async fn reads_of_several_runs_are_written_into_the_callers_buffer() {
+        let a: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        let b: Vec<u8> = (0..9_000u32).map(|i| (i % 239) as u8 ^ 0x5a).collect();
+        let (reader, object_a, object_b) = two_objects(&a, &b).await;
+        // Pieces crossing 4 KiB blocks, PAD between them, and memory.
+        let mut map = ByteRangeMap::new(12_000);
+        map.push_data(0, 5_000, SourceIndex(0), 3_000)
+            .push_pad(5_000, 100)
+            .push_data(5_100, 4_000, SourceIndex(1), 4_000)
+            .push_pad(9_100, 400)
+            .push_data(9_500, 2_400, SourceIndex(0), 12_000)
+            .push_data(11_900, 100, SourceIndex(2), 0);
+        let extents = Extents {
+            map,
+            sources: vec![
+                Source::Object(object_a.clone()),
+                Source::Object(object_b),
+                Source::Memory(Bytes::from(vec![7; 100])),
+            ],
+        };
+        let expected = reader.read(extents.clone()).await.unwrap();
+        assert_eq!(&expected[..5_000], &a[3_000..8_000]);
+        assert_eq!(&expected[5_000..5_100], [0; 100]);
+        let mut buf = vec![0xff; 20_000];
+        let got = reader.read_into(extents.clone(), &mut buf).await.unwrap();
+        assert!(matches!(got, ReadBytes::Written(_)));
+        assert_eq!(&got[..], &expected[..]);
+        let mut short = Vec::new();
+        let got = reader.read_into(extents, &mut short).await.unwrap();
+        assert_eq!(&got[..], &expected[..]);
+
+        let mut map = ByteRangeMap::new(6_000);
+        map.push_data(0, 6_000, SourceIndex(0), 1_000);
+        let one_run = Extents {
+            map,
+            sources: vec![Source::Object(object_a)],
+        };
+        let got = reader.read_into(one_run, &mut buf).await.unwrap();
+        assert!(matches!(got, ReadBytes::Shared(_)));
+        assert_eq!(&got[..], &a[1_000..7_000]);
+    }
 
     /// Bytes a source does not hold are unavailable before any read: the
     /// error lists each uncovered destination range and what it needed,

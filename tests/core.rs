@@ -64,7 +64,8 @@ fn reading_stored_files_leaves_the_overlay_empty() {
     for i in 0..12 {
         let ino = core.path(&format!("t/m/f{i:02}")).unwrap();
         let fh = core.open(ino, false);
-        core.block_on(core.fs().read(ino, 0, 4096)).unwrap();
+        core.block_on(core.fs().read(ino, 0, 4096, &mut Vec::new()))
+            .unwrap();
         core.close(fh);
     }
     assert_eq!(core.fs().namespace().overlay_files(), 0);
@@ -87,8 +88,9 @@ fn a_read_racing_the_commit_of_its_spool_version_never_fails() {
                 let (fs, stop) = (fs.clone(), stop.clone());
                 let handle = core.runtime().handle().clone();
                 std::thread::spawn(move || {
+                    let mut buf = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
-                        let bytes = handle.block_on(fs.read(ino, 0, 20_000)).unwrap();
+                        let bytes = handle.block_on(fs.read(ino, 0, 20_000, &mut buf)).unwrap();
                         assert_eq!(bytes.len(), 20_000);
                     }
                 })

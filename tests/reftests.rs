@@ -1209,7 +1209,9 @@ fn write_all(core: &Core, fh: u64, offset: u64, data: Data) -> Result<(), E> {
 
 /// Reads up to `len` bytes of `ino` at `offset`.
 fn read(core: &Core, ino: Ino, offset: u64, len: u32) -> Result<Vec<u8>, E> {
-    Ok(core.block_on(core.fs().read(ino, offset, len))?.to_vec())
+    Ok(core
+        .block_on(core.fs().read(ino, offset, len, &mut Vec::new()))?
+        .to_vec())
 }
 
 /// Runs `op` on the core; `model` (as before the operation) names the

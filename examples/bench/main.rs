@@ -1,7 +1,7 @@
 //! The read-path benchmark of issue 3: real FUSE mounts of data built here,
 //! measured against references on the same files in the same run.
 //!
-//!     cargo run --release --example bench [-- [--quick] [--skip-1m] [--runs N]]
+//!     cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-engine] [--runs N]]
 //!
 //! It writes a source tree into a temporary directory (one big item of
 //! 512 MiB and 5,000 items of 16–64 KiB; `--quick`: 128 MiB and 1,000),
@@ -83,9 +83,15 @@
 //! run. Below each table come `/.packfs/stats` counters (of the last local
 //! mount of the first table; of the last remount of 11.4). Progress goes
 //! to stderr.
+//!
+//! Last come issue 14's engine rows (`engine.rs`, in process, a few
+//! seconds; `--only-engine` runs just them): direct write of a shard-like
+//! read against the staging path it replaced, in time and in bytes
+//! written per MiB read.
 
 mod array;
 mod bundle;
+mod engine;
 mod views;
 
 use std::collections::HashMap;
@@ -169,6 +175,12 @@ fn main() -> ExitCode {
 fn run() -> Result<()> {
     let config = Config::from_args()?;
     progress(format!("{} run", config.mode()));
+    if config.only_engine {
+        let engine = engine::engine_bench(&Runtime::new()?)?;
+        progress("done");
+        engine::print_issue14(&engine);
+        return Ok(());
+    }
     let packfs_bin = packfs_binary()?;
     let ceiling_bin = fuse_ceiling_binary();
     let work = tempfile::Builder::new().prefix("packfs-bench-").tempdir()?;
@@ -251,12 +263,14 @@ fn run() -> Result<()> {
     };
     let bundles = bundle::bundle_bench(&config, &packfs_bin, work.path(), &mountpoint)?;
     let arrays = array::array_bench(&config, &packfs_bin, work.path(), &mountpoint)?;
+    let engine = engine::engine_bench(&runtime)?;
     let views = views::views_bench(&config, &runtime, &packfs_bin, work.path(), &mountpoint)?;
     progress("done");
     print_report(&config, &comparison, &latency, &writes, many.as_ref());
     print_issue11(&config, &comparison, &cold, &epochs);
     bundle::print_issue12(&config, &bundles, many.as_ref());
     array::print_issue13(&config, arrays.as_ref());
+    engine::print_issue14(&engine);
     views::print_issue14(&config, &views);
     Ok(())
 }
@@ -271,6 +285,8 @@ struct Config {
     only_tiledb: bool,
     /// Run issue 14's rows only (the WebDataset view).
     only_views: bool,
+    /// Run issue 14's engine rows only (in process, seconds).
+    only_engine: bool,
     /// Rounds of measurements 1, 2 and the random reads; medians are shown.
     runs: usize,
     big_bytes: u64,
@@ -290,9 +306,10 @@ struct Config {
 impl Config {
     fn from_args() -> Result<Config> {
         let usage =
-            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-views] [--runs N]]";
+            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-views] [--only-engine] [--runs N]]";
         let (mut quick, mut skip_1m, mut only_tiledb, mut runs) = (false, false, false, None);
         let mut only_views = false;
+        let mut only_engine = false;
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -300,6 +317,7 @@ impl Config {
                 "--skip-1m" => skip_1m = true,
                 "--only-tiledb" => only_tiledb = true,
                 "--only-views" => only_views = true,
+                "--only-engine" => only_engine = true,
                 "--runs" => {
                     let n = args.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0);
                     runs = Some(n.ok_or(format!("--runs needs a positive number\n{usage}"))?);
@@ -321,6 +339,7 @@ impl Config {
             skip_1m,
             only_tiledb,
             only_views,
+            only_engine,
             runs: runs.unwrap_or(default_runs),
             big_bytes,
             small_files,

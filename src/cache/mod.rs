@@ -184,15 +184,29 @@ impl BlockCache {
     }
 
     /// Exactly `len` bytes of `object` from `offset` (clamped to the object).
+    /// One buffer: a slice of a block (or of a GET's body) when one holds
+    /// them all, else the blocks joined (a copy).
     pub async fn read(
         &self,
         object: &ObjectRef,
         offset: u64,
         len: u64,
     ) -> Result<Bytes, FetchError> {
+        Ok(self.read_blocks(object, offset, len).await?.join())
+    }
+
+    /// Bytes `len` bytes of `object` from `offset` (clamped to the object),
+    /// as the buffers that hold them, for a reader that copies them out
+    /// itself ([`Blocks::copy_to`]) rather than have them joined.
+    pub async fn read_blocks(
+        &self,
+        object: &ObjectRef,
+        offset: u64,
+        len: u64,
+    ) -> Result<Blocks, FetchError> {
         let end = object.len.min(offset.saturating_add(len));
         if offset >= end {
-            return Ok(Bytes::new());
+            return Ok(Blocks::empty(offset));
         }
         let bs = self.inner.options.block_size;
         let blocks = offset / bs..end.div_ceil(bs);
@@ -224,7 +238,12 @@ impl BlockCache {
                 self.drop_consumed(object, blocks.end - 1..blocks.end);
             }
         }
-        Ok(join_blocks(&parts, blocks.start * bs, bs, offset..end))
+        Ok(Blocks {
+            first: blocks.start * bs,
+            block_size: bs,
+            parts,
+            range: offset..end,
+        })
     }
 
     /// Fetches the blocks holding `bytes` of `object` in the background,
@@ -275,14 +294,19 @@ impl BlockCache {
         &self,
         object: &ObjectRef,
         range: Range<u64>,
-    ) -> Result<Bytes, FetchError> {
+    ) -> Result<Blocks, FetchError> {
         let inner = &*self.inner;
         let stats = &inner.stats;
         let bs = inner.options.block_size;
         Stats::add(&stats.cache_misses, 1);
         let blocks = range.start / bs..range.end.div_ceil(bs);
         if let Some(parts) = self.disk_blocks(object, blocks.clone()).await {
-            return Ok(join_blocks(&parts, blocks.start * bs, bs, range));
+            return Ok(Blocks {
+                first: blocks.start * bs,
+                block_size: bs,
+                parts: parts.to_vec(),
+                range,
+            });
         }
         let len = range.end - range.start;
         let pieces = get_pieces(&inner.store, object, range.clone(), len).await;
@@ -290,7 +314,12 @@ impl BlockCache {
         match pieces {
             Ok(pieces) => {
                 Stats::add(&stats.bytes_fetched, len);
-                Ok(join_blocks(&pieces, range.start, len, range))
+                Ok(Blocks {
+                    first: range.start,
+                    block_size: len,
+                    parts: pieces.to_vec(),
+                    range,
+                })
             }
             Err(e) => {
                 Stats::add(&stats.errors, 1);
@@ -482,21 +511,81 @@ impl BlockCache {
     }
 }
 
-/// Bytes `range` out of consecutive blocks of `block_size` (the last may be
-/// shorter) starting at byte `first`: a slice when one block holds them.
-fn join_blocks(parts: &[Bytes], first: u64, block_size: u64, range: Range<u64>) -> Bytes {
-    if parts.len() == 1 {
-        let lo = (range.start - first) as usize;
-        return parts[0].slice(lo..lo + (range.end - range.start) as usize);
+/// Bytes `range` of an object in the buffers that hold them: consecutive
+/// blocks of `block_size` bytes (the last may be shorter) from byte
+/// `first`.
+pub struct Blocks {
+    first: u64,
+    block_size: u64,
+    parts: Vec<Bytes>,
+    range: Range<u64>,
+}
+
+impl Blocks {
+    /// No bytes, at `offset`.
+    fn empty(offset: u64) -> Self {
+        Blocks {
+            first: offset,
+            block_size: 1,
+            parts: Vec::new(),
+            range: offset..offset,
+        }
     }
-    let mut out = BytesMut::with_capacity((range.end - range.start) as usize);
-    for (i, part) in parts.iter().enumerate() {
-        let block_start = first + i as u64 * block_size;
-        let lo = range.start.saturating_sub(block_start) as usize;
-        let hi = ((range.end - block_start) as usize).min(part.len());
-        out.extend_from_slice(&part[lo..hi]);
+
+    /// The object bytes held (the read, clamped to the object).
+    pub fn range(&self) -> Range<u64> {
+        self.range.clone()
     }
-    out.freeze()
+
+    /// The bytes in one buffer: a slice when one block holds them.
+    fn join(self) -> Bytes {
+        if let [part] = self.parts.as_slice() {
+            let lo = (self.range.start - self.first) as usize;
+            return part.slice(lo..lo + (self.range.end - self.range.start) as usize);
+        }
+        let mut out = BytesMut::with_capacity((self.range.end - self.range.start) as usize);
+        self.extend(self.range.clone(), |bytes| out.extend_from_slice(bytes));
+        out.freeze()
+    }
+
+    /// Copies the `dest.len()` bytes from `offset`, which lie within
+    /// [`Blocks::range`], straight out of their blocks into `dest`.
+    /// Returns how many it copied: fewer only if a block is shorter than
+    /// it should be.
+    pub fn copy_to(&self, offset: u64, dest: &mut [u8]) -> usize {
+        let end = offset + dest.len() as u64;
+        assert!(
+            self.range.start <= offset && end <= self.range.end,
+            "{offset}..{end} lies outside the blocks read, {:?}",
+            self.range
+        );
+        let mut copied = 0;
+        self.extend(offset..end, |bytes| {
+            dest[copied..copied + bytes.len()].copy_from_slice(bytes);
+            copied += bytes.len();
+        });
+        copied
+    }
+
+    /// Hands `range` (within the blocks) to `put`, one block's part at a
+    /// time, in order; stops early at a block that ends too soon.
+    fn extend(&self, range: Range<u64>, mut put: impl FnMut(&[u8])) {
+        let mut at = range.start;
+        while at < range.end {
+            let index = (at - self.first) / self.block_size;
+            let block_start = self.first + index * self.block_size;
+            let Some(part) = self.parts.get(index as usize) else {
+                return;
+            };
+            let lo = (at - block_start) as usize;
+            let hi = ((range.end - block_start) as usize).min(part.len());
+            if hi <= lo {
+                return;
+            }
+            put(&part[lo..hi]);
+            at = block_start + hi as u64;
+        }
+    }
 }
 
 /// The blocks of one GET's body, each in its own allocation.
@@ -635,6 +724,40 @@ mod tests {
             assert_eq!(&r.await.unwrap()[..], &bytes[1000..6000]);
         }
         assert_eq!(cache.stats().gets.load(Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn blocks_are_copied_out_as_they_are_joined() {
+        let (cache, object, bytes) = cache_with(300_000, small_blocks()).await;
+        let block = small_blocks().block_size;
+        // Across three blocks, then (the first read of a random reader)
+        // from one GET of exactly the bytes.
+        for (offset, len) in [(block - 100, block + 200), (250_000, 9_000)] {
+            let blocks = cache.read_blocks(&object, offset, len).await.unwrap();
+            assert_eq!(blocks.range(), offset..offset + len);
+            let (from, to) = (offset as usize, (offset + len) as usize);
+            for (at, n) in [(from, to - from), (from + 50, 150), (to - 7, 7)] {
+                let mut dest = vec![0; n];
+                assert_eq!(blocks.copy_to(at as u64, &mut dest), n);
+                assert_eq!(dest, &bytes[at..at + n]);
+            }
+            assert_eq!(blocks.join(), &bytes[from..to]);
+        }
+        let past_the_end = cache.read_blocks(&object, 299_990, 100).await.unwrap();
+        assert_eq!(past_the_end.range(), 299_990..300_000);
+    }
+
+    #[test]
+    fn a_short_block_stops_a_copy_instead_of_spinning() {
+        let blocks = Blocks {
+            first: 0,
+            block_size: 4,
+            parts: vec![Bytes::from_static(b"abcd"), Bytes::from_static(b"ef")],
+            range: 0..12,
+        };
+        let mut dest = [0; 8];
+        assert_eq!(blocks.copy_to(2, &mut dest), 4);
+        assert_eq!(&dest[..4], b"cdef");
     }
 
     #[tokio::test]

@@ -1,14 +1,16 @@
-//! Running a [`ByteRangeProgram`] against its sources.
+//! Running a [`ByteRangeProgram`] against its sources: written straight
+//! into the caller's buffer, or (programs with a strided run) staged.
 
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
+use futures::future::BoxFuture;
 use futures::{StreamExt, TryFutureExt, TryStreamExt};
 use thiserror::Error;
 
 use super::map::{uncovered, MapError, SourceIndex};
 use super::program::{ByteRangeProgram, Run};
-use super::source::{SeekableSource, SourceError};
+use super::source::{SeekableSource, SourceError, Target};
 
 /// How many reads one execution keeps in flight: enough to hide storage
 /// latency, few enough not to flood the store or hold many windows at once.
@@ -44,29 +46,29 @@ pub enum ExecuteError {
     /// The destination is larger than this platform can address in memory.
     #[error("a destination of {dest_len} bytes does not fit in memory")]
     TooLarge { dest_len: u64 },
+    /// The caller's buffer is not the destination's length.
+    #[error("the destination is {dest_len} bytes, the buffer given for it {buffer}")]
+    BufferSize { dest_len: u64, buffer: usize },
 }
 
 impl ByteRangeProgram {
-    /// Produces exactly the destination bytes; `sources[i]` is
-    /// [`SourceIndex`]`(i)`. Every read is first checked against the
-    /// sources' lengths, so missing coverage fails before any I/O. Reads run
-    /// concurrently (a bounded number at a time); a program that is one
-    /// contiguous read returns that read's bytes without copying.
-    pub async fn execute(&self, sources: &[&dyn SeekableSource]) -> Result<Bytes, ExecuteError> {
-        // Callers check the map first (`NormalizedMap::check_sources`);
-        // checked again here so that no program reads past a source.
-        let lens: Vec<u64> = sources.iter().map(|s| s.len()).collect();
-        let mut missing = Vec::new();
-        for run in self.runs() {
-            let Some(source) = run.source() else { continue };
-            for piece in run.pieces() {
-                missing.extend(uncovered(source, piece.src(), piece.dest_offset, &lens)?);
-            }
-        }
-        if !missing.is_empty() {
-            return Err(MapError::Unavailable { missing }.into());
-        }
+    /// Whether [`ByteRangeProgram::execute_into`] writes straight into the
+    /// caller's buffer: unless the program has a strided run (the seed's
+    /// direct-write gating).
+    pub fn writes_directly(&self) -> bool {
+        !self
+            .runs()
+            .iter()
+            .any(|run| matches!(run, Run::Strided { .. }))
+    }
 
+    /// Produces exactly the destination bytes in a buffer of their own;
+    /// `sources[i]` is [`SourceIndex`]`(i)`. A program that is one
+    /// contiguous read returns that read's bytes without copying; any other
+    /// is written as by [`ByteRangeProgram::execute_into`], into a new
+    /// buffer (or staged, with no copy after).
+    pub async fn execute(&self, sources: &[&dyn SeekableSource]) -> Result<Bytes, ExecuteError> {
+        self.check(sources)?;
         // A program's only run covers its whole destination.
         if let [Run::Contiguous {
             source,
@@ -77,14 +79,135 @@ impl ByteRangeProgram {
             let src = *src_offset..src_offset + (dest.end - dest.start);
             return read(sources, *source, src).await;
         }
+        if !self.writes_directly() {
+            return self.stage(sources).await;
+        }
+        let mut out = vec![0; self.dest_len_in_memory()?];
+        self.write_direct(sources, &mut out).await?;
+        Ok(out.into())
+    }
 
-        let dest_len = usize::try_from(self.dest_len()).map_err(|_| ExecuteError::TooLarge {
+    /// Writes exactly the destination bytes into `dest`, which must be
+    /// [`ByteRangeProgram::dest_len`] bytes long; `sources[i]` is
+    /// [`SourceIndex`]`(i)`. Every read is first checked against the
+    /// sources' lengths, so missing coverage fails before any I/O; reads
+    /// run concurrently, a bounded number at a time.
+    ///
+    /// Direct write: each run's read lands straight in its places in
+    /// `dest` ([`SeekableSource::read_scatter_at`]) and PAD runs zero their
+    /// own bytes, so every byte of `dest` is written exactly once whatever
+    /// it held before, with no staging buffer to zero and copy out of.
+    /// A program containing any strided run does not write directly (the
+    /// seed's direct-write gating): it is staged as by
+    /// [`ByteRangeProgram::execute_staged`] and copied into `dest`. On an
+    /// error `dest` holds unspecified bytes.
+    pub async fn execute_into(
+        &self,
+        sources: &[&dyn SeekableSource],
+        dest: &mut [u8],
+    ) -> Result<(), ExecuteError> {
+        if dest.len() as u64 != self.dest_len() {
+            return Err(ExecuteError::BufferSize {
+                dest_len: self.dest_len(),
+                buffer: dest.len(),
+            });
+        }
+        self.check(sources)?;
+        if self.writes_directly() {
+            return self.write_direct(sources, dest).await;
+        }
+        dest.copy_from_slice(&self.stage(sources).await?);
+        Ok(())
+    }
+
+    /// Produces the destination through a staging buffer: zeroed whole,
+    /// each run read into a buffer of the source's ([`SeekableSource::read_at`])
+    /// and its pieces copied out. The path of programs with a strided run;
+    /// any program can take it, which lets a benchmark set it against
+    /// direct write.
+    pub async fn execute_staged(
+        &self,
+        sources: &[&dyn SeekableSource],
+    ) -> Result<Bytes, ExecuteError> {
+        self.check(sources)?;
+        self.stage(sources).await
+    }
+
+    /// Fails if a read of the program lies outside its source, or names
+    /// no source. Callers check the map first
+    /// (`NormalizedMap::check_sources`); checked again here so that no
+    /// program reads past a source.
+    fn check(&self, sources: &[&dyn SeekableSource]) -> Result<(), ExecuteError> {
+        let lens: Vec<u64> = sources.iter().map(|s| s.len()).collect();
+        let mut missing = Vec::new();
+        for run in self.runs() {
+            let Some(source) = run.source() else { continue };
+            for piece in run.pieces() {
+                missing.extend(uncovered(source, piece.src(), piece.dest_offset, &lens)?);
+            }
+        }
+        match missing.is_empty() {
+            true => Ok(()),
+            false => Err(MapError::Unavailable { missing }.into()),
+        }
+    }
+
+    fn dest_len_in_memory(&self) -> Result<usize, ExecuteError> {
+        usize::try_from(self.dest_len()).map_err(|_| ExecuteError::TooLarge {
             dest_len: self.dest_len(),
-        })?;
+        })
+    }
+
+    /// Direct write of a checked program into `dest`, of its length.
+    async fn write_direct(
+        &self,
+        sources: &[&dyn SeekableSource],
+        dest: &mut [u8],
+    ) -> Result<(), ExecuteError> {
+        // Every piece's place, `(dest, run, src_offset)`, in destination
+        // order: a normalized map covers each byte exactly once, so the
+        // places tile `dest`, and cutting them off it one after another
+        // gives each run its own disjoint slices.
+        let mut places = Vec::new();
+        for (index, run) in self.runs().iter().enumerate() {
+            match run {
+                Run::Pad { dest: pad } => places.push((pad.clone(), index, 0)),
+                _ => places.extend(run.pieces().iter().map(|p| (p.dest(), index, p.src_offset))),
+            }
+        }
+        places.sort_unstable_by_key(|(dest, ..)| dest.start);
+        let mut targets: Vec<Vec<Target<'_>>> = self.runs().iter().map(|_| Vec::new()).collect();
+        let mut rest = dest;
+        for (place, index, src_offset) in places {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(in_memory(place).len());
+            targets[index].push(Target {
+                src_offset,
+                dest: head,
+            });
+            rest = tail;
+        }
+        debug_assert!(rest.is_empty(), "the runs leave bytes unwritten");
+
+        let mut reads = Vec::new();
+        for (run, targets) in self.runs().iter().zip(targets) {
+            match run_read(run) {
+                // PAD zeroes its own bytes and nothing else.
+                None => targets.into_iter().for_each(|t| t.dest.fill(0)),
+                Some((source, src)) => reads.push(read_into(sources, source, src, targets)),
+            }
+        }
+        futures::stream::iter(reads)
+            .buffer_unordered(MAX_IN_FLIGHT)
+            .try_collect()
+            .await
+    }
+
+    /// The staging path of a checked program.
+    async fn stage(&self, sources: &[&dyn SeekableSource]) -> Result<Bytes, ExecuteError> {
         // Zeroed up front: this is the fill of the PAD runs. Every other
         // byte belongs to exactly one data run (a normalized map covers the
         // destination exactly once) and is overwritten below.
-        let mut out = BytesMut::zeroed(dest_len);
+        let mut out = BytesMut::zeroed(self.dest_len_in_memory()?);
         // Collected, not lazy: a lazy iterator's closure held across the
         // awaits below would keep the future from being `Send`.
         let reads: Vec<_> = self
@@ -108,17 +231,25 @@ fn run_read(run: &Run) -> Option<(SourceIndex, Range<u64>)> {
     Some((run.source()?, run.src()?))
 }
 
+/// The source `source` of `sources`, which `check` has found there.
+fn source_of<'a>(
+    sources: &[&'a dyn SeekableSource],
+    source: SourceIndex,
+) -> &'a dyn SeekableSource {
+    sources
+        .get(source.0)
+        .copied()
+        .expect("execute checks every source index before reading")
+}
+
 /// Reads bytes `src` of `source`, holding the source to its contract.
 async fn read(
     sources: &[&dyn SeekableSource],
     source: SourceIndex,
     src: Range<u64>,
 ) -> Result<Bytes, ExecuteError> {
-    let reader = sources
-        .get(source.0)
-        .expect("execute checks every source index before reading");
     let (offset, len) = (src.start, src.end - src.start);
-    let bytes = reader
+    let bytes = source_of(sources, source)
         .read_at(offset, len)
         .await
         .map_err(|error| ExecuteError::Read {
@@ -127,15 +258,49 @@ async fn read(
             len,
             error,
         })?;
-    if bytes.len() as u64 != len {
-        return Err(ExecuteError::ShortRead {
-            source_index: source,
-            offset,
-            expected: len,
-            got: bytes.len() as u64,
-        });
-    }
+    held_to_contract(source, src, bytes.len() as u64)?;
     Ok(bytes)
+}
+
+/// Reads bytes `src` of `source` straight into `targets`, holding the
+/// source to its contract. A read of one piece is a plain
+/// [`SeekableSource::read_into_at`].
+async fn read_into(
+    sources: &[&dyn SeekableSource],
+    source: SourceIndex,
+    src: Range<u64>,
+    mut targets: Vec<Target<'_>>,
+) -> Result<(), ExecuteError> {
+    let reader = source_of(sources, source);
+    let (offset, len) = (src.start, src.end - src.start);
+    let read: BoxFuture<'_, _> = match targets.as_slice() {
+        [one] if one.src_offset == offset && one.dest.len() as u64 == len => {
+            let one = targets.pop().expect("one target");
+            reader.read_into_at(one.src_offset, one.dest)
+        }
+        _ => reader.read_scatter_at(src.clone(), targets),
+    };
+    let got = read.await.map_err(|error| ExecuteError::Read {
+        source_index: source,
+        offset,
+        len,
+        error,
+    })?;
+    held_to_contract(source, src, got)
+}
+
+/// Fails a read of `src` that delivered `got` bytes instead of all.
+fn held_to_contract(source: SourceIndex, src: Range<u64>, got: u64) -> Result<(), ExecuteError> {
+    let expected = src.end - src.start;
+    match got == expected {
+        true => Ok(()),
+        false => Err(ExecuteError::ShortRead {
+            source_index: source,
+            offset: src.start,
+            expected,
+            got,
+        }),
+    }
 }
 
 /// Copies the bytes read for `run` to where the run says they go.
@@ -229,6 +394,70 @@ mod tests {
         }
     }
 
+    /// A memory source that counts which way it is read: `read_at` (the
+    /// staged path) or `read_scatter_at` (direct write, which may `lie`
+    /// that it had one byte fewer).
+    struct Counting {
+        inner: MemorySource,
+        reads: AtomicUsize,
+        scatters: AtomicUsize,
+        lie: bool,
+    }
+
+    impl Counting {
+        fn new(bytes: impl Into<Bytes>) -> Self {
+            Counting {
+                inner: MemorySource::new(bytes),
+                reads: AtomicUsize::new(0),
+                scatters: AtomicUsize::new(0),
+                lie: false,
+            }
+        }
+
+        fn counts(&self) -> (usize, usize) {
+            let load = |n: &AtomicUsize| n.load(Ordering::SeqCst);
+            (load(&self.reads), load(&self.scatters))
+        }
+    }
+
+    impl SeekableSource for Counting {
+        fn len(&self) -> u64 {
+            self.inner.len()
+        }
+
+        fn read_at(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<Bytes, SourceError>> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            self.inner.read_at(offset, len)
+        }
+
+        fn read_scatter_at<'a>(
+            &'a self,
+            src: Range<u64>,
+            targets: Vec<Target<'a>>,
+        ) -> BoxFuture<'a, Result<u64, SourceError>> {
+            self.scatters.fetch_add(1, Ordering::SeqCst);
+            if self.lie {
+                let claimed = src.end - src.start - 1;
+                return Box::pin(async move { Ok(claimed) });
+            }
+            self.inner.read_scatter_at(src, targets)
+        }
+    }
+
+    /// The destination by every path: [`ByteRangeProgram::execute`],
+    /// staged, and into buffers holding garbage; all must agree.
+    fn every_path(program: &ByteRangeProgram, sources: &[&dyn SeekableSource]) -> Bytes {
+        let out = block_on(program.execute(sources)).unwrap();
+        let staged = block_on(program.execute_staged(sources)).unwrap();
+        assert_eq!(out, staged, "execute and the staged path");
+        for garbage in [0x00, 0xa5, 0xff] {
+            let mut dest = vec![garbage; out.len()];
+            block_on(program.execute_into(sources, &mut dest)).unwrap();
+            assert_eq!(dest, out, "into a buffer of {garbage:#x}");
+        }
+        out
+    }
+
     #[test]
     fn assembles_data_and_explicit_pad() {
         let (a, b) = (
@@ -242,8 +471,83 @@ mod tests {
             .push_data(7, 2, A, 0)
             .push_pad(9, 1)
             .push_data(10, 2, A, 1);
-        let out = block_on(program(map).execute(&[&a, &b])).unwrap();
-        assert_eq!(out, &b"XYZ\0\0ghab\0bc"[..]);
+        let program = program(map);
+        assert!(program.writes_directly());
+        assert_eq!(every_path(&program, &[&a, &b]), &b"XYZ\0\0ghab\0bc"[..]);
+    }
+
+    #[test]
+    fn direct_write_reads_each_run_once_straight_into_place() {
+        // A's pieces coalesce into one read (overlapping in the source,
+        // out of destination order); B's is alone.
+        let (a, b) = (Counting::new(&b"abcdefgh"[..]), Counting::new(&b"XYZ"[..]));
+        let mut map = ByteRangeMap::new(13);
+        map.push_data(0, 2, A, 4)
+            .push_pad(2, 3)
+            .push_data(5, 3, A, 0)
+            .push_data(8, 2, B, 1)
+            .push_data(10, 3, A, 1);
+        let program = program(map);
+        assert!(matches!(program.runs()[0], Run::Coalesced { .. }));
+        let mut dest = vec![0xee; 13];
+        block_on(program.execute_into(&[&a, &b], &mut dest)).unwrap();
+        assert_eq!(dest, b"ef\0\0\0abcYZbcd");
+        assert_eq!((a.counts(), b.counts()), ((0, 1), (0, 1)));
+    }
+
+    #[test]
+    fn pad_zeroes_its_own_bytes_over_garbage_and_nothing_else() {
+        let a = Counting::new(&b"ABCDEFGHIJ"[..]);
+        let mut map = ByteRangeMap::new(10);
+        map.push_pad(0, 3)
+            .push_data(3, 2, A, 8)
+            .push_pad(5, 4)
+            .push_data(9, 1, A, 0);
+        let mut dest = vec![0xff; 10];
+        block_on(program(map).execute_into(&[&a], &mut dest)).unwrap();
+        assert_eq!(dest, b"\0\0\0IJ\0\0\0\0A");
+        assert_eq!(a.counts(), (0, 2));
+    }
+
+    #[test]
+    fn strided_programs_are_staged() {
+        // Rows of 4 bytes, 5 apart in A, every 8 bytes in the destination,
+        // interleaved with B's rows: two strided runs.
+        let a = Counting::new((0..20u8).collect::<Vec<_>>());
+        let b = Counting::new((100..116u8).collect::<Vec<_>>());
+        let mut map = ByteRangeMap::new(32);
+        for row in 0..4 {
+            map.push_data(row * 8, 4, A, row * 5)
+                .push_data(row * 8 + 4, 4, B, row * 4);
+        }
+        let program = program(map);
+        assert!(program
+            .runs()
+            .iter()
+            .all(|r| matches!(r, Run::Strided { .. })));
+        assert!(!program.writes_directly());
+        let sources: [&dyn SeekableSource; 2] = [&a, &b];
+        let mut dest = vec![0xff; 32];
+        block_on(program.execute_into(&sources, &mut dest)).unwrap();
+        assert_eq!(&dest[..12], [0, 1, 2, 3, 100, 101, 102, 103, 5, 6, 7, 8]);
+        assert_eq!((a.counts(), b.counts()), ((1, 0), (1, 0)));
+        assert_eq!(every_path(&program, &sources), dest);
+        assert_eq!(a.counts().1 + b.counts().1, 0, "never written directly");
+    }
+
+    #[test]
+    fn a_buffer_of_another_length_is_refused() {
+        let a = MemorySource::new(&b"0123"[..]);
+        let mut map = ByteRangeMap::new(4);
+        map.push_data(0, 2, A, 0).push_pad(2, 2);
+        let program = program(map);
+        for len in [3, 5] {
+            let err = block_on(program.execute_into(&[&a], &mut vec![0; len])).unwrap_err();
+            assert!(
+                matches!(err, ExecuteError::BufferSize { dest_len: 4, buffer } if buffer == len),
+                "{err}"
+            );
+        }
     }
 
     #[test]
@@ -260,24 +564,40 @@ mod tests {
     #[test]
     fn empty_and_all_pad_destinations_read_nothing() {
         let source = Faulty::new(b"abc");
-        let out = block_on(program(ByteRangeMap::new(0)).execute(&[])).unwrap();
-        assert!(out.is_empty());
+        assert!(every_path(&program(ByteRangeMap::new(0)), &[]).is_empty());
         let mut map = ByteRangeMap::new(5);
         map.push_pad(0, 5);
-        let out = block_on(program(map).execute(&[&source])).unwrap();
-        assert_eq!(out, &[0u8; 5][..]);
+        assert_eq!(every_path(&program(map), &[&source]), &[0u8; 5][..]);
         assert_eq!(source.reads.load(Ordering::SeqCst), 0);
+    }
+
+    /// Every way of executing `program`, each failed with what `check`
+    /// says of its error.
+    fn every_path_fails(
+        program: &ByteRangeProgram,
+        sources: &[&dyn SeekableSource],
+        check: impl Fn(&ExecuteError) -> bool,
+    ) {
+        let mut dest = vec![0; program.dest_len() as usize];
+        for err in [
+            block_on(program.execute(sources)).unwrap_err(),
+            block_on(program.execute_staged(sources)).unwrap_err(),
+            block_on(program.execute_into(sources, &mut dest)).unwrap_err(),
+        ] {
+            assert!(check(&err), "{err}");
+        }
     }
 
     #[test]
     fn a_short_read_is_an_error_not_data() {
+        // `read_at` one byte short: under the provided `read_into_at` and
+        // `read_scatter_at` too.
         let mut source = Faulty::new(b"0123456789");
         source.short_by = 1;
         for pad in [0, 2] {
             let mut map = ByteRangeMap::new(6 + pad);
             map.push_data(0, 6, A, 3).push_pad(6, pad);
-            let err = block_on(program(map).execute(&[&source])).unwrap_err();
-            assert!(
+            every_path_fails(&program(map), &[&source], |err| {
                 matches!(
                     err,
                     ExecuteError::ShortRead {
@@ -286,10 +606,30 @@ mod tests {
                         expected: 6,
                         got: 5
                     }
-                ),
-                "{err}"
-            );
+                )
+            });
         }
+        // A direct read that owns up to having had too few bytes.
+        let mut source = Counting::new(&b"0123456789"[..]);
+        source.lie = true;
+        let mut map = ByteRangeMap::new(6);
+        map.push_data(0, 2, A, 1)
+            .push_pad(2, 2)
+            .push_data(4, 2, A, 3);
+        let mut dest = vec![0; 6];
+        let err = block_on(program(map).execute_into(&[&source], &mut dest)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ExecuteError::ShortRead {
+                    source_index: A,
+                    offset: 1,
+                    expected: 4,
+                    got: 3
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]
@@ -298,11 +638,9 @@ mod tests {
         source.fail = true;
         let mut map = ByteRangeMap::new(4);
         map.push_data(0, 4, A, 1);
-        let err = block_on(program(map).execute(&[&source])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "reading 4 bytes at offset 1 of source #0: disk on fire"
-        );
+        every_path_fails(&program(map), &[&source], |err| {
+            err.to_string() == "reading 4 bytes at offset 1 of source #0: disk on fire"
+        });
     }
 
     #[test]
@@ -313,30 +651,26 @@ mod tests {
             .push_data(4, 2, B, 2)
             .push_data(6, 2, B, 0);
         let program = program(map);
-        let err = block_on(program.execute(&[&a, &b])).unwrap_err();
-        assert!(
+        every_path_fails(&program, &[&a, &b], |err| {
             matches!(
-                &err,
+                err,
                 ExecuteError::Map(MapError::Unavailable { missing }) if *missing == [Uncovered {
                     dest: 5..6,
                     source_index: B,
                     src: 3..4,
                     source_len: 3,
                 }]
-            ),
-            "{err}"
-        );
-        let err = block_on(program.execute(&[&a])).unwrap_err();
-        assert!(
+            )
+        });
+        every_path_fails(&program, &[&a], |err| {
             matches!(
                 err,
                 ExecuteError::Map(MapError::UnknownSource {
                     source_index: B,
                     supplied: 1
                 })
-            ),
-            "{err}"
-        );
+            )
+        });
         assert_eq!(
             a.reads.load(Ordering::SeqCst) + b.reads.load(Ordering::SeqCst),
             0
@@ -348,5 +682,6 @@ mod tests {
         fn assert_send<T: Send>(_: T) {}
         let program = program(ByteRangeMap::new(0));
         assert_send(program.execute(&[]));
+        assert_send(program.execute_into(&[], &mut []));
     }
 }

@@ -8,8 +8,11 @@
 //!    overlaps, into a [`NormalizedMap`];
 //! 3. [`ByteRangeProgram::compile`] schedules its reads per source in
 //!    source order, coalescing nearby ranges under [`CoalesceLimits`];
-//! 4. [`ByteRangeProgram::execute`] checks every read against the
-//!    [`SeekableSource`]s' lengths, then reads and scatters.
+//! 4. [`ByteRangeProgram::execute_into`] checks every read against the
+//!    [`SeekableSource`]s' lengths, then reads each run straight into its
+//!    places in the caller's buffer (a program with a strided run goes
+//!    through a staging buffer); [`ByteRangeProgram::execute`] does the
+//!    same into a buffer of its own.
 //!
 //! Compilation chooses only how bytes are fetched; the destination bytes
 //! are the same under any limits. Missing source bytes are an error, never
@@ -28,4 +31,4 @@ pub use map::{
     ByteRangeMap, MapError, NormalizedMap, Segment, SegmentKind, SourceIndex, Uncovered,
 };
 pub use program::{ByteRangeProgram, CoalesceLimits, Piece, Run};
-pub use source::{MemorySource, SeekableSource, SourceError};
+pub use source::{MemorySource, SeekableSource, SourceError, Target};

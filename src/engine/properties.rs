@@ -1,6 +1,8 @@
 //! Property tests of the engine as a whole: whatever the map and limits,
-//! execution yields the bytes a naive segment-by-segment copy does, and
-//! normalization refuses maps that miss or double-cover bytes.
+//! execution (into a buffer of its own, staged, or into the caller's
+//! buffer over whatever it held) yields the bytes a naive
+//! segment-by-segment copy does, and normalization refuses maps that miss
+//! or double-cover bytes.
 
 use std::ops::Range;
 
@@ -257,9 +259,36 @@ fn tiled() -> impl Strategy<Value = Tiled> {
         })
 }
 
+/// Checks every way of executing `program` against `reference`; the
+/// caller's buffer starts out filled with `garbage`.
+fn every_path_matches(
+    program: &ByteRangeProgram,
+    sources: &[&dyn SeekableSource],
+    reference: &[u8],
+    garbage: u8,
+) -> Result<(), TestCaseError> {
+    let out = block_on(program.execute(sources)).unwrap();
+    prop_assert_eq!(&out[..], reference, "execute");
+    let staged = block_on(program.execute_staged(sources)).unwrap();
+    prop_assert_eq!(&staged[..], reference, "staged");
+    let mut dest = vec![garbage; reference.len()];
+    block_on(program.execute_into(sources, &mut dest)).unwrap();
+    prop_assert_eq!(&dest[..], reference, "into a buffer of {:#x}", garbage);
+    let strided = program
+        .runs()
+        .iter()
+        .any(|r| matches!(r, Run::Strided { .. }));
+    prop_assert_eq!(program.writes_directly(), !strided);
+    Ok(())
+}
+
 proptest! {
     #[test]
-    fn strided_maps_execute_like_a_naive_copy(tiled in tiled(), all_limits in vec(limits(), 3)) {
+    fn strided_maps_execute_like_a_naive_copy(
+        tiled in tiled(),
+        all_limits in vec(limits(), 3),
+        garbage in any::<u8>(),
+    ) {
         let normalized = tiled.map().normalize().unwrap();
         let sources: Vec<MemorySource> =
             tiled.sources.iter().map(|s| MemorySource::new(s.clone())).collect();
@@ -274,8 +303,7 @@ proptest! {
                     check_window(&run.src().unwrap(), &run.pieces(), limits);
                 }
             }
-            let out = block_on(program.execute(&sources)).unwrap();
-            prop_assert_eq!(&out[..], &reference[..], "limits {:?}", limits);
+            every_path_matches(&program, &sources, &reference, garbage)?;
         }
         // With room to coalesce, a tile read in 3 or more rows with a gap
         // between them becomes one strided run.
@@ -292,7 +320,11 @@ proptest! {
     }
 
     #[test]
-    fn execution_matches_a_naive_copy(case in case(), all_limits in vec(limits(), 3)) {
+    fn execution_matches_a_naive_copy(
+        case in case(),
+        all_limits in vec(limits(), 3),
+        garbage in any::<u8>(),
+    ) {
         let normalized = case.map().normalize().unwrap();
         prop_assert_eq!(normalized.dest_len(), case.dest_len());
         // Normalized segments are maximal: no neighbours left to merge.
@@ -327,8 +359,7 @@ proptest! {
                 };
             }
             prop_assert_eq!(covered, case.dest_len());
-            let out = block_on(program.execute(&sources)).unwrap();
-            prop_assert_eq!(&out[..], &reference[..], "limits {:?}", limits);
+            every_path_matches(&program, &sources, &reference, garbage)?;
         }
     }
 

@@ -1,5 +1,7 @@
 //! [`SeekableSource`]: the sized, random-access byte sources a program reads.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use thiserror::Error;
@@ -35,10 +37,87 @@ pub trait SeekableSource: Send + Sync {
     /// Exactly `len` bytes from `offset`, or an error; never fewer. The
     /// executor checks the length anyway and fails a read that breaks this.
     fn read_at(&self, offset: u64, len: u64) -> BoxFuture<'_, Result<Bytes, SourceError>>;
+
+    /// Fills `dest` with the `dest.len()` bytes from `offset`, or fails:
+    /// the contract of [`SeekableSource::read_at`], written into the
+    /// caller's buffer. Returns how many bytes the source had (see
+    /// [`SeekableSource::read_scatter_at`]).
+    fn read_into_at<'a>(
+        &'a self,
+        offset: u64,
+        dest: &'a mut [u8],
+    ) -> BoxFuture<'a, Result<u64, SourceError>> {
+        let len = dest.len() as u64;
+        let Some(end) = offset.checked_add(len) else {
+            let source_len = self.len();
+            return futures::future::ready(Err(SourceError::OutOfRange {
+                offset,
+                len,
+                source_len,
+            }))
+            .boxed();
+        };
+        let target = Target {
+            src_offset: offset,
+            dest,
+        };
+        self.read_scatter_at(offset..end, vec![target])
+    }
+
+    /// One read of bytes `src`, each of `targets` (all within `src`)
+    /// filled from it: a coalesced read written straight to where its
+    /// pieces go. Returns how many bytes of `src` the source had: all of
+    /// them, or the read must fail; the executor reports any other count
+    /// as a short read (and `targets` then hold unspecified bytes).
+    ///
+    /// By default [`SeekableSource::read_at`] and one copy per target: no
+    /// more than that for a source whose reads are slices of memory it
+    /// holds; a source that would have to join its buffers into one
+    /// `Bytes` first copies straight out of them instead.
+    fn read_scatter_at<'a>(
+        &'a self,
+        src: Range<u64>,
+        targets: Vec<Target<'a>>,
+    ) -> BoxFuture<'a, Result<u64, SourceError>> {
+        async move {
+            let len = src.end - src.start;
+            let bytes = self.read_at(src.start, len).await?;
+            if bytes.len() as u64 == len {
+                for target in targets {
+                    target.fill_from(src.start, &bytes);
+                }
+            }
+            Ok(bytes.len() as u64)
+        }
+        .boxed()
+    }
+}
+
+/// Part of a read written straight into place: `dest` takes the
+/// `dest.len()` source bytes from `src_offset`.
+#[derive(Debug)]
+pub struct Target<'a> {
+    /// Where in the source the bytes start.
+    pub src_offset: u64,
+    /// Where they go.
+    pub dest: &'a mut [u8],
+}
+
+impl Target<'_> {
+    /// Fills `dest` from `bytes`, which hold the source from `start` and
+    /// reach past this target's bytes.
+    fn fill_from(self, start: u64, bytes: &[u8]) {
+        let from = usize::try_from(self.src_offset - start)
+            .expect("a target lies within bytes held in memory");
+        self.dest
+            .copy_from_slice(&bytes[from..from + self.dest.len()]);
+    }
 }
 
 /// A source held in memory, for bytes generated rather than stored (view
-/// headers, indexes) and for tests. Reads are slices: they never copy.
+/// headers, indexes) and for tests. Reads are slices: they never copy, so
+/// the provided [`SeekableSource::read_scatter_at`] copies each byte once,
+/// the least a write into the caller's buffer can.
 #[derive(Clone, Debug)]
 pub struct MemorySource {
     bytes: Bytes,

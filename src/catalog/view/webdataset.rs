@@ -432,10 +432,11 @@ mod tests {
         let fs = Fs::of_catalog(catalog, reader.clone(), Owner { uid: 0, gid: 0 });
         let train = fs.lookup(ROOT_INO, b"train").unwrap().attr.ino;
         let shard = fs.lookup(train, b"shard-000000.tar").unwrap().attr;
-        let mut bytes = Vec::new();
+        let (mut bytes, mut buf) = (Vec::new(), Vec::new());
         while (bytes.len() as u64) < shard.size {
-            let chunk = fs.read(shard.ino, bytes.len() as u64, 1024).await.unwrap();
-            bytes.extend_from_slice(&chunk);
+            let offset = bytes.len() as u64;
+            let chunk = fs.read(shard.ino, offset, 1024, &mut buf).await.unwrap();
+            bytes.extend_from_slice(&chunk.to_bytes());
             // Let the prefetch tasks run, as a reader's pace would.
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
