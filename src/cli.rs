@@ -16,7 +16,7 @@ use packfs::cache::CacheOptions;
 use packfs::catalog::array::ArrayCatalog;
 use packfs::catalog::bundle::BundleCatalog;
 use packfs::catalog::{Catalog, Kind};
-use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
+use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome, Revision};
 use packfs::format::bundle::Compression;
 use packfs::import::{import_files, prepare_source, ImportOptions};
 use packfs::mount::MountOptions;
@@ -152,7 +152,7 @@ pub enum Command {
         /// Path inside the dataset, e.g. train/image/cat/001.jpg.
         path: String,
     },
-    /// Show the Manifest history of a ref, newest first.
+    /// Show the Manifest history of a revision (--ref), newest first.
     Log {
         #[command(flatten)]
         at: DatasetAt,
@@ -160,7 +160,8 @@ pub enum Command {
         #[arg(short = 'n', long, default_value_t = 20)]
         max_count: usize,
     },
-    /// Check every object and invariant of a ref; exit 1 on any problem.
+    /// Check every object and invariant of a revision (--ref); exit 1 on
+    /// any problem.
     ///
     /// For a DataBundle: every shard header, every record (it decodes to
     /// its length) and every file's CRC32C, each problem named.
@@ -191,9 +192,10 @@ pub enum Command {
         dataset: String,
         /// Name of the new ref.
         name: String,
-        /// Ref to start from.
-        #[arg(long, default_value = "main")]
-        from: String,
+        /// Where the branch starts: a ref, a Manifest id or prefix, or
+        /// REVISION~N.
+        #[arg(long, default_value = "main", value_name = "REVISION")]
+        from: Revision,
     },
     /// Merge branches into a ref: one Manifest with all of them as parents.
     ///
@@ -209,9 +211,9 @@ pub enum Command {
         /// The ref to merge into.
         #[arg(long, default_value = "main")]
         into: String,
-        /// Refs to merge.
-        #[arg(required = true)]
-        branches: Vec<String>,
+        /// Refs to merge (or Manifests: ids, prefixes, REVISION~N).
+        #[arg(required = true, value_name = "BRANCH")]
+        branches: Vec<Revision>,
     },
     /// DataBundles: a directory of shard files and a SQLite index, on a
     /// local disk or under an object-store prefix (docs/DATABUNDLE.md).
@@ -267,9 +269,11 @@ pub struct BundleCreateArgs {
     /// system's temporary directory].
     #[arg(long)]
     pub staging_dir: Option<PathBuf>,
-    /// Ref (branch) to read when SRC is a dataset.
-    #[arg(long = "ref", default_value = "main")]
-    pub ref_name: String,
+    /// What to read when SRC is a dataset: a ref, a Manifest id or a
+    /// unique prefix of at least 8 of its hex digits, optionally followed
+    /// by ~N (N Manifests back along first parents).
+    #[arg(long = "ref", default_value = "main", value_name = "REVISION")]
+    pub revision: Revision,
     /// Never draw a progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -279,9 +283,12 @@ pub struct BundleCreateArgs {
 pub struct DatasetAt {
     /// Dataset location: a directory, file://, s3://, gs://, az:// or memory:// URL.
     pub dataset: String,
-    /// Ref (branch) to read.
-    #[arg(long = "ref", default_value = "main")]
-    pub ref_name: String,
+    /// What to read: a ref (branch), a Manifest id or a unique prefix of at
+    /// least 8 of its hex digits, optionally followed by ~N (N Manifests
+    /// back along first parents, e.g. main~1). A name that is both a ref
+    /// and a prefix is the ref.
+    #[arg(long = "ref", default_value = "main", value_name = "REVISION")]
+    pub revision: Revision,
     /// TileDB arrays: read the array as of this time, in milliseconds
     /// since the epoch [default: the latest].
     #[arg(long, value_name = "TIMESTAMP_MS")]
@@ -323,9 +330,13 @@ pub struct MountArgs {
     pub dataset: String,
     /// Existing empty directory to mount on (see --allow-non-empty).
     pub mountpoint: PathBuf,
-    /// Ref (branch) to mount.
-    #[arg(long = "ref", default_value = "main")]
-    pub ref_name: String,
+    /// What to mount: a ref (branch), read-write unless --read-only; or,
+    /// always read-only and immutable, a Manifest id, a unique prefix of
+    /// at least 8 of its hex digits, or REVISION~N (N Manifests back along
+    /// first parents, e.g. main~1). A name that is both a ref and a prefix
+    /// is the ref.
+    #[arg(long = "ref", default_value = "main", value_name = "REVISION")]
+    pub revision: Revision,
     /// Stay in the foreground; unmount cleanly on SIGINT/SIGTERM.
     #[arg(short, long)]
     pub foreground: bool,
@@ -446,7 +457,7 @@ impl MountArgs {
     pub fn options(&self, store: StoreConfig) -> MountOptions {
         MountOptions {
             store,
-            ref_name: self.ref_name.clone(),
+            revision: self.revision.clone(),
             foreground: self.foreground,
             threads: self.threads,
             allow_other: self.allow_other,
@@ -565,7 +576,7 @@ pub async fn run_bundle_create(args: BundleCreateArgs, config: &StoreConfig) -> 
         staging_dir: args.staging_dir,
         progress: !args.no_progress,
     };
-    let source = BundleSource::open(&args.src, &args.ref_name, config).await?;
+    let source = BundleSource::open(&args.src, &args.revision, config).await?;
     let report = create(source, &args.bundle, &options, config).await?;
     eprintln!(
         "created bundle {}: {} files and {} directories, {} bytes in, {} bytes stored in {} \
@@ -587,7 +598,10 @@ async fn load_tree(
     config: &StoreConfig,
 ) -> Result<(Dataset, Tree), Box<dyn std::error::Error>> {
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
-    let snapshot = dataset.snapshot(&at.ref_name).await?;
+    let resolved = dataset.resolve_revision(&at.revision).await?;
+    let snapshot = dataset
+        .snapshot_at(resolved.id, &resolved.describe())
+        .await?;
     Ok((dataset, Tree::build(snapshot)?))
 }
 
@@ -748,7 +762,7 @@ pub async fn run_cat(at: DatasetAt, path: String, config: &StoreConfig) -> CliRe
 pub async fn run_log(at: DatasetAt, max_count: usize, config: &StoreConfig) -> CliResult {
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
     let mut out = std::io::stdout().lock();
-    for (id, m) in dataset.history(&at.ref_name, max_count).await? {
+    for (id, m) in dataset.history(&at.revision.to_string(), max_count).await? {
         let date = chrono::DateTime::from_timestamp_nanos(m.ts_unix_ns as i64);
         writeln!(out, "manifest {id}")?;
         if m.parents.len() > 1 {
@@ -813,11 +827,11 @@ pub async fn run_gc(
 pub async fn run_branch(
     dataset: String,
     name: String,
-    from: String,
+    from: Revision,
     config: &StoreConfig,
 ) -> CliResult {
     let dataset = Dataset::open_with(&dataset, false, config)?;
-    let id = dataset.create_branch(&name, &from).await?;
+    let id = dataset.create_branch(&name, &from.to_string()).await?;
     eprintln!("created ref {name} at manifest {id} (from {from})");
     Ok(())
 }
@@ -825,13 +839,14 @@ pub async fn run_branch(
 pub async fn run_merge(
     dataset: String,
     into: String,
-    branches: Vec<String>,
+    branches: Vec<Revision>,
     config: &StoreConfig,
 ) -> CliResult {
     let dataset = Dataset::open_with(&dataset, false, config)?;
     dataset.store().ensure_atomic_refs().await?;
-    let writer = writer_string(&format!("merge {}", branches.join(" ")));
-    let report = dataset.merge_refs(&into, &branches, &writer).await?;
+    let names: Vec<String> = branches.iter().map(Revision::to_string).collect();
+    let writer = writer_string(&format!("merge {}", names.join(" ")));
+    let report = dataset.merge_refs(&into, &names, &writer).await?;
     for c in &report.conflicts {
         println!("conflict {}", conflict_line(c));
     }
@@ -874,7 +889,7 @@ pub async fn run_verify(
     if packfs::array::Array::is_array(dataset.store()).await {
         return verify_array(dataset.store(), at.at).await;
     }
-    let report = packfs::verify::verify(&dataset, &at.ref_name).await?;
+    let report = packfs::verify::verify(&dataset, &at.revision.to_string()).await?;
     for p in &report.problems {
         println!("FAIL {p}");
     }
@@ -882,12 +897,12 @@ pub async fn run_verify(
     if report.problems.is_empty() {
         println!(
             "OK ref {} manifest {manifest}: {} items, {} objects, {} bytes verified",
-            at.ref_name, report.items, report.objects, report.bytes
+            at.revision, report.items, report.objects, report.bytes
         );
     } else {
         let n = report.problems.len();
         let noun = if n == 1 { "problem" } else { "problems" };
-        println!("{n} {noun} in ref {} manifest {manifest}", at.ref_name);
+        println!("{n} {noun} in ref {} manifest {manifest}", at.revision);
     }
     Ok(report.problems.is_empty())
 }
