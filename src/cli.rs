@@ -17,7 +17,7 @@ use packfs::catalog::array::ArrayCatalog;
 use packfs::catalog::bundle::BundleCatalog;
 use packfs::catalog::view::{NamedView, ViewSpec};
 use packfs::catalog::{Catalog, Kind};
-use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome};
+use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome, Revision};
 use packfs::format::bundle::Compression;
 use packfs::import::{import_files, prepare_source, ImportOptions};
 use packfs::mount::MountOptions;
@@ -162,7 +162,7 @@ pub enum Command {
         #[arg(long, value_name = "SPEC")]
         view: Option<ViewSpec>,
     },
-    /// Show the Manifest history of a ref, newest first.
+    /// Show the Manifest history of a revision (--ref), newest first.
     Log {
         #[command(flatten)]
         at: DatasetAt,
@@ -170,13 +170,37 @@ pub enum Command {
         #[arg(short = 'n', long, default_value_t = 20)]
         max_count: usize,
     },
-    /// Check every object and invariant of a ref; exit 1 on any problem.
+    /// Check every object and invariant of a revision (--ref); exit 1 on
+    /// any problem.
     ///
     /// For a DataBundle: every shard header, every record (it decodes to
     /// its length) and every file's CRC32C, each problem named.
     Verify {
         #[command(flatten)]
         at: DatasetAt,
+    },
+    /// List the items added, removed and changed from revision FROM to TO.
+    ///
+    /// One line per item, sorted by path: a marker, a tab and
+    /// /<timeline>/<modality>/<name>. Markers: + added, - removed, M other
+    /// bytes, T same bytes but another mode or mtime. A path holding a
+    /// control character, '"' or '\' is printed in double quotes with C
+    /// escapes. A summary goes to stderr. Items whose Track entries cannot
+    /// tell (same size, stored elsewhere) are read on both sides and
+    /// compared. Exits 0 whether or not the revisions differ.
+    Diff {
+        /// Dataset location.
+        dataset: String,
+        /// The revision compared from: a ref, a Manifest id or a unique
+        /// prefix of at least 8 of its hex digits, optionally followed by
+        /// ~N (N Manifests back along first parents).
+        from: Revision,
+        /// The revision compared to (same syntax).
+        to: Revision,
+        /// Separate marker and path with NUL and end each entry with NUL,
+        /// paths unquoted (for xargs -0).
+        #[arg(short = 'z')]
+        nul: bool,
     },
     /// Delete objects no ref reaches (uploads that never committed, objects
     /// of deleted branches). History is kept: every Manifest any ref can
@@ -201,9 +225,10 @@ pub enum Command {
         dataset: String,
         /// Name of the new ref.
         name: String,
-        /// Ref to start from.
-        #[arg(long, default_value = "main")]
-        from: String,
+        /// Where the branch starts: a ref, a Manifest id or prefix, or
+        /// REVISION~N.
+        #[arg(long, default_value = "main", value_name = "REVISION")]
+        from: Revision,
     },
     /// Merge branches into a ref: one Manifest with all of them as parents.
     ///
@@ -219,9 +244,9 @@ pub enum Command {
         /// The ref to merge into.
         #[arg(long, default_value = "main")]
         into: String,
-        /// Refs to merge.
-        #[arg(required = true)]
-        branches: Vec<String>,
+        /// Refs to merge (or Manifests: ids, prefixes, REVISION~N).
+        #[arg(required = true, value_name = "BRANCH")]
+        branches: Vec<Revision>,
     },
     /// DataBundles: a directory of shard files and a SQLite index, on a
     /// local disk or under an object-store prefix (docs/DATABUNDLE.md).
@@ -277,9 +302,11 @@ pub struct BundleCreateArgs {
     /// system's temporary directory].
     #[arg(long)]
     pub staging_dir: Option<PathBuf>,
-    /// Ref (branch) to read when SRC is a dataset.
-    #[arg(long = "ref", default_value = "main")]
-    pub ref_name: String,
+    /// What to read when SRC is a dataset: a ref, a Manifest id or a
+    /// unique prefix of at least 8 of its hex digits, optionally followed
+    /// by ~N (N Manifests back along first parents).
+    #[arg(long = "ref", default_value = "main", value_name = "REVISION")]
+    pub revision: Revision,
     /// Never draw a progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -289,9 +316,12 @@ pub struct BundleCreateArgs {
 pub struct DatasetAt {
     /// Dataset location: a directory, file://, s3://, gs://, az:// or memory:// URL.
     pub dataset: String,
-    /// Ref (branch) to read.
-    #[arg(long = "ref", default_value = "main")]
-    pub ref_name: String,
+    /// What to read: a ref (branch), a Manifest id or a unique prefix of at
+    /// least 8 of its hex digits, optionally followed by ~N (N Manifests
+    /// back along first parents, e.g. main~1). A name that is both a ref
+    /// and a prefix is the ref.
+    #[arg(long = "ref", default_value = "main", value_name = "REVISION")]
+    pub revision: Revision,
     /// TileDB arrays: read the array as of this time, in milliseconds
     /// since the epoch [default: the latest].
     #[arg(long, value_name = "TIMESTAMP_MS")]
@@ -333,9 +363,13 @@ pub struct MountArgs {
     pub dataset: String,
     /// Existing empty directory to mount on (see --allow-non-empty).
     pub mountpoint: PathBuf,
-    /// Ref (branch) to mount.
-    #[arg(long = "ref", default_value = "main")]
-    pub ref_name: String,
+    /// What to mount: a ref (branch), read-write unless --read-only; or,
+    /// always read-only and immutable, a Manifest id, a unique prefix of
+    /// at least 8 of its hex digits, or REVISION~N (N Manifests back along
+    /// first parents, e.g. main~1). A name that is both a ref and a prefix
+    /// is the ref.
+    #[arg(long = "ref", default_value = "main", value_name = "REVISION")]
+    pub revision: Revision,
     /// Stay in the foreground; unmount cleanly on SIGINT/SIGTERM.
     #[arg(short, long)]
     pub foreground: bool,
@@ -466,7 +500,7 @@ impl MountArgs {
     pub fn options(&self, store: StoreConfig) -> MountOptions {
         MountOptions {
             store,
-            ref_name: self.ref_name.clone(),
+            revision: self.revision.clone(),
             foreground: self.foreground,
             threads: self.threads,
             allow_other: self.allow_other,
@@ -561,7 +595,7 @@ pub async fn run_bundle_create(args: BundleCreateArgs, config: &StoreConfig) -> 
         staging_dir: args.staging_dir,
         progress: !args.no_progress,
     };
-    let source = BundleSource::open(&args.src, &args.ref_name, config).await?;
+    let source = BundleSource::open(&args.src, &args.revision, config).await?;
     let report = create(source, &args.bundle, &options, config).await?;
     eprintln!(
         "created bundle {}: {} files and {} directories, {} bytes in, {} bytes stored in {} \
@@ -583,7 +617,10 @@ async fn load_tree(
     config: &StoreConfig,
 ) -> Result<(Dataset, Tree), Box<dyn std::error::Error>> {
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
-    let snapshot = dataset.snapshot(&at.ref_name).await?;
+    let resolved = dataset.resolve_revision(&at.revision).await?;
+    let snapshot = dataset
+        .snapshot_at(resolved.id, &resolved.describe())
+        .await?;
     Ok((dataset, Tree::build(snapshot)?))
 }
 
@@ -776,7 +813,7 @@ pub async fn run_cat(
 pub async fn run_log(at: DatasetAt, max_count: usize, config: &StoreConfig) -> CliResult {
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
     let mut out = std::io::stdout().lock();
-    for (id, m) in dataset.history(&at.ref_name, max_count).await? {
+    for (id, m) in dataset.history(&at.revision.to_string(), max_count).await? {
         let date = chrono::DateTime::from_timestamp_nanos(m.ts_unix_ns as i64);
         writeln!(out, "manifest {id}")?;
         if m.parents.len() > 1 {
@@ -838,14 +875,67 @@ pub async fn run_gc(
     Ok(())
 }
 
+pub async fn run_diff(
+    dataset: String,
+    from: Revision,
+    to: Revision,
+    nul: bool,
+    config: &StoreConfig,
+) -> CliResult {
+    use packfs::diff::{quote_path, Change};
+    let dataset = Dataset::open_with(&dataset, false, config)?;
+    let from = dataset.resolve_revision(&from).await?;
+    let to = dataset.resolve_revision(&to).await?;
+    let reader = Reader::new(dataset.store().clone(), CacheOptions::default(), None);
+    let report = packfs::diff::diff(&dataset, &from, &to, &reader).await?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = report.differences.iter().try_for_each(|d| match nul {
+        true => write!(out, "{}\0{}\0", d.change.marker(), d.path),
+        false => writeln!(out, "{}\t{}", d.change.marker(), quote_path(&d.path)),
+    });
+    match written.and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        r => r?,
+    }
+    let sides = format!(
+        "from {} ({}) to {} ({})",
+        from.revision,
+        from.id.short(),
+        to.revision,
+        to.id.short()
+    );
+    match report.differences.is_empty() {
+        true => eprintln!("{sides}: no differences"),
+        false => eprintln!(
+            "{sides}: {} added, {} removed, {} modified, {} touched (mode or mtime only)",
+            report.count(Change::Added),
+            report.count(Change::Removed),
+            report.count(Change::Modified),
+            report.count(Change::Touched),
+        ),
+    }
+    match report.items_read {
+        0 => {}
+        1 => eprintln!(
+            "1 item of the same size stored apart was read and compared ({} bytes read)",
+            report.bytes_read
+        ),
+        n => eprintln!(
+            "{n} items of the same size stored apart were read and compared ({} bytes read)",
+            report.bytes_read
+        ),
+    }
+    Ok(())
+}
+
 pub async fn run_branch(
     dataset: String,
     name: String,
-    from: String,
+    from: Revision,
     config: &StoreConfig,
 ) -> CliResult {
     let dataset = Dataset::open_with(&dataset, false, config)?;
-    let id = dataset.create_branch(&name, &from).await?;
+    let id = dataset.create_branch(&name, &from.to_string()).await?;
     eprintln!("created ref {name} at manifest {id} (from {from})");
     Ok(())
 }
@@ -853,13 +943,14 @@ pub async fn run_branch(
 pub async fn run_merge(
     dataset: String,
     into: String,
-    branches: Vec<String>,
+    branches: Vec<Revision>,
     config: &StoreConfig,
 ) -> CliResult {
     let dataset = Dataset::open_with(&dataset, false, config)?;
     dataset.store().ensure_atomic_refs().await?;
-    let writer = writer_string(&format!("merge {}", branches.join(" ")));
-    let report = dataset.merge_refs(&into, &branches, &writer).await?;
+    let names: Vec<String> = branches.iter().map(Revision::to_string).collect();
+    let writer = writer_string(&format!("merge {}", names.join(" ")));
+    let report = dataset.merge_refs(&into, &names, &writer).await?;
     for c in &report.conflicts {
         println!("conflict {}", conflict_line(c));
     }
@@ -902,7 +993,7 @@ pub async fn run_verify(
     if packfs::array::Array::is_array(dataset.store()).await {
         return verify_array(dataset.store(), at.at).await;
     }
-    let report = packfs::verify::verify(&dataset, &at.ref_name).await?;
+    let report = packfs::verify::verify(&dataset, &at.revision.to_string()).await?;
     for p in &report.problems {
         println!("FAIL {p}");
     }
@@ -910,12 +1001,12 @@ pub async fn run_verify(
     if report.problems.is_empty() {
         println!(
             "OK ref {} manifest {manifest}: {} items, {} objects, {} bytes verified",
-            at.ref_name, report.items, report.objects, report.bytes
+            at.revision, report.items, report.objects, report.bytes
         );
     } else {
         let n = report.problems.len();
         let noun = if n == 1 { "problem" } else { "problems" };
-        println!("{n} {noun} in ref {} manifest {manifest}", at.ref_name);
+        println!("{n} {noun} in ref {} manifest {manifest}", at.revision);
     }
     Ok(report.problems.is_empty())
 }

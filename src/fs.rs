@@ -21,6 +21,7 @@ use tracing::warn;
 use crate::cache::Stats;
 use crate::catalog::dataset::item_extents;
 use crate::catalog::{Catalog, CatalogError};
+use crate::format::ObjectId;
 use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, ROOT_INO};
 use crate::passthrough::Passthrough;
 use crate::reader::{ReadBytes, ReadError, Reader};
@@ -169,17 +170,32 @@ pub struct Fs {
 impl Fs {
     /// Serves `ns`, reading file bytes through `reader`; with `writer`,
     /// changes are accepted. Every node is owned by `owner`. The control
-    /// catalog is attached at `/.packfs`.
+    /// catalog is attached at `/.packfs`; without `writer` it names the
+    /// Manifest served (`/.packfs/manifest`).
     pub fn new(
         ns: Arc<Namespace>,
         writer: Option<Arc<Writer>>,
         reader: Reader,
         owner: Owner,
     ) -> Self {
+        // A read-write mount serves its own changes over the Manifest it
+        // started from: no one Manifest to name.
+        let manifest = writer.is_none().then(|| ns.tree().manifest_id());
+        Self::with_control(ns, writer, reader, owner, manifest)
+    }
+
+    fn with_control(
+        ns: Arc<Namespace>,
+        writer: Option<Arc<Writer>>,
+        reader: Reader,
+        owner: Owner,
+        manifest: Option<ObjectId>,
+    ) -> Self {
         let control = crate::catalog::control::Control::new(
             reader.stats().clone(),
             ns.attr(ROOT_INO)
                 .map_or(SystemTime::UNIX_EPOCH, |a| a.mtime),
+            manifest,
         );
         Fs {
             ns,
@@ -196,10 +212,16 @@ impl Fs {
     }
 
     /// Serves `catalog` as the whole (read-only) mount: its root is the
-    /// mount's root, with the control catalog attached at `/.packfs`.
-    pub fn of_catalog(catalog: Arc<dyn Catalog>, reader: Reader, owner: Owner) -> Self {
+    /// mount's root, with the control catalog attached at `/.packfs`
+    /// (naming `manifest` if the catalog shows one: a view of a dataset).
+    pub fn of_catalog(
+        catalog: Arc<dyn Catalog>,
+        reader: Reader,
+        owner: Owner,
+        manifest: Option<ObjectId>,
+    ) -> Self {
         let ns = Arc::new(Namespace::new(Tree::empty(), false));
-        let mut fs = Fs::new(ns, None, reader, owner);
+        let mut fs = Fs::with_control(ns, None, reader, owner, manifest);
         fs.attached.push(Attached {
             name: "".into(),
             catalog,

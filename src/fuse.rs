@@ -23,9 +23,13 @@ use crate::namespace::{Kind, NsError};
 use crate::reader::ReadError;
 use crate::write::WriteError;
 
-/// Attributes and names of stable nodes may be cached this long: every
-/// change goes through the mount.
+/// Attributes and names of stable nodes of a read-write mount may be
+/// cached this long: every change goes through the mount.
 const TTL: Duration = Duration::from_secs(24 * 3600);
+/// The same on a read-only mount, whose snapshot never changes: for ever.
+/// The largest timeout, which libfuse also sends for an infinite one; the
+/// kernel caps it at its longest jiffies offset.
+const TTL_IMMUTABLE: Duration = Duration::from_secs(u64::MAX);
 /// Reported `st_blksize`: tools like `cp` size their reads from it.
 const BLKSIZE: u32 = 128 * 1024;
 /// Requests the kernel may have outstanding at once (fuser's default is 16).
@@ -107,11 +111,13 @@ fn file_attr(stat: &Stat) -> FileAttr {
     }
 }
 
-fn ttl(stat: &Stat) -> Duration {
+/// How long the kernel may cache `stat` and its name: `stable` unless the
+/// node is volatile.
+fn ttl(stat: &Stat, stable: Duration) -> Duration {
     if stat.volatile {
         Duration::ZERO
     } else {
-        TTL
+        stable
     }
 }
 
@@ -125,6 +131,8 @@ pub struct PackFs {
     fs: Arc<Fs>,
     runtime: tokio::runtime::Handle,
     backings: Arc<Mutex<Backings>>,
+    /// How long stable nodes may be cached ([`TTL`], [`TTL_IMMUTABLE`]).
+    ttl: Duration,
 }
 
 /// Registered backing files. The kernel wants the same one for every open
@@ -139,10 +147,15 @@ struct Backings {
 impl PackFs {
     /// The adapter of `fs`, whose waits run on `runtime`.
     pub fn new(fs: Arc<Fs>, runtime: tokio::runtime::Handle) -> Self {
+        let ttl = match fs.is_writable() {
+            true => TTL,
+            false => TTL_IMMUTABLE,
+        };
         PackFs {
             fs,
             runtime,
             backings: Arc::default(),
+            ttl,
         }
     }
 
@@ -180,16 +193,16 @@ fn reply_empty(reply: ReplyEmpty, result: Result<(), FsError>) {
     }
 }
 
-fn reply_entry(reply: ReplyEntry, result: Result<Stat, FsError>) {
+fn reply_entry(reply: ReplyEntry, stable: Duration, result: Result<Stat, FsError>) {
     match result {
-        Ok(stat) => reply.entry(&ttl(&stat), &file_attr(&stat), Generation(0)),
+        Ok(stat) => reply.entry(&ttl(&stat, stable), &file_attr(&stat), Generation(0)),
         Err(e) => reply.error(errno(&e)),
     }
 }
 
-fn reply_attr(reply: ReplyAttr, result: Result<Stat, FsError>) {
+fn reply_attr(reply: ReplyAttr, stable: Duration, result: Result<Stat, FsError>) {
     match result {
-        Ok(stat) => reply.attr(&ttl(&stat), &file_attr(&stat)),
+        Ok(stat) => reply.attr(&ttl(&stat, stable), &file_attr(&stat)),
         Err(e) => reply.error(errno(&e)),
     }
 }
@@ -237,11 +250,12 @@ impl Filesystem for PackFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        reply_entry(reply, self.fs.lookup(parent.0, name.as_encoded_bytes()));
+        let found = self.fs.lookup(parent.0, name.as_encoded_bytes());
+        reply_entry(reply, self.ttl, found);
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        reply_attr(reply, self.fs.getattr(ino.0));
+        reply_attr(reply, self.ttl, self.fs.getattr(ino.0));
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -307,7 +321,7 @@ impl Filesystem for PackFs {
             .create(parent.0, name.as_encoded_bytes(), perm(mode, umask))
         {
             Ok((stat, fh)) => reply.created(
-                &ttl(&stat),
+                &ttl(&stat, self.ttl),
                 &file_attr(&stat),
                 Generation(0),
                 FileHandle(fh),
@@ -439,8 +453,10 @@ impl Filesystem for PackFs {
             size,
             mtime: mtime.map(time),
         };
-        let fs = self.fs.clone();
-        self.run(async move { reply_attr(reply, fs.setattr(ino.0, fh.map(|f| f.0), set).await) });
+        let (fs, ttl) = (self.fs.clone(), self.ttl);
+        self.run(
+            async move { reply_attr(reply, ttl, fs.setattr(ino.0, fh.map(|f| f.0), set).await) },
+        );
     }
 
     fn mknod(
@@ -453,7 +469,7 @@ impl Filesystem for PackFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        reply_entry(reply, self.fs.mknod());
+        reply_entry(reply, self.ttl, self.fs.mknod());
     }
 
     fn mkdir(
@@ -468,7 +484,7 @@ impl Filesystem for PackFs {
         let made = self
             .fs
             .mkdir(parent.0, name.as_encoded_bytes(), perm(mode, umask));
-        reply_entry(reply, made);
+        reply_entry(reply, self.ttl, made);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -561,7 +577,14 @@ impl Filesystem for PackFs {
     ) {
         let listed = self.fs.readdir(ino.0, offset, |name, stat, cookie| {
             let attr = file_attr(stat);
-            reply.add(attr.ino, cookie, name, &ttl(stat), &attr, Generation(0))
+            reply.add(
+                attr.ino,
+                cookie,
+                name,
+                &ttl(stat, self.ttl),
+                &attr,
+                Generation(0),
+            )
         });
         match listed {
             Ok(()) => reply.ok(),

@@ -11,9 +11,9 @@
 //!   without `/dev/fuse`.
 //! - [`write`]: read-write mounts: open handles, the spool of written
 //!   files, its journal, and the flusher that packs and commits them.
-//! - [`import`], [`verify`] and [`gc`]: commands that write a dataset from
-//!   a directory tree or a DataBundle, check one, and delete what no ref
-//!   reaches.
+//! - [`import`], [`verify`], [`diff`] and [`gc`]: commands that write a
+//!   dataset from a directory tree or a DataBundle, check one, compare two
+//!   of its Manifests, and delete what no ref reaches.
 //! - [`bundle`]: DataBundles (`docs/DATABUNDLE.md`): their index, and
 //!   `bundle create`, which writes one from a directory tree or a dataset.
 //! - [`namespace`] and [`tree`]: inodes, names and attributes of the
@@ -42,6 +42,7 @@ pub mod cache;
 pub mod catalog;
 mod daemon;
 pub mod dataset;
+pub mod diff;
 pub mod engine;
 pub mod format;
 pub mod fs;

@@ -67,6 +67,14 @@ fn run_async(command: Command, config: &StoreConfig) -> Result<bool, Box<dyn std
                 cli::run_log(at, max_count, config).await.map(|_| true)
             }
             Command::Verify { at } => cli::run_verify(at, config).await,
+            Command::Diff {
+                dataset,
+                from,
+                to,
+                nul,
+            } => cli::run_diff(dataset, from, to, nul, config)
+                .await
+                .map(|_| true),
             Command::Gc {
                 dataset,
                 dry_run,

@@ -17,7 +17,7 @@ use crate::catalog::bundle::BundleCatalog;
 use crate::catalog::view::{self, NamedView, ViewSpec};
 use crate::catalog::Catalog;
 use crate::daemon::{self, Readiness};
-use crate::dataset::{Dataset, DatasetError};
+use crate::dataset::{Dataset, DatasetError, Revision};
 use crate::fs::{Fs, Owner};
 use crate::fuse::PackFs;
 use crate::mountpoint;
@@ -33,7 +33,9 @@ use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteO
 pub struct MountOptions {
     /// How to reach the store (kept in memory across the daemon's fork).
     pub store: StoreConfig,
-    pub ref_name: String,
+    /// What to mount: a ref (read-write unless `read_only`), or any other
+    /// [`Revision`], which names one Manifest and is mounted read-only.
+    pub revision: Revision,
     /// Stay attached to the terminal instead of daemonizing.
     pub foreground: bool,
     /// Threads reading kernel requests.
@@ -101,7 +103,7 @@ impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             store: StoreConfig::default(),
-            ref_name: "main".into(),
+            revision: Revision::default(),
             foreground: false,
             threads: 4,
             allow_other: false,
@@ -174,7 +176,7 @@ pub fn mount(location: &str, mountpoint: &Path, options: &MountOptions) -> Resul
     let log_file = match absolute(&options.log_file, "resolve --log-file")? {
         Some(path) => Some(path),
         None if options.foreground => None,
-        None => default_log_file(&location, &options.ref_name, &mountpoint),
+        None => default_log_file(&location, &options.revision.to_string(), &mountpoint),
     };
     let options = &MountOptions {
         cache_dir: absolute(&options.cache_dir, "resolve --cache-dir")?,
@@ -347,11 +349,12 @@ fn open_session(
         (_, true) => open_array_fs(store, options, runtime.handle())?,
         _ => {
             let spool_dir = options.write.spool_dir.clone().unwrap_or_else(|| {
-                default_spool_dir(store.location(), &options.ref_name, mountpoint)
+                default_spool_dir(store.location(), &options.revision.to_string(), mountpoint)
             });
             open_fs(dataset, &spool_dir, options, runtime.handle())?
         }
     };
+    let read_only = !fs.is_writable();
     let fs = PackFs::new(fs, runtime.handle().clone());
     let mut config = Config::default();
     let fsname =
@@ -362,7 +365,7 @@ fn open_session(
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
-    if options.is_read_only() || bundle || array {
+    if read_only {
         config.mount_options.push(MountOption::RO);
     }
     if options.allow_other {
@@ -396,28 +399,48 @@ pub fn open_fs(
         None => None,
     };
     let reader = Reader::new(dataset.store().clone(), options.cache.clone(), disk);
-    let writable = !options.is_read_only();
-    let tree = runtime.block_on(async {
-        if writable {
+    // The tree, and the ref commits go to (`None`: a read-only mount).
+    let (tree, commit_to) = runtime.block_on(async {
+        let may_write = !options.is_read_only() && options.revision.may_be_ref();
+        if may_write {
             // A writer must be able to move the ref safely before it
-            // accepts anything.
+            // accepts anything; probing first also names a store that
+            // cannot be used (no bucket, no credentials) as such.
             dataset
                 .store()
                 .ensure_atomic_refs()
                 .await
                 .map_err(DatasetError::from)?;
-            // What a mount that died left in this spool is committed first.
-            recover(
-                dataset,
-                &options.ref_name,
-                reader.clone(),
-                spool_dir,
-                &options.write,
-            )
-            .await?;
         }
-        Ok::<_, MountError>(Tree::build(dataset.snapshot(&options.ref_name).await?)?)
+        let resolved = dataset.resolve_revision(&options.revision).await?;
+        // Only a ref takes commits: any other revision names one Manifest
+        // for good, so its mount is read-only.
+        let ref_name = match (may_write, resolved.ref_name.clone()) {
+            (true, Some(name)) => name,
+            _ => {
+                let snapshot = dataset
+                    .snapshot_at(resolved.id, &resolved.describe())
+                    .await?;
+                return Ok::<_, MountError>((Tree::build(snapshot)?, None));
+            }
+        };
+        // What a mount that died left in this spool is committed first,
+        // so the ref is read again after it.
+        recover(
+            dataset,
+            &ref_name,
+            reader.clone(),
+            spool_dir,
+            &options.write,
+        )
+        .await?;
+        let id = dataset.resolve(&ref_name).await?;
+        let snapshot = dataset
+            .snapshot_at(id, &format!("ref {ref_name:?}"))
+            .await?;
+        Ok((Tree::build(snapshot)?, Some(ref_name)))
     })?;
+    let writable = commit_to.is_some();
     info!(
         "loaded manifest {} ({} nodes, {} bytes)",
         tree.manifest_id(),
@@ -428,12 +451,12 @@ pub fn open_fs(
     let tree = Arc::new(tree);
     let views = open_views(&tree, options)?;
     if let Some(root) = options.root_view() {
+        let manifest = Some(tree.manifest_id());
         let catalog = view::open(tree, root).map_err(|e| MountError::View(e.to_string()))?;
+        let fs = Fs::of_catalog(catalog, reader, owner, manifest);
         let fs = views
             .into_iter()
-            .fold(Fs::of_catalog(catalog, reader, owner), |fs, (name, c)| {
-                fs.attach(name, c)
-            });
+            .fold(fs, |fs, (name, c)| fs.attach(name, c));
         return Ok(Arc::new(fs));
     }
     let defaults = Modes::default_for(writable);
@@ -444,13 +467,13 @@ pub fn open_fs(
         force_dir: options.dir_mode.is_some(),
     };
     let ns = Arc::new(Namespace::new(tree, writable).with_modes(modes));
-    let writer = match writable {
-        false => None,
-        true => {
+    let writer = match commit_to {
+        None => None,
+        Some(ref_name) => {
             let writer = Writer::new(
                 ns.clone(),
                 dataset.clone(),
-                &options.ref_name,
+                &ref_name,
                 reader.clone(),
                 spool_dir,
                 options.write.clone(),
@@ -532,6 +555,7 @@ pub fn open_bundle_fs(
         Arc::new(catalog),
         reader,
         owner(options),
+        None,
     )))
 }
 
@@ -564,6 +588,7 @@ pub fn open_array_fs(
         Arc::new(catalog),
         reader,
         owner(options),
+        None,
     )))
 }
 

@@ -1,4 +1,5 @@
-//! `packfs verify`: checks that a ref names a complete, uncorrupted dataset.
+//! `packfs verify`: checks that a revision names a complete, uncorrupted
+//! dataset.
 //!
 //! Checked: the Manifest, every Track and every ItemManifest decode and obey
 //! the format's rules (names, pack invariants, chunk sizes); the tree has no
@@ -29,12 +30,13 @@ pub struct VerifyReport {
     pub problems: Vec<String>,
 }
 
-/// Verifies the Manifest `ref_name` points at.
-pub async fn verify(dataset: &Dataset, ref_name: &str) -> Result<VerifyReport, DatasetError> {
+/// Verifies the Manifest `revision` names (see [`crate::dataset::Revision`]).
+pub async fn verify(dataset: &Dataset, revision: &str) -> Result<VerifyReport, DatasetError> {
     let mut report = VerifyReport::default();
-    let id = dataset.resolve(ref_name).await?;
+    let resolved = dataset.resolve_revision(&revision.parse()?).await?;
+    let id = resolved.id;
     report.manifest = Some(id);
-    let snapshot = match dataset.snapshot_at(id, &format!("ref {ref_name:?}")).await {
+    let snapshot = match dataset.snapshot_at(id, &resolved.describe()).await {
         Ok(s) => s,
         Err(e) => {
             report.problems.push(e.to_string());

@@ -561,10 +561,10 @@ fn missing_ref_does_not_exist() {
             .stderr_has(&["ref \"nope\"", "does not exist"]);
         assert!(run.stdout.is_empty(), "{args:?}: {}", run.describe());
     }
-    // An invalid ref name is refused as such.
-    packfs(&["ls", f.ds(), "--ref", "../main"])
-        .assert_failed()
-        .stderr_has(&["\"../main\"", "ref"]);
+    // An invalid ref name is refused as such, as a usage error.
+    let run = packfs(&["ls", f.ds(), "--ref", "../main"]);
+    assert_eq!(run.code, Some(2), "{}", run.describe());
+    run.stderr_has(&["\"../main\"", "ref"]);
 }
 
 #[test]

@@ -328,6 +328,15 @@ fn a_view_beside_a_read_write_mount_shows_the_snapshot_it_started_from() {
     let (ds, items) = dataset(dir.path());
     let spool = dir.path().join("spool");
     let mnt_dir = dir.path().join("mnt");
+    let log =
+        String::from_utf8(packfs_ok(&["log", ds.to_str().unwrap(), "-n", "1"]).stdout).unwrap();
+    let first = log
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("manifest ")
+        .unwrap()
+        .to_string();
     let views = ["--view", ".shards=webdataset", "--view", ".samples=samples"];
     let mnt = Mounted::writable(&ds, &mnt_dir, &spool, &views);
     let shard = mnt.path.join(".shards/train/shard-000000.tar");
@@ -368,6 +377,20 @@ fn a_view_beside_a_read_write_mount_shows_the_snapshot_it_started_from() {
     assert_eq!(
         std::fs::read(mnt.path.join(".samples/train/cat/99999/99999.txt")).unwrap(),
         b"new caption"
+    );
+    drop(mnt);
+
+    // A view of a history mount: the Manifest before the writes, by id.
+    let old = Mounted::new(
+        &ds,
+        &dir.path().join("old"),
+        &["--ref", &first, "--view", "webdataset"],
+    );
+    let manifest = std::fs::read_to_string(old.path.join(".packfs/manifest")).unwrap();
+    assert_eq!(manifest.trim(), first);
+    assert_eq!(
+        std::fs::read(old.path.join("train/shard-000000.tar")).unwrap(),
+        before
     );
 }
 

@@ -23,6 +23,7 @@ use object_store::path::Path as ObjectPath;
 
 use super::index::IndexWriter;
 use super::{index_path, Bundle, BundleError};
+use crate::dataset::Revision;
 use crate::format::bundle::{
     file_key, shard_key, shard_name, BundleConfig, Compression, FileMetadata, FileType, CONFIG_KEY,
     INDEX_PATH, MAGIC, VERSION,
@@ -95,16 +96,16 @@ pub enum BundleSource {
 }
 
 impl BundleSource {
-    /// The source `src` names, read at `ref_name` if it is a dataset: a
+    /// The source `src` names, read at `revision` if it is a dataset: a
     /// dataset, or a location inside one followed by a path of its tree
     /// (see [`DatasetTree`]); else a local directory. A local directory
     /// that is a dataset, or is inside one, is read as the dataset.
     pub async fn open(
         src: &str,
-        ref_name: &str,
+        revision: &Revision,
         config: &StoreConfig,
     ) -> Result<BundleSource, BundleError> {
-        if let Some(tree) = DatasetTree::find(src, ref_name, config).await? {
+        if let Some(tree) = DatasetTree::find(src, revision, config).await? {
             return Ok(BundleSource::Dataset(Box::new(tree)));
         }
         match Store::local_path(src)? {

@@ -75,10 +75,10 @@ pub enum BundleError {
     Tree(#[from] crate::tree::TreeError),
     /// The path of a dataset's tree a bundle was asked of is not one of
     /// its directories.
-    #[error("dataset {location} at ref {ref_name}: {source}")]
+    #[error("dataset {location} at {revision}: {source}")]
     DatasetPath {
         location: String,
-        ref_name: String,
+        revision: String,
         #[source]
         source: crate::tree::TreeError,
     },

@@ -1,5 +1,6 @@
 //! The control catalog, attached at `/.packfs`: the `stats` file, the read
-//! path's counters rendered at every read.
+//! path's counters rendered at every read, and on a read-only dataset
+//! mount the `manifest` file, the id of the Manifest it serves.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -10,11 +11,14 @@ use bytes::Bytes;
 
 use super::{Catalog, CatalogError, Entry, Extents, Kind};
 use crate::cache::Stats;
+use crate::format::ObjectId;
 
 /// The name it is attached at in the mount's root.
 pub const NAME: &str = crate::format::CONTROL_DIR;
 const STATS: u64 = 1;
 const STATS_NAME: &str = "stats";
+const MANIFEST: u64 = 2;
+const MANIFEST_NAME: &str = "manifest";
 
 /// `/.packfs`: found by name, never listed, so `find`, `cp -r`, `tar` and
 /// `diff -r` see exactly the dataset.
@@ -22,11 +26,20 @@ pub struct Control {
     stats: Arc<Stats>,
     /// The mtime of the directory (the mount's root's).
     mtime: SystemTime,
+    /// The `manifest` file's bytes (the id and a newline), on a mount that
+    /// serves one Manifest for its whole life.
+    manifest: Option<Bytes>,
 }
 
 impl Control {
-    pub fn new(stats: Arc<Stats>, mtime: SystemTime) -> Self {
-        Control { stats, mtime }
+    /// The control directory of a mount whose root has `mtime`; with
+    /// `manifest`, the mount serves that Manifest and nothing else.
+    pub fn new(stats: Arc<Stats>, mtime: SystemTime, manifest: Option<ObjectId>) -> Self {
+        Control {
+            stats,
+            mtime,
+            manifest: manifest.map(|id| Bytes::from(format!("{id}\n"))),
+        }
     }
 
     fn stats_text(&self) -> Bytes {
@@ -53,16 +66,35 @@ impl Catalog for Control {
                 mtime: SystemTime::now(),
                 volatile: true,
             }),
+            MANIFEST => self.manifest.as_ref().map(|text| Entry {
+                kind: Kind::File,
+                size: text.len() as u64,
+                perm: 0o444,
+                mtime: self.mtime,
+                volatile: false,
+            }),
             _ => None,
         })
     }
 
     fn lookup(&self, dir: u64, name: &[u8]) -> Result<Option<u64>, CatalogError> {
-        Ok((dir == 0 && name == STATS_NAME.as_bytes()).then_some(STATS))
+        Ok(match name {
+            _ if dir != 0 => None,
+            n if n == STATS_NAME.as_bytes() => Some(STATS),
+            n if n == MANIFEST_NAME.as_bytes() => self.manifest.as_ref().map(|_| MANIFEST),
+            _ => None,
+        })
     }
 
     fn child(&self, dir: u64, index: usize) -> Option<(u64, Cow<'_, str>)> {
-        (dir == 0 && index == 0).then_some((STATS, Cow::Borrowed(STATS_NAME)))
+        match (dir, index) {
+            (0, 0) => Some((STATS, Cow::Borrowed(STATS_NAME))),
+            (0, 1) => self
+                .manifest
+                .as_ref()
+                .map(|_| (MANIFEST, Cow::Borrowed(MANIFEST_NAME))),
+            _ => None,
+        }
     }
 
     fn parent(&self, _dir: u64) -> Option<u64> {
@@ -70,6 +102,13 @@ impl Catalog for Control {
     }
 
     fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError> {
-        Ok((id == STATS).then(|| Extents::of_memory(self.stats_text(), range)))
+        Ok(match id {
+            STATS => Some(Extents::of_memory(self.stats_text(), range)),
+            MANIFEST => self
+                .manifest
+                .clone()
+                .map(|text| Extents::of_memory(text, range)),
+            _ => None,
+        })
     }
 }

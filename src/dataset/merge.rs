@@ -219,9 +219,10 @@ pub enum MergeOutcome {
 }
 
 impl Dataset {
-    /// Merges the tips of the refs `branches` into the ref `into` and moves
-    /// it by compare-and-swap; retried from the start if `into` moves
-    /// meanwhile. Branch refs are left where they are.
+    /// Merges the Manifests `branches` name (refs, or any [`super::Revision`])
+    /// into the ref `into` and moves it by compare-and-swap; retried from
+    /// the start if `into` moves meanwhile. Branch refs are left where they
+    /// are.
     pub async fn merge_refs(
         &self,
         into: &str,
@@ -230,7 +231,7 @@ impl Dataset {
     ) -> Result<MergeReport, DatasetError> {
         let mut tips = Vec::with_capacity(branches.len());
         for branch in branches {
-            tips.push(self.resolve(branch).await?);
+            tips.push(self.resolve_revision(&branch.parse()?).await?.id);
         }
         let mut attempt = 1;
         loop {
@@ -292,11 +293,11 @@ impl Dataset {
         Ok(Manifest::decode_with_conflicts(&bytes, &what)?.1)
     }
 
-    /// Creates the ref `name` at the Manifest `from` points at; an error if
-    /// `name` exists already.
+    /// Creates the ref `name` at the Manifest `from` names (a ref, or any
+    /// [`super::Revision`]); an error if `name` exists already.
     pub async fn create_branch(&self, name: &str, from: &str) -> Result<ObjectId, DatasetError> {
         crate::format::validate_ref_name(name)?;
-        let id = self.resolve(from).await?;
+        let id = self.resolve_revision(&from.parse()?).await?.id;
         match self.store.update_ref(name, None, id).await {
             Err(StoreError::RefConflict { .. }) => Err(DatasetError::Merge(format!(
                 "ref {name:?} already exists in dataset {}",

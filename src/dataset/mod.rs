@@ -7,6 +7,7 @@
 //! move. A crash at any point leaves the ref at a complete Manifest.
 
 mod merge;
+mod revision;
 mod snapshot;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -21,6 +22,7 @@ use crate::format::{
 };
 use crate::store::{Store, StoreConfig, StoreError};
 pub use merge::{Conflict, MergeOutcome, MergePlan, MergeReport, MergedTracks};
+pub use revision::{Resolved, Revision, RevisionError, MIN_PREFIX};
 pub use snapshot::{ChunkRef, Item, ItemSource, Snapshot, SnapshotTrack};
 
 /// Commits retried after losing a ref race to another writer.
@@ -38,6 +40,9 @@ pub enum DatasetError {
     Format(#[from] FormatError),
     #[error("ref {name:?} does not exist in dataset {location} (create it with `packfs import`)")]
     RefNotFound { name: String, location: String },
+    /// A revision (`--ref`) that names no Manifest.
+    #[error(transparent)]
+    Revision(#[from] RevisionError),
     #[error("{referrer} names {what} {id}, but object {path} does not exist")]
     Missing {
         referrer: String,
@@ -198,12 +203,13 @@ impl Dataset {
         )?)
     }
 
-    /// Loads the Manifest `ref_name` points at, all its Tracks and the
-    /// ItemManifests of chunked items: everything a mount needs, so opening
-    /// and reading files costs no further metadata round trip.
-    pub async fn snapshot(&self, ref_name: &str) -> Result<Snapshot, DatasetError> {
-        let id = self.resolve(ref_name).await?;
-        self.snapshot_at(id, &format!("ref {ref_name:?}")).await
+    /// Loads the Manifest `revision` names (a ref, a Manifest id or prefix,
+    /// `~N` back: see [`Revision`]), all its Tracks and the ItemManifests
+    /// of chunked items: everything a mount needs, so opening and reading
+    /// files costs no further metadata round trip.
+    pub async fn snapshot(&self, revision: &str) -> Result<Snapshot, DatasetError> {
+        let resolved = self.resolve_revision(&revision.parse()?).await?;
+        self.snapshot_at(resolved.id, &resolved.describe()).await
     }
 
     /// Like [`Dataset::snapshot`], for a given Manifest.
@@ -241,14 +247,16 @@ impl Dataset {
         })
     }
 
-    /// Manifests reachable from `ref_name` along first parents, newest first.
+    /// Manifests reachable from `revision` along first parents, newest
+    /// first.
     pub async fn history(
         &self,
-        ref_name: &str,
+        revision: &str,
         limit: usize,
     ) -> Result<Vec<(ObjectId, Manifest)>, DatasetError> {
-        let mut next = Some(self.resolve(ref_name).await?);
-        let mut referrer = format!("ref {ref_name:?}");
+        let resolved = self.resolve_revision(&revision.parse()?).await?;
+        let mut next = Some(resolved.id);
+        let mut referrer = resolved.describe();
         let mut out = Vec::new();
         while let Some(id) = next.filter(|_| out.len() < limit) {
             let manifest = self.manifest(&id, &referrer).await?;

@@ -69,9 +69,20 @@ impl SnapshotTrack {
         entry: &TrackEntry,
         track: Track,
     ) -> Result<Self, DatasetError> {
+        Self::load_only(dataset, entry, track, |_| true).await
+    }
+
+    /// The items of `track` whose names `keep` accepts (and only their
+    /// ItemManifests are fetched).
+    pub(crate) async fn load_only(
+        dataset: &Dataset,
+        entry: &TrackEntry,
+        track: Track,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Self, DatasetError> {
         let layout = dataset.store().layout();
         let data_path = |id: &ObjectId| layout.data_object(&entry.timeline, &entry.modality, id);
-        let chunked = load_item_manifests(dataset, entry, &track).await?;
+        let chunked = load_item_manifests(dataset, entry, &track, &keep).await?;
         // Entries of one pack share one path allocation.
         let mut paths: HashMap<ObjectId, Arc<Path>> = HashMap::new();
         let mut path_of = |id: &ObjectId| {
@@ -83,6 +94,7 @@ impl SnapshotTrack {
         let (items, pack_lens, dirs) = track.into_parts();
         let items = items
             .into_iter()
+            .filter(|it| keep(&it.name))
             .map(|it| {
                 let e = it.entry;
                 let source = match e.placement {
@@ -117,19 +129,20 @@ impl SnapshotTrack {
     }
 }
 
-/// Fetches the ItemManifest of every chunked item, checking that its chunks
-/// add up to the size the entry declares.
+/// Fetches the ItemManifest of every chunked item `keep` accepts, checking
+/// that its chunks add up to the size the entry declares.
 async fn load_item_manifests(
     dataset: &Dataset,
     entry: &TrackEntry,
     track: &Track,
+    keep: &impl Fn(&str) -> bool,
 ) -> Result<HashMap<ObjectId, Arc<[ChunkRef]>>, DatasetError> {
     let layout = dataset.store().layout();
     let referrer = format!("track {}", layout.track(&entry.track));
     let mut wanted: Vec<(ObjectId, u64)> = track
         .items()
         .iter()
-        .filter(|it| it.entry.placement == Placement::Chunked)
+        .filter(|it| it.entry.placement == Placement::Chunked && keep(&it.name))
         .map(|it| (it.entry.address, it.entry.byte_size))
         .collect();
     wanted.sort_unstable();

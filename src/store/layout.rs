@@ -59,6 +59,11 @@ impl Layout {
         self.root.clone().join(RESERVED_PREFIX).join("refs")
     }
 
+    /// `_packfs/manifests`
+    pub fn manifests_dir(&self) -> Path {
+        self.root.clone().join(RESERVED_PREFIX).join("manifests")
+    }
+
     /// The dataset's root.
     pub fn root(&self) -> &Path {
         &self.root

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::walk::Entry;
 use crate::bundle::BundleError;
 use crate::cache::CacheOptions;
-use crate::dataset::{Dataset, Item};
+use crate::dataset::{Dataset, Item, Revision};
 use crate::format::bundle::FileAttributes;
 use crate::format::Attrs;
 use crate::import::SourceIoError;
@@ -32,14 +32,14 @@ pub struct DatasetTree {
 }
 
 impl DatasetTree {
-    /// The dataset `src` names at `ref_name`, if it names one: `src` is a
+    /// The dataset `src` names at `revision`, if it names one: `src` is a
     /// dataset's location, or a location inside one followed by a path of
     /// its tree (`DATASET/train/image`), found by looking for refs at
     /// `src` and then at each of its parents. A local directory that is a
     /// dataset, or inside one, is thus read as the dataset.
     pub(super) async fn find(
         src: &str,
-        ref_name: &str,
+        revision: &Revision,
         config: &StoreConfig,
     ) -> Result<Option<DatasetTree>, BundleError> {
         for (location, path) in candidates(src)? {
@@ -53,19 +53,23 @@ impl DatasetTree {
             if !is_local && store.ref_names().await?.is_empty() {
                 continue;
             }
-            return Self::at(store, ref_name, &path).await.map(Some);
+            return Self::at(store, revision, &path).await.map(Some);
         }
         Ok(None)
     }
 
-    /// The subtree below `path` of the dataset at `store`, at `ref_name`.
-    async fn at(store: Store, ref_name: &str, path: &str) -> Result<DatasetTree, BundleError> {
+    /// The subtree below `path` of the dataset at `store`, at `revision`.
+    async fn at(store: Store, revision: &Revision, path: &str) -> Result<DatasetTree, BundleError> {
         let location = store.location().to_owned();
         let dataset = Dataset::from_store(store.clone());
-        let tree = Tree::build(dataset.snapshot(ref_name).await?)?;
+        let resolved = dataset.resolve_revision(revision).await?;
+        let snapshot = dataset
+            .snapshot_at(resolved.id, &resolved.describe())
+            .await?;
+        let tree = Tree::build(snapshot)?;
         let in_dataset = |source| BundleError::DatasetPath {
             location: location.clone(),
-            ref_name: ref_name.to_owned(),
+            revision: revision.to_string(),
             source,
         };
         let base = tree.resolve(path).map_err(in_dataset)?;

@@ -429,7 +429,7 @@ mod tests {
             ..ShardOptions::default()
         };
         let catalog = Arc::new(ShardCatalog::new(tree, shuffled));
-        let fs = Fs::of_catalog(catalog, reader.clone(), Owner { uid: 0, gid: 0 });
+        let fs = Fs::of_catalog(catalog, reader.clone(), Owner { uid: 0, gid: 0 }, None);
         let train = fs.lookup(ROOT_INO, b"train").unwrap().attr.ino;
         let shard = fs.lookup(train, b"shard-000000.tar").unwrap().attr;
         let (mut bytes, mut buf) = (Vec::new(), Vec::new());
