@@ -177,7 +177,8 @@ impl Catalog for PerSampleCatalog {
     }
 
     fn parent(&self, dir: u64) -> Option<u64> {
-        (dir != 0).then(|| u64::from(self.parents[dir as usize]))
+        let parent = self.parents.get(usize::try_from(dir).ok()?)?;
+        (dir != 0).then_some(u64::from(*parent))
     }
 
     fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError> {
