@@ -254,6 +254,25 @@ pub enum Command {
         #[command(subcommand)]
         command: BundleCommand,
     },
+    /// Print a shell completion script, generated from this command line.
+    ///
+    /// bash: `packfs completions bash > /etc/bash_completion.d/packfs`;
+    /// zsh: into a directory of `$fpath` as `_packfs`; fish: into
+    /// `~/.config/fish/completions/packfs.fish`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), generated from this command line.
+    ///
+    /// `packfs man > /usr/local/share/man/man1/packfs.1`; with `--dir D`,
+    /// also one page per subcommand (`packfs-mount.1`, …) into D.
+    Man {
+        /// Write `packfs.1` and a page per subcommand into this directory
+        /// instead of printing `packfs.1`.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -550,6 +569,25 @@ fn parse_mode(s: &str) -> Result<u16, String> {
 }
 
 type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+/// `packfs completions SHELL`.
+pub fn run_completions(shell: clap_complete::Shell) -> CliResult {
+    let mut command = <Cli as clap::CommandFactory>::command();
+    clap_complete::generate(shell, &mut command, "packfs", &mut std::io::stdout());
+    Ok(())
+}
+
+/// `packfs man [--dir DIR]`.
+pub fn run_man(dir: Option<PathBuf>) -> CliResult {
+    let command = <Cli as clap::CommandFactory>::command();
+    let Some(dir) = dir else {
+        clap_mangen::Man::new(command).render(&mut std::io::stdout())?;
+        return Ok(());
+    };
+    std::fs::create_dir_all(&dir)?;
+    clap_mangen::generate_to(command, &dir)?;
+    Ok(())
+}
 
 pub async fn run_import(args: ImportArgs, config: &StoreConfig) -> CliResult {
     let options = ImportOptions {

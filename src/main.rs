@@ -35,6 +35,8 @@ fn main() -> ExitCode {
                 .map(|()| true)
                 .map_err(Into::into)
         }
+        Command::Completions { shell } => cli::run_completions(shell).map(|()| true),
+        Command::Man { dir } => cli::run_man(dir).map(|()| true),
         command => run_async(command, &config),
     };
     match result {
@@ -99,7 +101,9 @@ fn run_async(command: Command, config: &StoreConfig) -> Result<bool, Box<dyn std
             Command::Bundle {
                 command: BundleCommand::Create(args),
             } => cli::run_bundle_create(args, config).await.map(|_| true),
-            Command::Mount(_) => unreachable!("mount runs outside the runtime"),
+            Command::Mount(_) | Command::Completions { .. } | Command::Man { .. } => {
+                unreachable!("runs outside the runtime")
+            }
         }
     })
 }
