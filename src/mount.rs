@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fuser::{Config, MountOption, SessionACL, SessionUnmounter};
+use sd_notify::NotifyState;
 use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{debug, info, warn};
@@ -234,6 +235,15 @@ fn serve(
     }
     info!("mounted {location} at {}", mountpoint.display());
 
+    // systemd (Type=notify): ready once the mount answers a request, which
+    // the session loop below starts serving.
+    let target = mountpoint.to_path_buf();
+    let status = format!("serving {location} at {}", mountpoint.display());
+    runtime.spawn_blocking(move || match std::fs::metadata(&target) {
+        Ok(_) => notify_systemd(&[NotifyState::Ready, NotifyState::Status(&status)]),
+        Err(e) => warn!("the mount at {} does not answer: {e}", target.display()),
+    });
+
     let mut unmounter = session.unmount_callable();
     let target = mountpoint.to_path_buf();
     runtime.spawn(async move {
@@ -241,6 +251,7 @@ fn serve(
             _ = sigint.recv() => {}
             _ = sigterm.recv() => {}
         }
+        notify_systemd(&[NotifyState::Stopping, NotifyState::Status("unmounting")]);
         info!("signal received: unmounting {}", target.display());
         if let Err(e) = unmounter.unmount() {
             warn!("unmount {}: {e}; detaching lazily", target.display());
@@ -248,11 +259,26 @@ fn serve(
         }
     });
     let result = session.run();
+    notify_systemd(&[NotifyState::Stopping, NotifyState::Status("unmounted")]);
     info!("unmounted {}", mountpoint.display());
     result.map_err(|source| MountError::Io {
         op: "serve FUSE requests",
         source,
     })
+}
+
+/// Tells systemd `states` if it started this process as a `Type=notify`
+/// service (`NOTIFY_SOCKET` set; otherwise nothing happens). With
+/// `MAINPID`, so a daemonized mount is the service's main process.
+fn notify_systemd(states: &[NotifyState]) {
+    let pid = std::process::id();
+    let states: Vec<NotifyState> = [NotifyState::MainPid(pid)]
+        .into_iter()
+        .chain(states.iter().cloned())
+        .collect();
+    if let Err(e) = sd_notify::notify(false, &states) {
+        warn!("telling systemd the mount's state: {e}");
+    }
 }
 
 /// A mount served by threads of this process (see [`spawn`]).
