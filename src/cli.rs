@@ -3,7 +3,7 @@
 //! `bundle create` hand off to their modules.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -262,6 +262,18 @@ pub enum Command {
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+    },
+    /// Let mount(8) mount datasets: `mount -t fuse.packfs DATASET DIR -o
+    /// OPTIONS` and `/etc/fstab` lines of type `fuse.packfs`.
+    ///
+    /// Links DIR/mount.fuse.packfs to this binary. mount(8) runs it with
+    /// `-o` options, each a `packfs mount` flag (`ref=main`,
+    /// `cache_dir=/var/cache/packfs`, `allow_other`, `ro`; `_netdev`,
+    /// `nofail`, `x-systemd.*` are ignored as mount(8) expects).
+    InstallHelper {
+        /// Where mount(8) looks for helpers.
+        #[arg(long, default_value = "/sbin")]
+        dir: PathBuf,
     },
     /// Print the manual page (roff), generated from this command line.
     ///
@@ -574,6 +586,30 @@ type CliResult = Result<(), Box<dyn std::error::Error>>;
 pub fn run_completions(shell: clap_complete::Shell) -> CliResult {
     let mut command = <Cli as clap::CommandFactory>::command();
     clap_complete::generate(shell, &mut command, "packfs", &mut std::io::stdout());
+    Ok(())
+}
+
+/// `packfs install-helper [--dir DIR]`: `DIR/mount.fuse.packfs`, a link
+/// to this binary (replacing an older one).
+pub fn run_install_helper(dir: &Path) -> CliResult {
+    let exe = std::env::current_exe()?.canonicalize()?;
+    let link = dir.join("mount.fuse.packfs");
+    match std::fs::symlink_metadata(&link) {
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::remove_file(&link)?,
+        Ok(_) => {
+            return Err(format!(
+                "{} exists and is not a link; remove it first",
+                link.display()
+            )
+            .into())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", link.display()).into()),
+    }
+    std::os::unix::fs::symlink(&exe, &link)
+        .map_err(|e| format!("linking {} to {}: {e}", link.display(), exe.display()))?;
+    println!("{} -> {}", link.display(), exe.display());
+    println!("mount -t fuse.packfs DATASET DIR -o ref=main,… and fstab lines of type fuse.packfs now mount with packfs");
     Ok(())
 }
 

@@ -1,15 +1,27 @@
 mod cli;
+mod mount_helper;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 use cli::{BundleCommand, Cli, Command};
+use mount_helper::Helper;
 use packfs::store::StoreConfig;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Run by mount(8) (`mount -t fuse.packfs`, fstab) as its helper?
+    let cli = match mount_helper::from_args(&args) {
+        None => Cli::parse_from(args),
+        Some(Ok(Helper::Mount(args))) => Cli::parse_from(args),
+        Some(Ok(Helper::Fake)) => return ExitCode::SUCCESS,
+        Some(Err(e)) => {
+            eprintln!("packfs: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let config = cli.store.config();
     // fuser warns of every request it does not implement (ioctl, …) and
     // of unmounting what was unmounted already: noise at the default level.
@@ -36,6 +48,7 @@ fn main() -> ExitCode {
                 .map_err(Into::into)
         }
         Command::Completions { shell } => cli::run_completions(shell).map(|()| true),
+        Command::InstallHelper { dir } => cli::run_install_helper(&dir).map(|()| true),
         Command::Man { dir } => cli::run_man(dir).map(|()| true),
         command => run_async(command, &config),
     };
@@ -101,7 +114,10 @@ fn run_async(command: Command, config: &StoreConfig) -> Result<bool, Box<dyn std
             Command::Bundle {
                 command: BundleCommand::Create(args),
             } => cli::run_bundle_create(args, config).await.map(|_| true),
-            Command::Mount(_) | Command::Completions { .. } | Command::Man { .. } => {
+            Command::Mount(_)
+            | Command::Completions { .. }
+            | Command::Man { .. }
+            | Command::InstallHelper { .. } => {
                 unreachable!("runs outside the runtime")
             }
         }

@@ -306,13 +306,21 @@ pub fn default_dir(location: &str, ref_name: &str, mountpoint: &Path) -> PathBuf
     state_dir().join("spool").join(&key[..16])
 }
 
-/// packfs's directory under `$XDG_STATE_HOME` (or `~/.local/state`, or
-/// the temp directory without a home).
+/// packfs's directory under `$XDG_STATE_HOME` (or `~/.local/state`;
+/// without a home, `/var/lib` for root and the temp directory for others).
 pub fn state_dir() -> PathBuf {
     std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(std::env::temp_dir)
+        .unwrap_or_else(|| {
+            // No home: root run by mount(8) or an init system keeps its
+            // spool where a reboot does not wipe it (/tmp may be tmpfs).
+            // SAFETY: geteuid cannot fail.
+            match unsafe { libc::geteuid() } {
+                0 => PathBuf::from("/var/lib"),
+                _ => std::env::temp_dir(),
+            }
+        })
         .join("packfs")
 }
