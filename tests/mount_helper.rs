@@ -56,6 +56,14 @@ fn helper_pid(mnt: &Path) -> Option<u32> {
         })
 }
 
+/// `umount DIR`, retried while the kernel still calls the mount busy (a
+/// release of the last read may still be on its way).
+fn umount(mnt: &Path) {
+    wait_until("umount", std::time::Duration::from_secs(10), || {
+        Command::new("umount").arg(mnt).status().unwrap().success()
+    });
+}
+
 fn mount_cmd(args: &[&str]) -> std::process::Output {
     Command::new("mount").args(args).output().unwrap()
 }
@@ -97,7 +105,7 @@ fn mount_t_fuse_packfs_takes_packfs_flags_as_options() {
         Some(libc::EROFS),
         "a history mount is read-only"
     );
-    run_ok("umount", &[mnt.to_str().unwrap()]);
+    umount(&mnt);
     assert!(!is_mounted(&mnt));
 
     // A misspelt option fails the mount, naming it.
@@ -156,7 +164,7 @@ fn fstab_lines_mount_by_mountpoint_and_with_mount_a() {
     );
     std::fs::write(plain.join("train/image/c.jpg"), b"sea").unwrap();
     let daemon = helper_pid(&plain).expect("the daemon mount(8) started");
-    run_ok("umount", &[plain.to_str().unwrap()]);
+    umount(&plain);
     wait_until(
         "the daemon to commit and exit",
         std::time::Duration::from_secs(60),
