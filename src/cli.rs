@@ -162,6 +162,16 @@ pub enum Command {
         #[arg(long, value_name = "SPEC")]
         view: Option<ViewSpec>,
     },
+    /// Summarize a dataset: per timeline and modality its items and bytes,
+    /// packed, whole and chunked items, packs and how full they are, and
+    /// how deep its history is. A table, or JSON with --json.
+    Info {
+        #[command(flatten)]
+        at: DatasetAt,
+        /// Print JSON (for scripts) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the Manifest history of a revision (--ref), newest first.
     Log {
         #[command(flatten)]
@@ -882,6 +892,102 @@ pub async fn run_cat(
     }
     out.flush()?;
     Ok(())
+}
+
+pub async fn run_info(at: DatasetAt, json: bool, config: &StoreConfig) -> CliResult {
+    let dataset = Dataset::open_with(&at.dataset, false, config)?;
+    let resolved = dataset.resolve_revision(&at.revision).await?;
+    let info = packfs::info::info(&dataset, &resolved).await?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &info)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(out, "dataset   {}", info.location)?;
+    writeln!(
+        out,
+        "revision  {} = manifest {} ({}, {})",
+        info.revision, info.manifest, info.created, info.writer
+    )?;
+    let depth = info.history_depth;
+    let plural = if depth == 1 { "" } else { "s" };
+    writeln!(
+        out,
+        "history   {depth} Manifest{plural} along first parents"
+    )?;
+    writeln!(out)?;
+    let header = [
+        "TIMELINE",
+        "MODALITY",
+        "ITEMS",
+        "BYTES",
+        "PACKED",
+        "WHOLE",
+        "CHUNKED",
+        "PACKS",
+        "PACK SIZES",
+        "FILL",
+    ];
+    let row = |timeline: &str, modality: &str, c: &packfs::info::Counts| -> [String; 10] {
+        let sizes = match c.packs {
+            0 => "-".to_string(),
+            _ => format!("{}–{}", human_bytes(c.pack_min), human_bytes(c.pack_max)),
+        };
+        [
+            timeline.to_string(),
+            modality.to_string(),
+            c.items.to_string(),
+            human_bytes(c.bytes),
+            c.packed_items.to_string(),
+            c.whole_items.to_string(),
+            match c.chunked_items {
+                0 => "0".to_string(),
+                n => format!("{n} ({} chunks)", c.chunks),
+            },
+            c.packs.to_string(),
+            sizes,
+            format!("{:.0}%", c.pack_fill * 100.0),
+        ]
+    };
+    let mut rows: Vec<[String; 10]> = vec![header.map(String::from)];
+    rows.extend(
+        info.tracks
+            .iter()
+            .map(|t| row(&t.timeline, &t.modality, &t.counts)),
+    );
+    rows.push(row("total", "", &info.totals));
+    let widths: Vec<usize> = (0..10)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (cell, w))| match i {
+                0 | 1 => format!("{cell:<w$}"),
+                _ => format!("{cell:>w$}"),
+            })
+            .collect();
+        writeln!(out, "{}", cells.join("  ").trim_end())?;
+    }
+    Ok(())
+}
+
+/// `bytes` in binary units, one decimal (`1.5 MiB`).
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    match unit {
+        0 => format!("{bytes} B"),
+        _ => format!("{value:.1} {}", UNITS[unit]),
+    }
 }
 
 pub async fn run_log(at: DatasetAt, max_count: usize, config: &StoreConfig) -> CliResult {

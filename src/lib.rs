@@ -49,6 +49,7 @@ pub mod fs;
 pub mod fuse;
 pub mod gc;
 pub mod import;
+pub mod info;
 pub mod mount;
 mod mountpoint;
 pub mod namespace;

@@ -55,11 +55,22 @@ fn main() -> ExitCode {
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
+        // `packfs info | head`: the reader went away, nothing is wrong.
+        Err(e) if is_broken_pipe(&*e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("packfs: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `e` is a write to a closed pipe.
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let kind = e
+        .downcast_ref::<std::io::Error>()
+        .map(std::io::Error::kind)
+        .or_else(|| e.downcast_ref::<serde_json::Error>()?.io_error_kind());
+    kind == Some(std::io::ErrorKind::BrokenPipe)
 }
 
 fn run_async(command: Command, config: &StoreConfig) -> Result<bool, Box<dyn std::error::Error>> {
@@ -78,6 +89,7 @@ fn run_async(command: Command, config: &StoreConfig) -> Result<bool, Box<dyn std
             Command::Cat { at, path, view } => {
                 cli::run_cat(at, path, view, config).await.map(|_| true)
             }
+            Command::Info { at, json } => cli::run_info(at, json, config).await.map(|_| true),
             Command::Log { at, max_count } => {
                 cli::run_log(at, max_count, config).await.map(|_| true)
             }
