@@ -520,6 +520,12 @@ pub struct MountArgs {
     /// dataset, showing the snapshot the mount started from (repeatable).
     #[arg(long, value_name = "[.NAME=]SPEC")]
     pub view: Vec<NamedView>,
+    /// Serve Prometheus metrics at http://HOST:PORT/metrics: the counters
+    /// of .packfs/stats, store request latency per operation, cache bytes
+    /// and hit ratio, read-ahead in flight, spool bytes, pending and
+    /// committed files, commit latency, errors by kind.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// `ATTRIBUTE=EXT` of `--ext`.
@@ -565,6 +571,7 @@ impl MountArgs {
             read_only: self.read_only,
             allow_non_empty: self.allow_non_empty,
             views: self.view.clone(),
+            metrics_addr: self.metrics_addr,
             write: WriteOptions {
                 spool_dir: self.spool_dir.clone(),
                 pack_items: self.pack_items,

@@ -327,6 +327,15 @@ impl Fs {
         }
     }
 
+    /// What a metrics scrape reads live from this mount.
+    pub fn metrics(&self) -> crate::metrics::Live {
+        crate::metrics::Live {
+            stats: self.reader.stats().clone(),
+            cache: self.reader.cache().clone(),
+            writer: self.writer.clone(),
+        }
+    }
+
     /// Whether the mount accepts changes.
     pub fn is_writable(&self) -> bool {
         self.writer.is_some()

@@ -50,6 +50,7 @@ pub mod fuse;
 pub mod gc;
 pub mod import;
 pub mod info;
+pub mod metrics;
 pub mod mount;
 mod mountpoint;
 pub mod namespace;

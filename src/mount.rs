@@ -83,6 +83,8 @@ pub struct MountOptions {
     /// Views of the dataset: at most one the mount's root (which makes
     /// the mount read-only), others at hidden names in the root.
     pub views: Vec<NamedView>,
+    /// Serve Prometheus metrics at `http://ADDR/metrics`.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 impl MountOptions {
@@ -124,6 +126,7 @@ impl Default for MountOptions {
             array_at: None,
             array_extensions: Default::default(),
             views: Vec::new(),
+            metrics_addr: None,
         }
     }
 }
@@ -150,6 +153,9 @@ pub enum MountError {
     /// A `--view` that cannot be shown.
     #[error("--view: {0}")]
     View(String),
+    /// The metrics endpoint cannot listen.
+    #[error("{0}")]
+    Metrics(String),
     #[error("{op}: {source}")]
     Io {
         op: &'static str,
@@ -381,6 +387,11 @@ fn open_session(
         }
     };
     let read_only = !fs.is_writable();
+    if let Some(addr) = options.metrics_addr {
+        runtime
+            .block_on(crate::metrics::serve(addr, fs.metrics()))
+            .map_err(|e| MountError::Metrics(e.to_string()))?;
+    }
     let fs = PackFs::new(fs, runtime.handle().clone());
     let mut config = Config::default();
     let fsname =

@@ -780,6 +780,19 @@ impl Namespace {
         })
     }
 
+    /// Files with a name whose bytes are written and not committed yet,
+    /// and those bytes.
+    pub fn uncommitted(&self) -> (usize, u64) {
+        let Some(o) = &self.overlay else {
+            return (0, 0);
+        };
+        let o = o.read();
+        o.files
+            .values()
+            .filter(|f| f.link.is_some() && matches!(f.content, Content::Spool(_)))
+            .fold((0, 0), |(n, bytes), f| (n + 1, bytes + f.size))
+    }
+
     /// How many files the overlay holds (changed, created or open ones).
     pub fn overlay_files(&self) -> usize {
         self.overlay.as_ref().map_or(0, |o| o.read().files.len())

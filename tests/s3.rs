@@ -254,15 +254,6 @@ fn an_unreachable_endpoint_fails_promptly_and_clearly() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--timeout"));
 }
 
-/// A port on 127.0.0.1 nothing listens on.
-fn closed_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `packfs ARGS` against `endpoint` with the S3 flags and `env` only (no
 /// inherited `AWS_*`); a hang fails the test.
 fn packfs_at(endpoint: &str, args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
@@ -342,7 +333,7 @@ fn writers_say_why_they_cannot_use_a_store() {
     let url = format!("s3://{bucket}/ds");
 
     // Nothing listens.
-    let nowhere = format!("http://127.0.0.1:{}", closed_port());
+    let nowhere = format!("http://127.0.0.1:{}", free_port());
     for args in writers(&url) {
         let refused = format!("cannot reach {nowhere}: connection refused");
         refused_saying(run(&nowhere, &args, &env), &[&refused]);
@@ -357,7 +348,7 @@ fn writers_say_why_they_cannot_use_a_store() {
         refused_saying(run(&s3.endpoint(), &args, &env), &[missing]);
     }
     // No credentials at all (and no instance metadata service to ask).
-    let no_metadata = format!("http://127.0.0.1:{}", closed_port());
+    let no_metadata = format!("http://127.0.0.1:{}", free_port());
     let without_keys = [allow, ("AWS_METADATA_ENDPOINT", no_metadata.as_str())];
     for args in writers(&url) {
         let expected = ["no credentials found", "AWS_ACCESS_KEY_ID"];

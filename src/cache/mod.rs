@@ -183,6 +183,16 @@ impl BlockCache {
         &self.inner.stats
     }
 
+    /// Bytes of blocks held in memory now.
+    pub fn bytes_cached(&self) -> u64 {
+        self.inner.lru.lock().bytes
+    }
+
+    /// Bytes of read-ahead GETs under way now.
+    pub fn prefetch_in_flight(&self) -> u64 {
+        self.inner.prefetcher.in_flight_bytes(&self.inner.options)
+    }
+
     /// Exactly `len` bytes of `object` from `offset` (clamped to the object).
     /// One buffer: a slice of a block (or of a GET's body) when one holds
     /// them all, else the blocks joined (a copy).

@@ -88,6 +88,13 @@ impl Prefetcher {
         }
     }
 
+    /// Bytes of prefetch GETs holding memory permits now.
+    pub(super) fn in_flight_bytes(&self, options: &CacheOptions) -> u64 {
+        let kib = (options.prefetch_memory / 1024).max(1);
+        let free = self.memory.available_permits() as u64;
+        kib.saturating_sub(free) * 1024
+    }
+
     /// Notes a demand read of `bytes` of `object`, reads ahead if it
     /// continues a run that has shown itself, and says which it was.
     pub(super) fn on_read(

@@ -36,11 +36,9 @@ impl Stats {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// `name value` lines, one counter each, in fixed-width columns so the
-    /// text's length never changes (the stats file's size is stable).
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        for (name, c) in [
+    /// Every counter by name, as the stats file and the metrics show them.
+    pub fn counters(&self) -> [(&'static str, u64); 15] {
+        [
             ("gets", &self.gets),
             ("bytes_fetched", &self.bytes_fetched),
             ("cache_hits", &self.cache_hits),
@@ -56,8 +54,24 @@ impl Stats {
             ("whole_copies", &self.whole_copies),
             ("whole_dropped", &self.whole_dropped),
             ("records_decoded", &self.records_decoded),
-        ] {
-            let _ = writeln!(out, "{name:<16} {:>20}", c.load(Ordering::Relaxed));
+        ]
+        .map(|(name, c)| (name, c.load(Ordering::Relaxed)))
+    }
+
+    /// Block reads served from the cache, and those that were not.
+    pub fn hits_and_misses(&self) -> (u64, u64) {
+        (
+            self.cache_hits.load(Ordering::Relaxed),
+            self.cache_misses.load(Ordering::Relaxed),
+        )
+    }
+
+    /// `name value` lines, one counter each, in fixed-width columns so the
+    /// text's length never changes (the stats file's size is stable).
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for (name, value) in self.counters() {
+            let _ = writeln!(out, "{name:<16} {value:>20}");
         }
         out
     }

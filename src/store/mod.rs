@@ -199,13 +199,39 @@ async fn retrying<T, F, Fut>(
     deadline: std::time::Duration,
     op: &str,
     path: &Path,
-    mut request: F,
+    request: F,
 ) -> object_store::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = object_store::Result<T>>,
 {
     let started = std::time::Instant::now();
+    let result = retry_loop(deadline, op, path, started, request).await;
+    let outcome = match &result {
+        Ok(_) => "ok",
+        // Answers, not failures: a probe for an absent object, a lost
+        // compare-and-swap.
+        Err(object_store::Error::NotFound { .. }) => "not_found",
+        Err(
+            object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. },
+        ) => "conflict",
+        Err(_) => "error",
+    };
+    crate::metrics::global().store_request(op, outcome, started.elapsed());
+    result
+}
+
+async fn retry_loop<T, F, Fut>(
+    deadline: std::time::Duration,
+    op: &str,
+    path: &Path,
+    started: std::time::Instant,
+    mut request: F,
+) -> object_store::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = object_store::Result<T>>,
+{
     let mut backoff = FIRST_BACKOFF;
     let mut result = request().await;
     for attempt in 1..ATTEMPTS {

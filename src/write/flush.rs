@@ -122,10 +122,13 @@ impl Flusher {
         };
         // A panic is a failed commit too: the changes stay marked for the
         // next attempt, and whoever waits for this flush hears of it.
+        let started = std::time::Instant::now();
         let committed = AssertUnwindSafe(self.commit(&mut state, &export))
             .catch_unwind()
             .await
             .unwrap_or_else(|panic| Err(WriteError::Panicked(panic_message(&*panic))));
+        let files = committed.as_ref().map_or(0, Vec::len);
+        crate::metrics::global().commit(committed.is_ok(), files, started.elapsed());
         let done = match committed {
             Ok(done) => done,
             Err(e) => {

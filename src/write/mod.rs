@@ -153,6 +153,17 @@ struct FlushStatus {
     error: Option<Arc<WriteError>>,
 }
 
+/// What a read-write mount holds locally (metrics).
+#[derive(Clone, Copy, Debug)]
+pub struct SpoolState {
+    /// Bytes of all files in the spool.
+    pub spool_bytes: u64,
+    /// Files written through the mount and not committed yet (open ones
+    /// too), and their bytes.
+    pub pending_items: usize,
+    pub pending_bytes: u64,
+}
+
 /// The write side of a read-write mount.
 pub struct Writer {
     ns: Arc<Namespace>,
@@ -908,6 +919,16 @@ impl Writer {
             self.freeze(ino, &session).await?;
         }
         self.sync().await
+    }
+
+    /// The spool's bytes and the files not committed yet, now.
+    pub fn spool_state(&self) -> SpoolState {
+        let (pending_items, pending_bytes) = self.ns.uncommitted();
+        SpoolState {
+            spool_bytes: self.spool.used(),
+            pending_items,
+            pending_bytes,
+        }
     }
 
     /// Flushes everything changed so far and waits until it is committed.

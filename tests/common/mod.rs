@@ -156,6 +156,15 @@ pub fn require_fuse() {
     );
 }
 
+/// A port on 127.0.0.1 nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Whether `path` is a mount point right now.
 pub fn is_mounted(path: &Path) -> bool {
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
