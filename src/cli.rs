@@ -1028,6 +1028,23 @@ pub async fn run_log(at: DatasetAt, max_count: usize, config: &StoreConfig) -> C
     Ok(())
 }
 
+/// A bar counting the objects a long command works through, drawn on a
+/// terminal only (indicatif hides it otherwise), ticking while the count
+/// is not known yet.
+fn counting_bar(prefix: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_prefix(prefix.to_string());
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
 pub async fn run_gc(
     dataset: String,
     dry_run: bool,
@@ -1036,7 +1053,8 @@ pub async fn run_gc(
 ) -> CliResult {
     packfs::gc::check_grace(grace)?;
     let dataset = Dataset::open_with(&dataset, false, config)?;
-    let report = packfs::gc::gc(&dataset, grace, dry_run).await?;
+    let progress = counting_bar("gc");
+    let report = packfs::gc::gc_with(&dataset, grace, dry_run, &progress).await?;
     let verb = if dry_run { "would delete" } else { "deleted" };
     let mut out = std::io::stdout().lock();
     for (path, size) in &report.unreachable {
@@ -1180,7 +1198,9 @@ pub async fn run_verify(
     if packfs::array::Array::is_array(dataset.store()).await {
         return verify_array(dataset.store(), at.at).await;
     }
-    let report = packfs::verify::verify(&dataset, &at.revision.to_string()).await?;
+    let progress = counting_bar("verifying objects");
+    let revision = at.revision.to_string();
+    let report = packfs::verify::verify_with(&dataset, &revision, &progress).await?;
     for p in &report.problems {
         println!("FAIL {p}");
     }

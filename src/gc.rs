@@ -38,6 +38,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
+use indicatif::ProgressBar;
 use object_store::path::Path;
 use thiserror::Error;
 
@@ -192,11 +193,28 @@ pub fn check_grace(grace: Duration) -> Result<(), GcError> {
 /// [`check_grace`]). Any missing or undecodable Manifest, Track or ItemManifest
 /// in the history stops gc before it deletes anything.
 pub async fn gc(dataset: &Dataset, grace: Duration, dry_run: bool) -> Result<GcReport, GcError> {
+    gc_with(dataset, grace, dry_run, &ProgressBar::hidden()).await
+}
+
+/// [`gc`], showing on `progress` what it is doing and counting deletions
+/// (a bar on a terminal: a large store takes a while to list and walk).
+pub async fn gc_with(
+    dataset: &Dataset,
+    grace: Duration,
+    dry_run: bool,
+    progress: &ProgressBar,
+) -> Result<GcReport, GcError> {
+    progress.set_message("listing objects and walking the history of every ref");
     let plan = plan(dataset, grace).await?;
     if dry_run {
+        progress.finish_and_clear();
         return Ok(plan.report);
     }
-    plan.delete().await
+    progress.set_length(plan.report.unreachable.len() as u64);
+    progress.set_message("deleting");
+    let deleted = plan.delete_with(progress).await;
+    progress.finish_and_clear();
+    deleted
 }
 
 /// The first phase of [`gc`]: walks every ref's history and lists the
@@ -245,12 +263,18 @@ impl GcPlan<'_> {
     /// still older than the grace by a HEAD just before its DELETE. The
     /// report's `unreachable` becomes what was deleted; `spared` counts the
     /// rest.
-    pub async fn delete(mut self) -> Result<GcReport, GcError> {
+    pub async fn delete(self) -> Result<GcReport, GcError> {
+        self.delete_with(&ProgressBar::hidden()).await
+    }
+
+    /// [`GcPlan::delete`], counting planned objects on `progress`.
+    pub async fn delete_with(mut self, progress: &ProgressBar) -> Result<GcReport, GcError> {
         let store = self.dataset.store();
         self.reach.walk_refs(self.dataset).await?;
         let planned = std::mem::take(&mut self.report.unreachable);
         let mut deleted = Vec::with_capacity(planned.len());
         for (path, size) in planned {
+            progress.inc(1);
             let old = !self.reach.keep.contains(&path)
                 && match store.head(&path).await? {
                     Some(meta) => chrono::Utc::now() - meta.last_modified >= self.grace,

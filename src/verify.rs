@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
+use indicatif::ProgressBar;
 use object_store::path::Path;
 
 use crate::dataset::{check_hash, Dataset, DatasetError, ItemSource};
@@ -32,7 +33,18 @@ pub struct VerifyReport {
 
 /// Verifies the Manifest `revision` names (see [`crate::dataset::Revision`]).
 pub async fn verify(dataset: &Dataset, revision: &str) -> Result<VerifyReport, DatasetError> {
+    verify_with(dataset, revision, &ProgressBar::hidden()).await
+}
+
+/// [`verify`], counting checked objects on `progress` (a bar on a
+/// terminal: a large dataset takes a while).
+pub async fn verify_with(
+    dataset: &Dataset,
+    revision: &str,
+    progress: &ProgressBar,
+) -> Result<VerifyReport, DatasetError> {
     let mut report = VerifyReport::default();
+    progress.set_message("loading the Manifest and its Tracks");
     let resolved = dataset.resolve_revision(&revision.parse()?).await?;
     let id = resolved.id;
     report.manifest = Some(id);
@@ -79,11 +91,15 @@ pub async fn verify(dataset: &Dataset, revision: &str) -> Result<VerifyReport, D
         report.problems.push(e.to_string());
     }
     report.objects = objects.len();
+    progress.set_length(objects.len() as u64);
+    progress.set_message("hashed");
     let results: Vec<(u64, Option<String>)> = futures::stream::iter(objects.into_values())
         .map(|(path, len)| async move { check_object(dataset, &path, len).await })
         .buffer_unordered(CONCURRENCY)
+        .inspect(|_| progress.inc(1))
         .collect()
         .await;
+    progress.finish_and_clear();
     for (bytes, problem) in results {
         report.bytes += bytes;
         report.problems.extend(problem);

@@ -77,3 +77,34 @@ fn info_counts_items_storage_packs_and_history() {
     assert!(video.contains("1 (3 chunks)"), "{video}");
     failed_with(&packfs(&["info", ds, "--ref", "nosuchref"]), &["nosuchref"]);
 }
+
+/// `verify` and `gc` draw a progress bar on a terminal (run under
+/// `script`, which gives them one), and nothing when output is a pipe.
+#[test]
+fn verify_and_gc_show_progress_on_a_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..20 {
+        write_file(&dir.path().join(format!("src/t/m/{i}")), &[i as u8; 10]);
+    }
+    let ds = dir.path().join("ds");
+    import(&dir.path().join("src"), &ds, &["--pack-items", "2"]);
+    let ds = ds.to_str().unwrap();
+    let on_terminal = |args: &str| -> String {
+        let command = format!("{PACKFS} {args} {ds}");
+        let out = run_ok("script", &["-qec", &command, "/dev/null"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let verify = on_terminal("verify");
+    assert!(verify.contains("verifying objects ["), "{verify}");
+    assert!(
+        verify.contains("/12"),
+        "10 packs, a Track, a Manifest: {verify}"
+    );
+    assert!(verify.contains("OK ref main"), "{verify}");
+    let gc = on_terminal("gc --dry-run");
+    assert!(gc.contains("gc ["), "{gc}");
+
+    let piped = packfs_ok(&["verify", ds]);
+    assert!(!String::from_utf8_lossy(&piped.stderr).contains("verifying"));
+    assert!(String::from_utf8_lossy(&piped.stdout).starts_with("OK ref main"));
+}
