@@ -16,7 +16,9 @@
 //! it is emptied, as after a deletion. Every open of a spool file by name
 //! goes through [`Spool::open_pinned`], and a file open that way is deleted
 //! instead of recycled, so no descriptor ever sees a recycled file's new
-//! bytes.
+//! bytes. Empty files (made ahead or recycled, never used) stay in the
+//! spool at unmount, and the next mount takes them for its new files once
+//! its journal names nothing.
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -189,9 +191,16 @@ impl Spool {
                 fs::remove_file(&path)?;
                 continue;
             }
-            // Empty files hold nothing: files created ahead and never used.
+            // Empty files hold nothing: files created ahead or recycled
+            // and never used. Taken for new files (the journal names
+            // nothing now: everything it named is committed or found
+            // below), which saves creating them.
             if entry.metadata()?.len() == 0 {
-                fs::remove_file(&path)?;
+                let mut free = self.free.lock();
+                match free.len() < FREE_FILES && number.is_some() {
+                    true => free.push(SpoolFile { path }),
+                    false => fs::remove_file(&path)?,
+                }
                 continue;
             }
             leftovers.push(path);
@@ -339,13 +348,8 @@ impl Drop for Spool {
             let _ = self.refill.try_send(()); // wake it if it waits
             let _ = thread.join();
         }
-        // Created ahead or recycled and never used: empty, nothing to keep.
-        for (file, _) in self.ready.lock().drain(..) {
-            let _ = fs::remove_file(&file.path);
-        }
-        for file in self.free.lock().drain(..) {
-            let _ = fs::remove_file(&file.path);
-        }
+        // Files created ahead or recycled and never used stay: empty, they
+        // are the next mount's first new files (see `quarantine_leftovers`).
     }
 }
 
@@ -518,7 +522,8 @@ mod tests {
     }
 
     /// A crash in the middle of a recycling leaves a `.free` file (bytes no
-    /// version uses) or an empty numbered one: the next mount deletes both,
+    /// version uses) or an empty numbered one: the next mount deletes the
+    /// first, takes the second (and the files made ahead) for new files,
     /// and reports nothing in lost+found.
     #[test]
     fn a_recycling_cut_short_leaves_nothing_for_lost_and_found() {
@@ -529,24 +534,17 @@ mod tests {
             file.write_all_at(b"committed", 0).unwrap();
             fs::rename(&f.path, dir.path().join("data/123.free")).unwrap();
             fs::write(dir.path().join("data/124"), b"").unwrap();
-            std::mem::forget(spool); // a crash: no clean-up
         }
-        // The forgotten spool still holds the lock in this process: take
-        // it over as a new process would after the crash.
-        let lock_dir = tempfile::tempdir().unwrap();
-        for entry in fs::read_dir(dir.path().join("data")).unwrap() {
-            let entry = entry.unwrap();
-            fs::create_dir_all(lock_dir.path().join("data")).unwrap();
-            fs::rename(
-                entry.path(),
-                lock_dir.path().join("data").join(entry.file_name()),
-            )
-            .unwrap();
-        }
-        let spool = Spool::open(lock_dir.path()).unwrap();
+        let mut spool = Spool::open(dir.path()).unwrap();
+        quiet(&mut spool);
         spool.quarantine_leftovers(&Default::default()).unwrap();
-        assert!(!lock_dir.path().join("lost+found").exists());
-        assert!(!lock_dir.path().join("data/123.free").exists());
-        assert!(!lock_dir.path().join("data/124").exists());
+        assert!(!dir.path().join("lost+found").exists());
+        assert!(!dir.path().join("data/123.free").exists());
+        let adopted = dir.path().join("data/124");
+        assert!(spool.free.lock().iter().any(|f| f.path == adopted));
+        while !spool.free.lock().is_empty() {
+            let (_, file) = spool.new_file().unwrap();
+            assert!(read_all(&file).is_empty());
+        }
     }
 }
