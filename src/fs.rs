@@ -600,7 +600,7 @@ impl Fs {
                     committed = c;
                     &committed.item
                 }
-                Content::Spool(spool) => match Writer::read_spool(&spool, offset, size) {
+                Content::Spool(spool) => match self.writer()?.read_spool(&spool, offset, size) {
                     Ok(bytes) => return Ok(ReadBytes::Shared(bytes.into())),
                     // Committed and deleted since the lookup: the file
                     // now reads from its item.

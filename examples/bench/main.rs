@@ -1,7 +1,7 @@
 //! The read-path benchmark of issue 3: real FUSE mounts of data built here,
 //! measured against references on the same files in the same run.
 //!
-//!     cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-engine] [--runs N]]
+//!     cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-views] [--only-writes] [--only-engine] [--runs N]]
 //!
 //! It writes a source tree into a temporary directory (one big item of
 //! 512 MiB and 5,000 items of 16–64 KiB; `--quick`: 128 MiB and 1,000),
@@ -19,10 +19,12 @@
 //!    dataset (100,000 with `--quick`, skipped with `--skip-1m`) built
 //!    directly with the library: mount time, `find | wc -l` time,
 //!    `ls -lR` time (on a fresh mount) and the daemon's memory;
-//! 5. `cp -r` of 20,000 files of 1–16 KiB (2,000 with `--quick`) into a
-//!    read-write mount against `cp -r` into a plain directory, the time the
-//!    daemon then takes to commit at unmount, and the objects it stored
-//!    (checked with `diff -r` on a read-only remount).
+//! 5. `cp -r` and `tar -x` (of a tar made once) of 20,000 files of
+//!    1–16 KiB (2,000 with `--quick`) into a read-write mount against the
+//!    same into a plain directory, the time the daemon then takes to commit
+//!    at unmount, and the objects it stored (checked with `diff -r` on a
+//!    read-only remount); medians of the rounds, each into fresh
+//!    directories and a fresh mount. Alone with `--only-writes`.
 //!
 //! Then the measurements of issue 11 ("Read performance II"), in a second
 //! table:
@@ -189,6 +191,12 @@ fn run() -> Result<()> {
         fs::create_dir(&path)?;
         Ok(path)
     };
+    if config.only_writes {
+        let writes = write_bench(&packfs_bin, work.path(), &mountpoint("mnt-write")?, &config)?;
+        progress("done");
+        print_writes(&config, &writes);
+        return Ok(());
+    }
     if config.only_tiledb {
         let arrays = array::array_bench(&config, &packfs_bin, work.path(), &mountpoint)?;
         progress("done");
@@ -285,6 +293,8 @@ struct Config {
     only_tiledb: bool,
     /// Run issue 14's rows only (the WebDataset view).
     only_views: bool,
+    /// Run measurement 5's rows only (writes).
+    only_writes: bool,
     /// Run issue 14's engine rows only (in process, seconds).
     only_engine: bool,
     /// Rounds of measurements 1, 2 and the random reads; medians are shown.
@@ -306,9 +316,10 @@ struct Config {
 impl Config {
     fn from_args() -> Result<Config> {
         let usage =
-            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-views] [--only-engine] [--runs N]]";
+            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-views] [--only-writes] [--only-engine] [--runs N]]";
         let (mut quick, mut skip_1m, mut only_tiledb, mut runs) = (false, false, false, None);
         let mut only_views = false;
+        let mut only_writes = false;
         let mut only_engine = false;
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
@@ -317,6 +328,7 @@ impl Config {
                 "--skip-1m" => skip_1m = true,
                 "--only-tiledb" => only_tiledb = true,
                 "--only-views" => only_views = true,
+                "--only-writes" => only_writes = true,
                 "--only-engine" => only_engine = true,
                 "--runs" => {
                     let n = args.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0);
@@ -339,6 +351,7 @@ impl Config {
             skip_1m,
             only_tiledb,
             only_views,
+            only_writes,
             only_engine,
             runs: runs.unwrap_or(default_runs),
             big_bytes,
@@ -1252,18 +1265,47 @@ fn many_items(
 
 // ------------------------------------------------------ measurement 5 --
 
-/// `cp -r` of many small files into a read-write mount and into a plain
-/// directory, and what the mount then stored.
+/// `cp -r` and `tar -x` of many small files into a read-write mount and
+/// into a plain directory, and what the mount then stored; medians of
+/// `config.runs` rounds, each round copying into fresh directories.
 struct Writes {
     files: usize,
     bytes: u64,
+    cp: WriteWay,
+    tar: WriteWay,
+    /// Objects the first round's `cp -r` commit added to the store
+    /// (packs, Tracks, Manifests).
+    puts: usize,
+    packs: usize,
+    rounds: usize,
+}
+
+/// One way of writing the files (`cp -r`, `tar -x`): medians of the rounds.
+struct WriteWay {
     plain_secs: f64,
     mount_secs: f64,
     /// From `fusermount3 -u` until the daemon exited: the final commit.
     commit_secs: f64,
-    /// Objects the commit added to the store (packs, Tracks, Manifests).
-    puts: usize,
-    packs: usize,
+}
+
+impl WriteWay {
+    fn median(rounds: &[WriteWay]) -> WriteWay {
+        WriteWay {
+            plain_secs: median_by(rounds, |w| w.plain_secs).plain_secs,
+            mount_secs: median_by(rounds, |w| w.mount_secs).mount_secs,
+            commit_secs: median_by(rounds, |w| w.commit_secs).commit_secs,
+        }
+    }
+}
+
+/// Runs `command`, timed; an error if it fails.
+fn timed(command: &mut Command, what: &str) -> Result<f64> {
+    let start = Instant::now();
+    let status = command.status()?;
+    if !status.success() {
+        return Err(format!("{what} failed ({status})").into());
+    }
+    Ok(start.elapsed().as_secs_f64())
 }
 
 fn write_bench(bin: &Path, work: &Path, mnt: &Path, config: &Config) -> Result<Writes> {
@@ -1284,24 +1326,36 @@ fn write_bench(bin: &Path, work: &Path, mnt: &Path, config: &Config) -> Result<W
         fs::write(dir.join(format!("f{i:05}.bin")), &buf[..len])?;
         bytes += len as u64;
     }
-    let cp = |to: &Path| -> Result<f64> {
-        let start = Instant::now();
-        let status = Command::new("cp")
-            .arg("-r")
-            .arg(format!("{}/.", src.display()))
-            .arg(to)
-            .status()?;
-        if !status.success() {
-            return Err(format!("cp -r into {} failed ({status})", to.display()).into());
-        }
-        Ok(start.elapsed().as_secs_f64())
+    let tarball = work.join("write-src.tar");
+    timed(
+        Command::new("tar")
+            .arg("-cf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&src)
+            .arg("."),
+        "tar -c of the write source",
+    )?;
+    let cp = |to: &Path| {
+        timed(
+            Command::new("cp")
+                .arg("-r")
+                .arg(format!("{}/.", src.display()))
+                .arg(to),
+            &format!("cp -r into {}", to.display()),
+        )
     };
-    progress("cp -r into a plain directory");
-    let plain = work.join("write-plain");
-    fs::create_dir(&plain)?;
-    let plain_secs = cp(&plain)?;
+    let untar = |to: &Path| {
+        timed(
+            Command::new("tar")
+                .arg("-xf")
+                .arg(&tarball)
+                .arg("-C")
+                .arg(to),
+            &format!("tar -x into {}", to.display()),
+        )
+    };
 
-    progress("cp -r into a read-write packfs mount");
     let dataset = work.join("write-dataset");
     let seed = work.join("write-seed");
     fs::create_dir_all(seed.join("w/seed"))?;
@@ -1315,37 +1369,61 @@ fn write_bench(bin: &Path, work: &Path, mnt: &Path, config: &Config) -> Result<W
     if !status.success() {
         return Err("importing the write benchmark's seed failed".into());
     }
-    let before = count_files(&dataset)?;
     let spool = work.join("write-spool");
     let spool_arg = path_str(&spool)?;
-    let daemon = Daemon::mount_with(bin, &dataset, mnt, &["--spool-dir", spool_arg])?;
-    let target = mnt.join("w/copied");
-    fs::create_dir(&target)?;
-    let mount_secs = cp(&target)?;
-    let commit_secs = daemon.unmount_and_wait()?.as_secs_f64();
-    let puts = count_files(&dataset)? - before;
-    let packs = fs::read_dir(dataset.join("w/copied/0"))?.count();
-
-    progress("checking the copy on a read-only remount");
-    let daemon = Daemon::mount(bin, &dataset, mnt)?;
-    let status = Command::new("diff")
-        .arg("-r")
-        .arg(&src)
-        .arg(mnt.join("w/copied"))
-        .stdout(Stdio::null())
-        .status()?;
-    drop(daemon);
-    if !status.success() {
-        return Err("the files copied into the mount differ after a remount".into());
+    // Into a plain directory, then into a fresh modality of the mount;
+    // the mount is unmounted (and commits) after each.
+    let round = |name: &str, write: &dyn Fn(&Path) -> Result<f64>| -> Result<WriteWay> {
+        progress(format!("{name} into a plain directory"));
+        let plain = work.join(format!("write-plain-{name}"));
+        fs::create_dir(&plain)?;
+        let plain_secs = write(&plain)?;
+        progress(format!("{name} into a read-write packfs mount"));
+        let daemon = Daemon::mount_with(bin, &dataset, mnt, &["--spool-dir", spool_arg])?;
+        let target = mnt.join("w").join(name);
+        fs::create_dir(&target)?;
+        let mount_secs = write(&target)?;
+        let commit_secs = daemon.unmount_and_wait()?.as_secs_f64();
+        Ok(WriteWay {
+            plain_secs,
+            mount_secs,
+            commit_secs,
+        })
+    };
+    let (mut cps, mut tars) = (Vec::new(), Vec::new());
+    let (mut puts, mut packs) = (0, 0);
+    for r in 0..config.runs {
+        let before = count_files(&dataset)?;
+        cps.push(round(&format!("cp{r}"), &cp)?);
+        if r == 0 {
+            puts = count_files(&dataset)? - before;
+            packs = fs::read_dir(dataset.join("w/cp0/0"))?.count();
+        }
+        tars.push(round(&format!("tar{r}"), &untar)?);
     }
+
+    progress("checking the copies on a read-only remount");
+    let daemon = Daemon::mount(bin, &dataset, mnt)?;
+    for name in ["cp0", "tar0"] {
+        let status = Command::new("diff")
+            .arg("-r")
+            .arg(&src)
+            .arg(mnt.join("w").join(name))
+            .stdout(Stdio::null())
+            .status()?;
+        if !status.success() {
+            return Err(format!("the files written into w/{name} differ after a remount").into());
+        }
+    }
+    drop(daemon);
     Ok(Writes {
         files: n,
         bytes,
-        plain_secs,
-        mount_secs,
-        commit_secs,
+        cp: WriteWay::median(&cps),
+        tar: WriteWay::median(&tars),
         puts,
         packs,
+        rounds: config.runs,
     })
 }
 
@@ -1370,41 +1448,70 @@ fn write_rows(w: &Writes) -> Vec<Row> {
     let n = thousands(w.files);
     let rate = |secs: f64| w.files as f64 / secs;
     let mb = |secs: f64| w.bytes as f64 / secs / 1e6;
-    let vs_plain = ratio(rate(w.mount_secs), Some(rate(w.plain_secs)));
-    vec![
-        row(
-            format!("5. cp -r of {n} files of 1–16 KiB into a read-write mount"),
-            format!(
-                "{} files/s, {:.0} MB/s",
-                self::rate(rate(w.mount_secs)),
-                mb(w.mount_secs)
+    let way = |what: &str, way: &WriteWay| {
+        let vs_plain = ratio(rate(way.mount_secs), Some(rate(way.plain_secs)));
+        [
+            row(
+                format!("5. {what} of {n} files of 1–16 KiB into a read-write mount"),
+                format!(
+                    "{} files/s, {:.0} MB/s",
+                    self::rate(rate(way.mount_secs)),
+                    mb(way.mount_secs)
+                ),
+                format!(
+                    "plain directory {} files/s, {:.0} MB/s",
+                    self::rate(rate(way.plain_secs)),
+                    mb(way.plain_secs)
+                ),
+                show_ratio(vs_plain, "plain"),
+                "≥ 0.5× plain",
+                met(vs_plain, Bar::AtLeast(0.5)),
             ),
-            format!(
-                "plain directory {} files/s, {:.0} MB/s",
-                self::rate(rate(w.plain_secs)),
-                mb(w.plain_secs)
+            row(
+                format!(
+                    "5. then unmount after {what}: pack, upload, commit (until the daemon exits)"
+                ),
+                format!("{:.2} s", way.commit_secs),
+                "—".into(),
+                "—".into(),
+                "—",
+                "—".into(),
             ),
-            show_ratio(vs_plain, "plain"),
-            "—",
-            "—".into(),
-        ),
-        row(
-            "5. then unmount: pack, upload, commit (until the daemon exits)".into(),
-            format!("{:.2} s", w.commit_secs),
-            "—".into(),
-            "—".into(),
-            "—",
-            "—".into(),
-        ),
-        row(
-            format!("5. objects PUT for the {n} files (default --pack-items 1024)"),
-            format!("{} ({} packs)", w.puts, w.packs),
-            format!("{n} with one object per file"),
-            format!("{:.4}× one per file", w.puts as f64 / w.files as f64),
-            "—",
-            "—".into(),
-        ),
-    ]
+        ]
+    };
+    let mut rows = Vec::new();
+    rows.extend(way("cp -r", &w.cp));
+    rows.extend(way("tar -x", &w.tar));
+    rows.push(row(
+        format!("5. objects PUT for the {n} files of `cp -r` (default --pack-items 1024)"),
+        format!("{} ({} packs)", w.puts, w.packs),
+        format!("{n} with one object per file"),
+        format!("{:.4}× one per file", w.puts as f64 / w.files as f64),
+        "—",
+        "—".into(),
+    ));
+    rows
+}
+
+/// The 1-minute load average, as `/proc/loadavg` says it.
+fn load_average() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split(' ').next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// The table of measurement 5 alone (`--only-writes`).
+fn print_writes(config: &Config, writes: &Writes) {
+    println!(
+        "## packfs write benchmark (measurement 5): {} run, medians of {} round(s), {} cores, \
+         load average at the end {}\n",
+        config.mode(),
+        writes.rounds,
+        thread::available_parallelism().map_or(0, |n| n.get()),
+        load_average()
+    );
+    print_table(&write_rows(writes));
 }
 
 /// `find MNT | wc -l`.
@@ -2195,10 +2302,7 @@ fn print_report(
         config.mode(),
         config.runs,
         thread::available_parallelism().map_or(0, |n| n.get()),
-        fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|l| l.split(' ').next().map(str::to_string))
-            .unwrap_or_else(|| "?".into())
+        load_average()
     );
     print_table(&rows);
     println!();

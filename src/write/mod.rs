@@ -36,7 +36,7 @@ use crate::reader::{ReadError, Reader};
 use journal::{Journal, Record};
 pub use recover::recover;
 use session::{Said, Session};
-pub use spool::{default_dir, state_dir, Spool};
+pub use spool::{default_dir, state_dir, PinnedFile, Spool};
 
 /// Settings of a read-write mount. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]
@@ -393,7 +393,7 @@ impl Writer {
             let tree = self.ns.tree().clone();
             let joined = self.ns.update_file(ino, false, |f| match f.writers {
                 0 if truncate => Some(Ok(None)),
-                0 => Some(copy_from(&tree, &f.content).map(Some)),
+                0 => Some(copy_from(&self.spool, &tree, &f.content).map(Some)),
                 _ => {
                     f.writers += 1;
                     None
@@ -548,8 +548,10 @@ impl Writer {
         }
         // Unchanged during the copy: the live version is the copy's twin.
         let generation = self.ns.update_existing_file(ino, |f| f.generation);
-        let (copy, _) = self.new_spool_file()?;
-        let copied = blocking(copy_file(session.spool.clone(), copy.clone())).await;
+        let (copy, to) = self.new_spool_file()?;
+        let from = self.spool.open_pinned(&session.spool);
+        let to = Arc::try_unwrap(to).expect("a new spool file has one owner");
+        let copied = blocking(copy_file(from, session.spool.path.clone(), to)).await;
         let bytes = match copied {
             Ok(bytes) => bytes,
             Err(e) => {
@@ -641,10 +643,10 @@ impl Writer {
     ) -> Result<(), WriteError> {
         const STEP: u64 = 8 << 20;
         let item = match from {
-            CopyFrom::Spool(mut old, path) => {
+            CopyFrom::Spool(old, path) => {
                 let file = file.clone();
                 let copied = blocking(move || {
-                    std::io::copy(&mut old, &mut file.as_ref()).map_err(WriteError::file(&path))
+                    std::io::copy(&mut &*old, &mut file.as_ref()).map_err(WriteError::file(&path))
                 })
                 .await?;
                 self.spool.resized(copied, 0);
@@ -1017,8 +1019,13 @@ impl Writer {
     }
 
     /// The spool file of a version being read, for [`Content::Spool`].
-    pub fn read_spool(spool: &SpoolFile, offset: u64, size: u32) -> std::io::Result<Vec<u8>> {
-        let file = File::open(&spool.path)?;
+    pub fn read_spool(
+        &self,
+        spool: &SpoolFile,
+        offset: u64,
+        size: u32,
+    ) -> std::io::Result<Vec<u8>> {
+        let file = self.spool.open_pinned(spool)?;
         let mut buf = vec![0u8; size as usize];
         let mut filled = 0;
         while filled < buf.len() {
@@ -1058,15 +1065,19 @@ fn open_record(ns: &Namespace, ino: Ino, spool: &SpoolFile) -> Option<Record> {
 /// The bytes a write session copies.
 enum CopyFrom {
     /// A spool version, opened (it may be deleted while it is copied).
-    Spool(File, PathBuf),
+    Spool(PinnedFile, PathBuf),
     Item(crate::dataset::Item),
 }
 
 /// Where the bytes of `content` are to be copied from.
-fn copy_from(tree: &crate::tree::Tree, content: &Content) -> Result<CopyFrom, WriteError> {
+fn copy_from(
+    spool: &Spool,
+    tree: &crate::tree::Tree,
+    content: &Content,
+) -> Result<CopyFrom, WriteError> {
     Ok(match content {
         Content::Spool(s) => {
-            let file = File::open(&s.path).map_err(WriteError::file(&s.path))?;
+            let file = spool.open_pinned(s).map_err(WriteError::file(&s.path))?;
             CopyFrom::Spool(file, s.path.clone())
         }
         Content::Base(i) => CopyFrom::Item(tree.item(*i).clone()),
@@ -1083,10 +1094,17 @@ async fn blocking<T: Send + 'static>(
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
-/// Copies spool file `from` over `to` (`copy_file_range`: a reflink or an
-/// in-kernel copy); returns the bytes copied.
-fn copy_file(from: SpoolFile, to: SpoolFile) -> impl FnOnce() -> Result<u64, WriteError> {
-    move || std::fs::copy(&from.path, &to.path).map_err(WriteError::file(&from.path))
+/// Copies spool file `from` (open pinned) into `to` (`copy_file_range`: a
+/// reflink or an in-kernel copy); returns the bytes copied.
+fn copy_file(
+    from: Result<PinnedFile, std::io::Error>,
+    from_path: std::path::PathBuf,
+    to: File,
+) -> impl FnOnce() -> Result<u64, WriteError> {
+    move || {
+        let from = from.map_err(WriteError::file(&from_path))?;
+        std::io::copy(&mut &*from, &mut &to).map_err(WriteError::file(&from_path))
+    }
 }
 
 /// One async lock per inode, made on demand and dropped with its last user.
