@@ -242,10 +242,12 @@ fn serve(
     info!("mounted {location} at {}", mountpoint.display());
 
     // systemd (Type=notify): ready once the mount answers a request, which
-    // the session loop below starts serving.
+    // the session loop below starts serving. statfs, not stat: it caches
+    // nothing in the kernel, so a daemon killed later leaves a mount that
+    // every caller sees as dead at once.
     let target = mountpoint.to_path_buf();
     let status = format!("serving {location} at {}", mountpoint.display());
-    runtime.spawn_blocking(move || match std::fs::metadata(&target) {
+    runtime.spawn_blocking(move || match mountpoint::statfs(&target) {
         Ok(_) => notify_systemd(&[NotifyState::Ready, NotifyState::Status(&status)]),
         Err(e) => warn!("the mount at {} does not answer: {e}", target.display()),
     });

@@ -156,7 +156,7 @@ fn fuse_mount_at(table: &[MountEntry], path: &Path) -> Result<(), (PathBuf, Refu
     if !mount.is_fuse() {
         return Ok(());
     }
-    let refusal = match std::fs::metadata(path) {
+    let refusal = match statfs(path) {
         Err(e) if is_dead(&e) => Refusal::DeadMount,
         _ => Refusal::Mounted {
             source: mount.source.clone(),
@@ -164,6 +164,20 @@ fn fuse_mount_at(table: &[MountEntry], path: &Path) -> Result<(), (PathBuf, Refu
         },
     };
     Err((path.to_path_buf(), refusal))
+}
+
+/// `statfs(2)` of `path`: a request a FUSE mount's daemon always answers
+/// itself (the kernel caches attributes, never statfs), so it tells a
+/// live mount from a dead one whatever `stat` would find in the cache.
+pub(crate) fn statfs(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    let mut buf = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is NUL-terminated; statvfs writes `buf` only.
+    match unsafe { libc::statvfs(path.as_ptr(), buf.as_mut_ptr()) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
 }
 
 /// Whether `e` is what a FUSE mount whose daemon is gone answers:
