@@ -121,16 +121,22 @@ impl Tree {
                 }
             }
             b.dir_attrs.extend(dir_attrs);
-            items.reserve(track.items.len());
-            for item in track.items {
-                let index = u32::try_from(items.len()).map_err(|_| TreeError::TooLarge)?;
+            let first = items.len();
+            for (k, item) in track.items.iter().enumerate() {
+                let index = u32::try_from(first + k).map_err(|_| TreeError::TooLarge)?;
                 let (dirs, file) = item.name.rsplit_once('/').unwrap_or(("", &item.name));
                 let mut dir = modality;
                 for part in dirs.split('/').filter(|p| !p.is_empty()) {
                     dir = b.dir(dir, part)?;
                 }
                 b.add(dir, file, NodeKind::File(index))?;
-                items.push(item);
+            }
+            // Moved, not copied, when it is the first Track (a copy of a
+            // million items is 100 MB more at the peak of a mount).
+            if items.is_empty() {
+                items = track.items;
+            } else {
+                items.append(&mut { track.items });
             }
         }
         let dir_attrs = std::mem::take(&mut b.dir_attrs);

@@ -90,10 +90,16 @@
 //! seconds; `--only-engine` runs just them): direct write of a shard-like
 //! read against the staging path it replaced, in time and in bytes
 //! written per MiB read.
+//!
+//! Then issue 15's scale rows (`scale.rs`; alone with `--only-scale`):
+//! mounts of 1M, 3M and 10M tiny items (mount ready, `find | wc -l`,
+//! VmHWM, `ls -lR` at 1M) and `packfs import` of 1M small files against
+//! `tar -cf` of the same tree.
 
 mod array;
 mod bundle;
 mod engine;
+mod scale;
 mod views;
 
 use std::collections::HashMap;
@@ -204,6 +210,12 @@ fn run() -> Result<()> {
         return Ok(());
     }
     let runtime = Runtime::new()?;
+    if config.only_scale {
+        let scale = scale::scale_bench(&config, &runtime, &packfs_bin, work.path(), &mountpoint)?;
+        progress("done");
+        scale::print_issue15(&scale);
+        return Ok(());
+    }
     if config.only_views {
         let views = views::views_bench(&config, &runtime, &packfs_bin, work.path(), &mountpoint)?;
         progress("done");
@@ -273,6 +285,7 @@ fn run() -> Result<()> {
     let arrays = array::array_bench(&config, &packfs_bin, work.path(), &mountpoint)?;
     let engine = engine::engine_bench(&runtime)?;
     let views = views::views_bench(&config, &runtime, &packfs_bin, work.path(), &mountpoint)?;
+    let scale = scale::scale_bench(&config, &runtime, &packfs_bin, work.path(), &mountpoint)?;
     progress("done");
     print_report(&config, &comparison, &latency, &writes, many.as_ref());
     print_issue11(&config, &comparison, &cold, &epochs);
@@ -280,6 +293,7 @@ fn run() -> Result<()> {
     array::print_issue13(&config, arrays.as_ref());
     engine::print_issue14(&engine);
     views::print_issue14(&config, &views);
+    scale::print_issue15(&scale);
     Ok(())
 }
 
@@ -297,6 +311,12 @@ struct Config {
     only_writes: bool,
     /// Run issue 14's engine rows only (in process, seconds).
     only_engine: bool,
+    /// Run issue 15's scale rows only (1M–10M items, import of 1M files).
+    only_scale: bool,
+    /// `--scale-items N,N…`: the item counts of issue 15's mount rows
+    /// (default 1M, 3M, 10M); `--no-import` leaves out its import row.
+    scale_items: Option<Vec<usize>>,
+    no_import: bool,
     /// Rounds of measurements 1, 2 and the random reads; medians are shown.
     runs: usize,
     big_bytes: u64,
@@ -316,11 +336,14 @@ struct Config {
 impl Config {
     fn from_args() -> Result<Config> {
         let usage =
-            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-views] [--only-writes] [--only-engine] [--runs N]]";
+            "usage: cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-views] [--only-writes] [--only-engine] [--only-scale [--scale-items N,N…] [--no-import]] [--runs N]]";
         let (mut quick, mut skip_1m, mut only_tiledb, mut runs) = (false, false, false, None);
         let mut only_views = false;
         let mut only_writes = false;
         let mut only_engine = false;
+        let mut only_scale = false;
+        let mut scale_items = None;
+        let mut no_import = false;
         let mut args = std::env::args().skip(1);
         while let Some(arg) = args.next() {
             match arg.as_str() {
@@ -330,6 +353,18 @@ impl Config {
                 "--only-views" => only_views = true,
                 "--only-writes" => only_writes = true,
                 "--only-engine" => only_engine = true,
+                "--only-scale" => only_scale = true,
+                "--no-import" => no_import = true,
+                "--scale-items" => {
+                    let counts: Option<Vec<usize>> = args.next().and_then(|list| {
+                        list.split(',')
+                            .map(|n| n.parse().ok().filter(|&n| n > 0))
+                            .collect()
+                    });
+                    let counts = counts.filter(|c| !c.is_empty());
+                    scale_items =
+                        Some(counts.ok_or(format!("--scale-items needs counts N,N…\n{usage}"))?);
+                }
                 "--runs" => {
                     let n = args.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0);
                     runs = Some(n.ok_or(format!("--runs needs a positive number\n{usage}"))?);
@@ -353,6 +388,9 @@ impl Config {
             only_views,
             only_writes,
             only_engine,
+            only_scale,
+            scale_items,
+            no_import,
             runs: runs.unwrap_or(default_runs),
             big_bytes,
             small_files,
@@ -1241,16 +1279,7 @@ fn many_items(
     drop(daemon);
     progress("fresh mount, running ls -lR");
     let daemon = Daemon::mount(bin, dataset_dir, mnt)?;
-    let start = Instant::now();
-    let status = Command::new("ls")
-        .arg("-lR")
-        .arg(mnt)
-        .stdout(Stdio::null())
-        .status()?;
-    let ls_time = start.elapsed();
-    if !status.success() {
-        return Err(format!("ls -lR failed ({status})").into());
-    }
+    let ls_time = time_ls_lr(mnt)?;
     let (rss_kib, hwm_kib) = daemon.memory_kib()?;
     Ok(ManyItems {
         items,
@@ -1512,6 +1541,20 @@ fn print_writes(config: &Config, writes: &Writes) {
         load_average()
     );
     print_table(&write_rows(writes));
+}
+
+/// How long `ls -lR MNT > /dev/null` takes.
+fn time_ls_lr(mnt: &Path) -> Result<Duration> {
+    let start = Instant::now();
+    let status = Command::new("ls")
+        .arg("-lR")
+        .arg(mnt)
+        .stdout(Stdio::null())
+        .status()?;
+    if !status.success() {
+        return Err(format!("ls -lR failed ({status})").into());
+    }
+    Ok(start.elapsed())
 }
 
 /// `find MNT | wc -l`.

@@ -181,7 +181,7 @@ impl Dataset {
         // Tracks can be tens of MB: hash and decode off the async threads.
         tokio::task::spawn_blocking(move || {
             check_content(&path, &id, &bytes)?;
-            Ok(Track::decode(&bytes, &format!("track {path}"))?)
+            Ok(Track::decode_owned(bytes, &format!("track {path}"))?)
         })
         .await
         .expect("track decode panicked")

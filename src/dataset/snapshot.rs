@@ -83,8 +83,9 @@ impl SnapshotTrack {
         let layout = dataset.store().layout();
         let data_path = |id: &ObjectId| layout.data_object(&entry.timeline, &entry.modality, id);
         let chunked = load_item_manifests(dataset, entry, &track, &keep).await?;
-        // Entries of one pack share one path allocation.
-        let mut paths: HashMap<ObjectId, Arc<Path>> = HashMap::new();
+        // Entries of one pack share one path allocation. foldhash: this is
+        // looked up once an item, and SipHash of an id showed in profiles.
+        let mut paths: foldhash::HashMap<ObjectId, Arc<Path>> = Default::default();
         let mut path_of = |id: &ObjectId| {
             paths
                 .entry(*id)
@@ -92,33 +93,32 @@ impl SnapshotTrack {
                 .clone()
         };
         let (items, pack_lens, dirs) = track.into_parts();
-        let items = items
-            .into_iter()
-            .filter(|it| keep(&it.name))
-            .map(|it| {
-                let e = it.entry;
-                let source = match e.placement {
-                    Placement::Whole => ItemSource::Whole {
-                        object: path_of(&e.address),
-                    },
-                    Placement::Packed { offset } => ItemSource::Packed {
-                        pack: path_of(&e.address),
-                        offset,
-                        pack_len: pack_lens[&e.address],
-                    },
-                    Placement::Chunked => ItemSource::Chunked {
-                        chunks: chunked[&e.address].clone(),
-                    },
-                };
-                Item {
-                    name: it.name,
-                    size: e.byte_size,
-                    media_type: it.media_type,
-                    source,
-                    attrs: it.attrs,
-                }
+        let items = map_shrinking(items, |it| {
+            if !keep(&it.name) {
+                return None;
+            }
+            let e = it.entry;
+            let source = match e.placement {
+                Placement::Whole => ItemSource::Whole {
+                    object: path_of(&e.address),
+                },
+                Placement::Packed { offset } => ItemSource::Packed {
+                    pack: path_of(&e.address),
+                    offset,
+                    pack_len: pack_lens[&e.address],
+                },
+                Placement::Chunked => ItemSource::Chunked {
+                    chunks: chunked[&e.address].clone(),
+                },
+            };
+            Some(Item {
+                name: it.name,
+                size: e.byte_size,
+                media_type: it.media_type,
+                source,
+                attrs: it.attrs,
             })
-            .collect();
+        });
         Ok(SnapshotTrack {
             timeline: entry.timeline.clone(),
             modality: entry.modality.clone(),
@@ -127,6 +127,23 @@ impl SnapshotTrack {
             dirs,
         })
     }
+}
+
+/// `v` mapped through `f` (dropping the `None`s), in order. It is consumed
+/// from the back and shrunk every eighth, so the memory of what was
+/// converted is given back as the result grows: converting a million Track
+/// items does not hold both vectors whole at once.
+pub(crate) fn map_shrinking<T, U>(mut v: Vec<T>, mut f: impl FnMut(T) -> Option<U>) -> Vec<U> {
+    let step = (v.len() / 8).max(1 << 14);
+    let mut out = Vec::with_capacity(v.len());
+    while let Some(x) = v.pop() {
+        out.extend(f(x));
+        if v.len() % step == 0 {
+            v.shrink_to_fit();
+        }
+    }
+    out.reverse();
+    out
 }
 
 /// Fetches the ItemManifest of every chunked item `keep` accepts, checking
@@ -182,4 +199,19 @@ async fn load_item_manifests(
         .buffer_unordered(METADATA_CONCURRENCY)
         .try_collect()
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::map_shrinking;
+
+    #[test]
+    fn map_shrinking_keeps_order_and_filters() {
+        for n in [0usize, 1, 7, 1 << 14, (1 << 14) + 3, 200_000] {
+            let v: Vec<usize> = (0..n).collect();
+            let out = map_shrinking(v, |x| (x % 3 != 0).then(|| x * 2));
+            let want: Vec<usize> = (0..n).filter(|x| x % 3 != 0).map(|x| x * 2).collect();
+            assert_eq!(out, want, "n = {n}");
+        }
+    }
 }

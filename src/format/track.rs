@@ -295,6 +295,23 @@ impl Track {
     /// Decodes and validates a Track; `what` names the object for errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<Self, FormatError> {
         let raw: RawTrack = cbor::decode_typed(bytes, what)?;
+        Self::from_raw(raw, what)
+    }
+
+    /// [`Track::decode`] of bytes it owns: they are dropped as soon as they
+    /// are parsed, before the items are assembled, so the encoded Track
+    /// (74 bytes an item for short names) and the items do not all peak
+    /// together when a mount loads millions of them.
+    pub fn decode_owned(bytes: impl AsRef<[u8]>, what: &str) -> Result<Self, FormatError> {
+        let raw: RawTrack = cbor::decode_typed(bytes.as_ref(), what)?;
+        drop(bytes);
+        Self::from_raw(raw, what)
+    }
+
+    /// Assembles and validates the items of a parsed Track. The parallel
+    /// arrays are consumed as they are zipped; absent ones are not
+    /// materialized (a million `None`s is 20 MB).
+    fn from_raw(raw: RawTrack, what: &str) -> Result<Self, FormatError> {
         if let Some(kind) = raw.kind.filter(|k| k != TRACK_KIND_FRAGMENT) {
             return Err(FormatError::shape(
                 what,
@@ -302,24 +319,56 @@ impl Track {
             ));
         }
         let len = raw.index.len();
-        let names = match raw.names {
-            Some(names) => {
-                parallel(names.len(), len, what, "names")?;
-                names
+        if let Some(names) = &raw.names {
+            parallel(names.len(), len, what, "names")?;
+        }
+        let default_media: Arc<str> = DEFAULT_MEDIA_TYPE.into();
+        let media = match (raw.media_table, raw.media_types) {
+            (Some(table), Some(indices)) => {
+                parallel(indices.len(), len, what, "media_types")?;
+                let table: Vec<Arc<str>> = table.into_iter().map(Arc::from).collect();
+                if let Some((i, &k)) = indices
+                    .iter()
+                    .enumerate()
+                    .find(|(_, &k)| k >= table.len() as u64)
+                {
+                    return Err(FormatError::shape(
+                        format!("{what} media_types[{i}]"),
+                        format!("index {k} is outside media_type_table"),
+                    ));
+                }
+                Some((table, indices))
             }
-            None => (0..len).map(|i| Some(format!("item-{i:08}"))).collect(),
+            _ => None,
         };
-        let media = media_types(raw.media_table, raw.media_types, len, what)?;
-        let modes = raw.modes.unwrap_or_else(|| vec![None; len]);
-        parallel(modes.len(), len, what, "modes")?;
-        let mtimes = raw.mtimes.unwrap_or_else(|| vec![None; len]);
-        parallel(mtimes.len(), len, what, "mtimes")?;
+        if let Some(modes) = &raw.modes {
+            parallel(modes.len(), len, what, "modes")?;
+        }
+        if let Some(mtimes) = &raw.mtimes {
+            parallel(mtimes.len(), len, what, "mtimes")?;
+        }
+        // Assembled from the back, each array shrunk every eighth, so what
+        // is consumed is given back while the items grow (the arrays and
+        // the items are each well over 100 bytes an item).
+        let (mut index, mut names) = (raw.index, raw.names);
+        let (mut modes, mut mtimes) = (raw.modes, raw.mtimes);
+        let step = (len / 8).max(1 << 14);
         let mut items = Vec::with_capacity(len);
         let mut retired = Vec::new();
-        let attrs = modes.into_iter().zip(mtimes);
-        let fields = raw.index.into_iter().zip(names).zip(media).zip(attrs);
-        for (i, (((entry, name), media_type), (mode, mtime_ns))) in fields.enumerate() {
+        while let Some(entry) = index.pop() {
+            let i = index.len();
+            // The lengths were checked above: every `pop` has an element.
+            let name = match &mut names {
+                Some(names) => names.pop().flatten(),
+                None => Some(format!("item-{i:08}")),
+            };
+            let mode = modes.as_mut().and_then(|m| m.pop().flatten());
+            let mtime_ns = mtimes.as_mut().and_then(|m| m.pop().flatten());
             check_mode(mode, || format!("{what} modes[{i}]"))?;
+            let media_type = match &media {
+                Some((table, indices)) => table[indices[i] as usize].clone(),
+                None => default_media.clone(),
+            };
             match name {
                 Some(name) => items.push(TrackItem {
                     name,
@@ -329,7 +378,15 @@ impl Track {
                 }),
                 None => retired.push(entry),
             }
+            if i % step == 0 {
+                index.shrink_to_fit();
+                names.iter_mut().for_each(Vec::shrink_to_fit);
+                modes.iter_mut().for_each(Vec::shrink_to_fit);
+                mtimes.iter_mut().for_each(Vec::shrink_to_fit);
+            }
         }
+        items.reverse();
+        retired.reverse();
         Track::new(items, retired, what)?.with_dirs(raw.dirs.unwrap_or_default(), what)
     }
 }
@@ -532,34 +589,6 @@ fn parallel(len: usize, expected: usize, what: &str, field: &str) -> Result<(), 
     Ok(())
 }
 
-/// Per-item media types from the table and the parallel index array; the
-/// default for every item when either is absent.
-fn media_types(
-    table: Option<Vec<String>>,
-    indices: Option<Vec<u64>>,
-    len: usize,
-    what: &str,
-) -> Result<Vec<Arc<str>>, FormatError> {
-    let (Some(table), Some(indices)) = (table, indices) else {
-        let default: Arc<str> = DEFAULT_MEDIA_TYPE.into();
-        return Ok(vec![default; len]);
-    };
-    parallel(indices.len(), len, what, "media_types")?;
-    let table: Vec<Arc<str>> = table.into_iter().map(Arc::from).collect();
-    indices
-        .iter()
-        .enumerate()
-        .map(|(i, &k)| {
-            table.get(k as usize).cloned().ok_or_else(|| {
-                FormatError::shape(
-                    format!("{what} media_types[{i}]"),
-                    format!("index {k} is outside media_type_table"),
-                )
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -659,6 +688,43 @@ mod tests {
         let bytes = Track::new(vec![bad], vec![], "t").unwrap().encode();
         let e = Track::decode(&bytes, "t").unwrap_err();
         assert!(e.to_string().contains("outside 0o7777"), "{e}");
+    }
+
+    /// Assembly from the back with shrinking (`from_raw`) keeps every
+    /// item, its order, media type, mode and mtime, and the retired
+    /// entries, past several shrink steps; `decode_owned` agrees.
+    #[test]
+    fn large_tracks_decode_in_order_owned_or_borrowed() {
+        let n = 40_000u64;
+        let (mut items, mut all) = (Vec::new(), Vec::new());
+        for i in 0..n {
+            let mut it = item(&format!("d{}/i{i}", i % 7), b"p", i, 1);
+            it.media_type = ["image/jpeg", "text/plain", "a/b"][(i % 3) as usize].into();
+            if i % 5 == 0 {
+                it.attrs.mode = Some(0o640);
+            }
+            if i % 3 == 0 {
+                it.attrs.mtime_ns = Some(i as i64 - 7);
+            }
+            all.push(it.clone());
+            items.push(it);
+        }
+        let t = Track::new(items, vec![], "t").unwrap();
+        // Items whose name ends in 1 removed: retired entries interleave
+        // with live ones.
+        let (kept, retired) = t.remove_items(|i| i.name.ends_with('1'));
+        let t = Track::new(kept, retired, "t").unwrap();
+        assert!(!t.retired().is_empty());
+        let bytes = t.encode();
+        assert_eq!(Track::decode(&bytes, "t").unwrap(), t);
+        assert_eq!(Track::decode_owned(bytes.clone(), "t").unwrap(), t);
+        let names: Vec<&str> = t.items().iter().map(|i| i.name.as_str()).collect();
+        let want: Vec<&str> = all
+            .iter()
+            .map(|i| i.name.as_str())
+            .filter(|n| !n.ends_with('1'))
+            .collect();
+        assert_eq!(names, want);
     }
 
     #[test]
