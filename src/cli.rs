@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use indicatif::HumanBytes;
 use packfs::array::Array;
 use packfs::bundle::create::{create, BundleSource, CreateOptions};
 use packfs::bundle::Bundle;
@@ -939,13 +940,13 @@ pub async fn run_info(at: DatasetAt, json: bool, config: &StoreConfig) -> CliRes
     let row = |timeline: &str, modality: &str, c: &packfs::info::Counts| -> [String; 10] {
         let sizes = match c.packs {
             0 => "-".to_string(),
-            _ => format!("{}–{}", human_bytes(c.pack_min), human_bytes(c.pack_max)),
+            _ => format!("{}–{}", HumanBytes(c.pack_min), HumanBytes(c.pack_max)),
         };
         [
             timeline.to_string(),
             modality.to_string(),
             c.items.to_string(),
-            human_bytes(c.bytes),
+            HumanBytes(c.bytes).to_string(),
             c.packed_items.to_string(),
             c.whole_items.to_string(),
             match c.chunked_items {
@@ -980,21 +981,6 @@ pub async fn run_info(at: DatasetAt, json: bool, config: &StoreConfig) -> CliRes
         writeln!(out, "{}", cells.join("  ").trim_end())?;
     }
     Ok(())
-}
-
-/// `bytes` in binary units, one decimal (`1.5 MiB`).
-fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    match unit {
-        0 => format!("{bytes} B"),
-        _ => format!("{value:.1} {}", UNITS[unit]),
-    }
 }
 
 pub async fn run_log(at: DatasetAt, max_count: usize, config: &StoreConfig) -> CliResult {

@@ -53,7 +53,9 @@ pub struct Counts {
     /// Smallest and largest pack.
     pub pack_min: u64,
     pub pack_max: u64,
-    /// Bytes of packed items over the packs' length: below 1, packs hold
+    /// Bytes of the packs that packed items use.
+    pub pack_used: u64,
+    /// `pack_used` over `pack_bytes`: below 1, packs hold
     /// bytes of items since replaced or removed (gc cannot free a pack
     /// any item still uses).
     pub pack_fill: f64,
@@ -86,14 +88,12 @@ impl Counts {
         counts.pack_bytes = packs.values().map(|(len, _)| len).sum();
         counts.pack_min = packs.values().map(|(len, _)| *len).min().unwrap_or(0);
         counts.pack_max = packs.values().map(|(len, _)| *len).max().unwrap_or(0);
-        let used: u64 = packs.values().map(|(_, used)| used).sum();
-        counts.pack_fill = fill(used, counts.pack_bytes);
+        counts.pack_used = packs.values().map(|(_, used)| used).sum();
+        counts.pack_fill = fill(counts.pack_used, counts.pack_bytes);
         counts
     }
 
     fn add(&mut self, other: &Counts) {
-        let used =
-            self.pack_fill * self.pack_bytes as f64 + other.pack_fill * other.pack_bytes as f64;
         self.pack_min = match (self.packs, other.packs) {
             (0, _) => other.pack_min,
             (_, 0) => self.pack_min,
@@ -108,7 +108,8 @@ impl Counts {
         self.packs += other.packs;
         self.pack_bytes += other.pack_bytes;
         self.pack_max = self.pack_max.max(other.pack_max);
-        self.pack_fill = fill(used.round() as u64, self.pack_bytes);
+        self.pack_used += other.pack_used;
+        self.pack_fill = fill(self.pack_used, self.pack_bytes);
     }
 }
 

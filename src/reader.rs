@@ -38,17 +38,15 @@ pub struct Reader {
     cache: BlockCache,
     limits: CoalesceLimits,
     ahead: std::sync::Arc<MapAhead>,
-    options: std::sync::Arc<CacheOptions>,
 }
 
 impl Reader {
     /// A reader over `store`; with `disk`, cached blocks also persist there.
     pub fn new(store: Store, options: CacheOptions, disk: Option<DiskCache>) -> Self {
         Reader {
-            cache: BlockCache::new(store, options.clone(), disk),
+            cache: BlockCache::new(store, options, disk),
             limits: CoalesceLimits::default(),
             ahead: Default::default(),
-            options: std::sync::Arc::new(options),
         }
     }
 
@@ -78,10 +76,11 @@ impl Reader {
         range: std::ops::Range<u64>,
         size: u64,
     ) -> Option<std::ops::Range<u64>> {
-        if !self.options.prefetch {
+        let options = self.cache.options();
+        if !options.prefetch {
             return None;
         }
-        self.ahead.on_read(&self.options, file, range, size)
+        self.ahead.on_read(options, file, range, size)
     }
 
     /// Starts fetching the store bytes `extents` map, in source order
@@ -109,7 +108,7 @@ impl Reader {
         ranges.sort_by(|(a, ra), (b, rb)| a.path.cmp(&b.path).then(ra.start.cmp(&rb.start)));
         // Ranges of one object less than a block apart are one fetch: the
         // cache fetches whole blocks anyway.
-        let gap = self.options.block_size;
+        let gap = self.cache.options().block_size;
         let mut merged: Option<(&ObjectRef, std::ops::Range<u64>)> = None;
         for (object, range) in ranges {
             match &mut merged {

@@ -64,6 +64,18 @@ fn umount(mnt: &Path) {
     });
 }
 
+/// `mount -t fuse.packfs DATASET MNT -o OPTIONS`.
+fn mount_t(ds: &str, mnt: &Path, options: &str) -> std::process::Output {
+    mount_cmd(&[
+        "-t",
+        "fuse.packfs",
+        ds,
+        mnt.to_str().unwrap(),
+        "-o",
+        options,
+    ])
+}
+
 fn mount_cmd(args: &[&str]) -> std::process::Output {
     Command::new("mount").args(args).output().unwrap()
 }
@@ -82,14 +94,11 @@ fn mount_t_fuse_packfs_takes_packfs_flags_as_options() {
     let (dir, ds) = setup();
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let out = mount_cmd(&[
-        "-t",
-        "fuse.packfs",
+    let out = mount_t(
         &ds,
-        mnt.to_str().unwrap(),
-        "-o",
+        &mnt,
         "ref=main~1,_netdev,nofail,x-systemd.automount,nosuid,nodev,file_mode=0440",
-    ]);
+    );
     succeeded("mount -t fuse.packfs", out);
     let _umount = Umount(&mnt);
     assert!(is_mounted(&mnt));
@@ -109,14 +118,7 @@ fn mount_t_fuse_packfs_takes_packfs_flags_as_options() {
     assert!(!is_mounted(&mnt));
 
     // A misspelt option fails the mount, naming it.
-    let out = mount_cmd(&[
-        "-t",
-        "fuse.packfs",
-        &ds,
-        mnt.to_str().unwrap(),
-        "-o",
-        "colour=red",
-    ]);
+    let out = mount_t(&ds, &mnt, "colour=red");
     failed_with(&out, &["--colour"]);
     assert!(!is_mounted(&mnt));
 }

@@ -183,6 +183,11 @@ impl BlockCache {
         &self.inner.stats
     }
 
+    /// Its settings.
+    pub fn options(&self) -> &CacheOptions {
+        &self.inner.options
+    }
+
     /// Bytes of blocks held in memory now.
     pub fn bytes_cached(&self) -> u64 {
         self.inner.lru.lock().bytes
