@@ -41,9 +41,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
         // Read one file back through the library, without FUSE.
         let tree = Tree::build(dataset.snapshot("main").await?)?;
-        let item = tree.resolve_file("train/caption/sample-00007.txt")?;
+        let item = tree.resolve_file("train/caption/sample-00007.txt")?.data();
         let bytes = Reader::new(dataset.store().clone(), Default::default(), None)
-            .read_item(item, 0, item.size)
+            .read_item(&item, 0, item.size)
             .await?;
         println!(
             "train/caption/sample-00007.txt says: {}",

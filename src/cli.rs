@@ -849,23 +849,25 @@ pub async fn run_ls(
     let mut out = std::io::stdout().lock();
     let mut show = |id| {
         let n = tree.node(id).expect("resolved node exists");
-        match (&n.kind, long) {
+        match (n.kind, long) {
             (NodeKind::Dir(_), false) => writeln!(out, "{}/", n.name),
             (NodeKind::Dir(_), true) => {
                 writeln!(out, "{:>14}  {:<26}  {}/", "-", "directory", n.name)
             }
             (NodeKind::File(_), false) => writeln!(out, "{}", n.name),
             (NodeKind::File(i), true) => {
-                let item = tree.item(*i);
+                let item = tree.item(i);
                 writeln!(
                     out,
                     "{:>14}  {:<26}  {}",
-                    item.size, item.media_type, n.name
+                    item.size(),
+                    item.media_type(),
+                    n.name
                 )
             }
         }
     };
-    match &tree.node(node).expect("resolved node exists").kind {
+    match tree.node(node).expect("resolved node exists").kind {
         NodeKind::Dir(children) => children.iter().try_for_each(|c| show(*c))?,
         NodeKind::File(_) => show(node)?,
     }
@@ -886,12 +888,12 @@ pub async fn run_cat(
         return cat_catalog(&*catalog, &reader, &path).await;
     }
     let (dataset, tree) = load_tree(&at, config).await?;
-    let item = tree.resolve_file(&path)?;
+    let item = tree.resolve_file(&path)?.data();
     let reader = Reader::new(dataset.store().clone(), CacheOptions::default(), None);
     let mut out = std::io::stdout().lock();
     let mut offset = 0;
     while offset < item.size {
-        let bytes = reader.read_item(item, offset, STEP).await?;
+        let bytes = reader.read_item(&item, offset, STEP).await?;
         match out.write_all(&bytes) {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
             r => r?,

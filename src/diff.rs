@@ -253,7 +253,7 @@ async fn compare_bytes(
     let by_name = |t: &SnapshotTrack| -> HashMap<String, Item> {
         t.items
             .iter()
-            .map(|i| (i.name.clone(), i.clone()))
+            .map(|i| (i.name().to_string(), i.to_item()))
             .collect()
     };
     let (a, b) = (by_name(&a), by_name(&b));
@@ -294,7 +294,7 @@ async fn same_bytes(
 ) -> Result<(bool, u64), DiffError> {
     let read = |side: usize, offset| async move {
         reader
-            .read_item(items[side], offset, COMPARE_STEP)
+            .read_item(&items[side].data(), offset, COMPARE_STEP)
             .await
             .map_err(|source| DiffError::Read {
                 path: path.to_string(),

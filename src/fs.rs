@@ -501,16 +501,12 @@ impl Fs {
                 flush: false,
             });
         };
-        let committed;
         let item = match self.ns.content(ino)? {
-            Content::Base(index) => Some(self.ns.tree().item(index)),
-            Content::Committed(c) => {
-                committed = c;
-                Some(&committed.item)
-            }
+            Content::Base(index) => Some(self.ns.tree().item(index).data()),
+            Content::Committed(c) => Some(c.item.data()),
             Content::Spool(_) => None,
         };
-        Ok(passthrough.open(ino, item).await)
+        Ok(passthrough.open(ino, item.as_ref()).await)
     }
 
     /// Opens file `ino` for reads served by the daemon. A read-only mount
@@ -592,14 +588,9 @@ impl Fs {
         };
         let mut attempt = 0;
         loop {
-            // Borrowed, not cloned: this runs for every read.
-            let committed;
             let item = match self.ns.content(ino)? {
-                Content::Base(index) => self.ns.tree().item(index),
-                Content::Committed(c) => {
-                    committed = c;
-                    &committed.item
-                }
+                Content::Base(index) => self.ns.tree().item(index).data(),
+                Content::Committed(c) => c.item.data(),
                 Content::Spool(spool) => match self.writer()?.read_spool(&spool, offset, size) {
                     Ok(bytes) => return Ok(ReadBytes::Shared(bytes.into())),
                     // Committed and deleted since the lookup: the file
@@ -621,16 +612,16 @@ impl Fs {
                     }
                 },
             };
-            let extents = item_extents(item, range.clone());
+            let extents = item_extents(&item, range.clone());
             return match self.reader.read_into(extents, buf).await {
                 Ok(bytes) => {
                     if let Some(passthrough) = &self.passthrough {
-                        passthrough.served(item, offset, &bytes).await;
+                        passthrough.served(&item, offset, &bytes).await;
                     }
                     Ok(bytes)
                 }
                 Err(e) => {
-                    warn!("read {} at {offset}: {e}", item.name);
+                    warn!("read of inode {ino} at {offset}: {e}");
                     Err(e.into())
                 }
             };

@@ -4,6 +4,9 @@
 //! deep its history is.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use object_store::path::Path;
 
 use serde::Serialize;
 
@@ -65,17 +68,14 @@ impl Counts {
     fn of(track: &SnapshotTrack) -> Counts {
         let mut counts = Counts::default();
         // Pack path → (length, bytes of items in it).
-        let mut packs: HashMap<&str, (u64, u64)> = HashMap::new();
-        for item in &track.items {
+        let mut packs: HashMap<Arc<Path>, (u64, u64)> = HashMap::new();
+        for item in track.items.iter() {
             counts.items += 1;
-            counts.bytes += item.size;
-            match &item.source {
+            counts.bytes += item.size();
+            match item.source() {
                 ItemSource::Packed { pack, pack_len, .. } => {
                     counts.packed_items += 1;
-                    packs
-                        .entry(pack.as_ref().as_ref())
-                        .or_insert((*pack_len, 0))
-                        .1 += item.size;
+                    packs.entry(pack).or_insert((pack_len, 0)).1 += item.size();
                 }
                 ItemSource::Whole { .. } => counts.whole_items += 1,
                 ItemSource::Chunked { chunks } => {

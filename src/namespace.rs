@@ -353,7 +353,7 @@ impl Namespace {
     }
 
     /// The tree node behind `ino`, if it is one.
-    fn tree_node(&self, ino: Ino) -> Option<(NodeId, &crate::tree::Node)> {
+    fn tree_node(&self, ino: Ino) -> Option<(NodeId, crate::tree::Node<'_>)> {
         if ino >= FIRST_NEW_INO || ino == 0 {
             return None;
         }
@@ -424,7 +424,7 @@ impl Namespace {
     /// How many of a tree directory's children are directories.
     fn tree_subdirs(&self, children: &[crate::tree::NodeId]) -> u32 {
         let is_dir = |&&c: &&crate::tree::NodeId| {
-            matches!(self.tree.node(c).map(|n| &n.kind), Some(NodeKind::Dir(_)))
+            matches!(self.tree.node(c).map(|n| n.kind), Some(NodeKind::Dir(_)))
         };
         children.iter().filter(is_dir).count() as u32
     }
@@ -442,7 +442,7 @@ impl Namespace {
 
     fn tree_attr(&self, ino: Ino) -> Result<Attr, NsError> {
         let (id, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
-        Ok(match &node.kind {
+        Ok(match node.kind {
             NodeKind::Dir(children) => {
                 let (perm, mtime) = self.stored_look(self.tree.dir_attrs(id), Kind::Dir);
                 Attr {
@@ -455,12 +455,12 @@ impl Namespace {
                 }
             }
             NodeKind::File(item) => {
-                let item = self.tree.item(*item);
-                let (perm, mtime) = self.stored_look(item.attrs, Kind::File);
+                let item = self.tree.item(item);
+                let (perm, mtime) = self.stored_look(item.attrs(), Kind::File);
                 Attr {
                     ino,
                     kind: Kind::File,
-                    size: item.size,
+                    size: item.size(),
                     mtime,
                     perm: self.modes.shown(Kind::File, perm),
                     nlink: 1,
@@ -498,7 +498,7 @@ impl Namespace {
             return Err(NsError::NotADirectory);
         }
         let (_, node) = self.tree_node(dir).ok_or(NsError::NotFound)?;
-        let NodeKind::Dir(children) = &node.kind else {
+        let NodeKind::Dir(children) = node.kind else {
             return Err(NsError::NotADirectory);
         };
         // Entry i carries cookie i + 1, so resuming is O(1) at any size.
@@ -508,7 +508,7 @@ impl Namespace {
                 0 => (".", dir),
                 1 => ("..", tree_ino(node.parent)),
                 i => match children.get(i - 2) {
-                    Some(&c) => (&*self.tree.node(c).expect("child exists").name, tree_ino(c)),
+                    Some(&c) => (self.tree.node(c).expect("child exists").name, tree_ino(c)),
                     None => return Ok(()),
                 },
             };
@@ -952,7 +952,7 @@ impl Namespace {
             Some(link) => link,
             None => {
                 let (_, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
-                Some((tree_ino(node.parent), node.name.clone()))
+                Some((tree_ino(node.parent), node.name.into()))
             }
         };
         let Some((parent, name)) = link else {
@@ -1102,12 +1102,12 @@ impl Change<'_> {
             .expect("tree files are below a modality");
         let (perm, mtime) = self
             .ns
-            .stored_look(self.ns.tree.item(item).attrs, Kind::File);
+            .stored_look(self.ns.tree.item(item).attrs(), Kind::File);
         self.overlay.files.insert(
             ino,
             FileNode {
                 content: Content::Base(item),
-                size: self.ns.tree.item(item).size,
+                size: self.ns.tree.item(item).size(),
                 mtime,
                 perm,
                 generation: 0,
@@ -1115,7 +1115,7 @@ impl Change<'_> {
                 origin: None,
                 modality,
                 // A tree file that was moved is in the overlay already.
-                link: Some((parent, node.name.clone())),
+                link: Some((parent, node.name.into())),
                 stored: true,
             },
         );
@@ -1132,7 +1132,7 @@ impl Change<'_> {
                 .collect();
         }
         let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        let NodeKind::Dir(children) = &node.kind else {
+        let NodeKind::Dir(children) = node.kind else {
             return Err(NsError::NotADirectory);
         };
         children
@@ -1187,10 +1187,10 @@ impl Change<'_> {
                         f.stored,
                         recorded(f),
                     ),
-                    None => match self.ns.tree_node(ino).map(|(_, n)| &n.kind) {
+                    None => match self.ns.tree_node(ino).map(|(_, n)| n.kind) {
                         Some(NodeKind::File(index)) => {
-                            let item = self.ns.tree.item(*index);
-                            (Content::Base(*index), item.size, 0, true, item.attrs)
+                            let item = self.ns.tree.item(index);
+                            (Content::Base(index), item.size(), 0, true, item.attrs())
                         }
                         _ => return Err(NsError::NotFound),
                     },
@@ -1226,7 +1226,7 @@ impl Change<'_> {
     /// the flush stats the file).
     fn size_of(&self, content: &Content) -> u64 {
         match content {
-            Content::Base(i) => self.ns.tree.item(*i).size,
+            Content::Base(i) => self.ns.tree.item(*i).size(),
             Content::Committed(c) => c.item.size,
             Content::Spool(_) => u64::MAX,
         }
@@ -1337,7 +1337,7 @@ impl Change<'_> {
                 .collect();
         }
         let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        match &node.kind {
+        match node.kind {
             NodeKind::Dir(children) => children
                 .iter()
                 .map(|&c| Ok((tree_ino(c), self.kind(tree_ino(c))?)))
@@ -1351,7 +1351,7 @@ impl Change<'_> {
             return Ok(!d.children.is_empty());
         }
         let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        match &node.kind {
+        match node.kind {
             NodeKind::Dir(children) => Ok(!children.is_empty()),
             NodeKind::File(_) => Err(NsError::NotADirectory),
         }
@@ -1366,17 +1366,14 @@ impl Change<'_> {
             return Err(NsError::NotADirectory);
         }
         let (id, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        let NodeKind::Dir(tree_children) = &node.kind else {
+        let NodeKind::Dir(tree_children) = node.kind else {
             return Err(NsError::NotADirectory);
         };
         let tree = &self.ns.tree;
         let (perm, mtime) = self.ns.stored_look(tree.dir_attrs(id), Kind::Dir);
         let mut entries = Children::default();
         for &c in tree_children {
-            entries.insert(
-                tree.node(c).expect("child exists").name.clone(),
-                tree_ino(c),
-            );
+            entries.insert(tree.node(c).expect("child exists").name.into(), tree_ino(c));
         }
         let children = entries;
         let subdirs = self.ns.tree_subdirs(tree_children);
@@ -1384,7 +1381,7 @@ impl Change<'_> {
             dir,
             DirNode {
                 parent: tree_ino(node.parent),
-                name: node.name.clone(),
+                name: node.name.into(),
                 children,
                 subdirs,
                 mtime,
@@ -1473,11 +1470,12 @@ mod tests {
             },
             attrs: Default::default(),
         };
-        let track = |modality: &str, items| SnapshotTrack {
+        let track = |modality: &str, items: Vec<crate::dataset::Item>| SnapshotTrack {
             timeline: "t".into(),
             modality: modality.into(),
             track_id: ObjectId::of(modality.as_bytes()),
-            items,
+            what: format!("track {modality}"),
+            items: items.into_iter().collect(),
             dirs: Vec::new(),
         };
         Tree::build(Snapshot {

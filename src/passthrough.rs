@@ -25,7 +25,7 @@ use tracing::{info, warn};
 
 use crate::cache::whole::{WholeCache, WholeKey};
 use crate::cache::Stats;
-use crate::dataset::{Item, ItemSource};
+use crate::dataset::{ItemData, ItemSource};
 use crate::fs::Opened;
 use crate::namespace::Ino;
 use crate::reader::ReadBytes;
@@ -100,7 +100,7 @@ impl Passthrough {
     /// Opens inode `ino` for reading; `item` holds its bytes (`None`: a
     /// file not stored as an item). Passthrough if the item has a copy and
     /// no daemon-served open of the inode remains, else a daemon handle.
-    pub async fn open(&self, ino: Ino, item: Option<&Item>) -> Opened {
+    pub async fn open(&self, ino: Ino, item: Option<&ItemData>) -> Opened {
         let item = item.filter(|i| i.size >= self.whole.min_size());
         let copy = match item {
             Some(item) if self.is_on() => self.whole.open_copy(key(item), item.size).await,
@@ -188,7 +188,7 @@ impl Passthrough {
     /// Bytes `offset..` of `item` as a read served them: fed to its copy
     /// (waiting briefly when its writer is behind). Bytes written into a
     /// reply buffer are copied, only here, where the copy keeps them.
-    pub async fn served(&self, item: &Item, offset: u64, bytes: &ReadBytes<'_>) {
+    pub async fn served(&self, item: &ItemData, offset: u64, bytes: &ReadBytes<'_>) {
         if self.is_on() && item.size >= self.whole.min_size() {
             let bytes = bytes.to_bytes();
             self.whole
@@ -200,7 +200,7 @@ impl Passthrough {
 
 /// The identity of an item's bytes: where they are stored. Objects are
 /// immutable, so the same place always holds the same bytes.
-fn key(item: &Item) -> WholeKey {
+fn key(item: &ItemData) -> WholeKey {
     let mut h = blake3::Hasher::new();
     let mut field = |bytes: &[u8]| {
         h.update(&(bytes.len() as u64).to_le_bytes());

@@ -13,7 +13,7 @@ use crate::cache::map_ahead::MapAhead;
 use crate::cache::{BlockCache, CacheOptions, DiskCache, ObjectRef, RecordRef, Stats};
 use crate::catalog::dataset::item_extents;
 use crate::catalog::{Extents, Source};
-use crate::dataset::Item;
+use crate::dataset::ItemData;
 use crate::engine::{
     ByteRangeProgram, CoalesceLimits, ExecuteError, MapError, MemorySource, NormalizedMap, Run,
     SeekableSource, SegmentKind, SourceError, Target,
@@ -61,7 +61,12 @@ impl Reader {
     }
 
     /// Up to `len` bytes of `item` from `offset`; fewer only at its end.
-    pub async fn read_item(&self, item: &Item, offset: u64, len: u64) -> Result<Bytes, ReadError> {
+    pub async fn read_item(
+        &self,
+        item: &ItemData,
+        offset: u64,
+        len: u64,
+    ) -> Result<Bytes, ReadError> {
         self.read(item_extents(item, offset..offset.saturating_add(len)))
             .await
     }

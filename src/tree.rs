@@ -3,7 +3,7 @@
 
 use thiserror::Error;
 
-use crate::dataset::{Item, Snapshot};
+use crate::dataset::{ItemRef, ItemTable, Snapshot};
 use crate::format::{Attrs, ObjectId};
 
 /// Index of a node; the root is [`Tree::ROOT`].
@@ -20,44 +20,65 @@ pub enum TreeError {
     IsADirectory { path: String },
     #[error("{path}: {detail}")]
     Conflict { path: String, detail: &'static str },
-    #[error("the dataset has more than {} files and directories", u32::MAX)]
+    #[error("invalid name {name:?} in {what}: duplicate name")]
+    Duplicate { what: String, name: String },
+    #[error("the dataset has more than {} files or directories", FILE - 2)]
     TooLarge,
 }
 
-/// A file or directory.
-#[derive(Debug)]
-pub struct Node {
-    pub name: Box<str>,
+/// A file or directory, as [`Tree::node`] hands it out.
+#[derive(Clone, Copy, Debug)]
+pub struct Node<'a> {
+    pub name: &'a str,
     pub parent: NodeId,
-    pub kind: NodeKind,
+    pub kind: NodeKind<'a>,
 }
 
-#[derive(Debug)]
-pub enum NodeKind {
+#[derive(Clone, Copy, Debug)]
+pub enum NodeKind<'a> {
     /// Children sorted by name (byte order), so listings are stable and
     /// lookups are binary searches.
-    Dir(Vec<NodeId>),
-    /// Index into [`Tree::items`].
+    Dir(&'a [NodeId]),
+    /// Index of the item, for [`Tree::item`].
     File(u32),
 }
 
-/// The Track a run of [`Tree::items`] came from.
+/// A file's node id is its item index with this bit set; directories are
+/// numbered from the root, 0. Files need no node of their own: their name
+/// is the last component of the item's name, and their parent is one
+/// `NodeId` a file ([`Tree::file_parents`]).
+const FILE: NodeId = 1 << 31;
+
+/// A directory of the tree.
+#[derive(Debug)]
+struct Dir {
+    name: Box<str>,
+    parent: NodeId,
+    /// Its children: `Tree::children[start..end]`.
+    children: (u32, u32),
+}
+
+/// The Track a run of the tree's items came from, and those items.
 #[derive(Clone, Debug)]
 pub struct TrackSpan {
-    /// Index of the Track's first item in [`Tree::items`].
+    /// Index of the Track's first item among all the tree's items.
     pub first_item: u32,
     pub timeline: String,
     pub modality: String,
     pub track: ObjectId,
+    pub items: ItemTable,
 }
 
 /// The whole namespace of one snapshot.
 #[derive(Debug)]
 pub struct Tree {
-    nodes: Vec<Node>,
+    dirs: Vec<Dir>,
+    /// The children of every directory, each directory's together.
+    children: Vec<NodeId>,
+    /// The directory of each item.
+    file_parents: Vec<NodeId>,
     /// Attributes recorded for directories (few have any).
     dir_attrs: foldhash::HashMap<NodeId, Attrs>,
-    items: Vec<Item>,
     tracks: Vec<TrackSpan>,
     manifest_id: ObjectId,
     ts_unix_ns: u64,
@@ -84,85 +105,111 @@ impl Tree {
         Tree::build(snapshot).expect("an empty snapshot has no name clashes")
     }
 
-    /// Builds the tree; a name used both as a file and as a directory is an
-    /// error naming the path.
+    /// Builds the tree; a name used twice in one directory (two items, or
+    /// an item and a directory) is an error naming the path.
     pub fn build(snapshot: Snapshot) -> Result<Tree, TreeError> {
         let mut b = Builder {
-            nodes: vec![Node {
+            dirs: vec![BuildDir {
                 name: "".into(),
                 parent: Self::ROOT,
-                kind: NodeKind::Dir(Vec::new()),
+                children: Vec::new(),
             }],
-            dirs: foldhash::HashMap::default(),
+            dir_index: foldhash::HashMap::default(),
             dir_attrs: foldhash::HashMap::default(),
+            file_parents: Vec::new(),
         };
         for timeline in &snapshot.manifest.timelines {
             b.dir(Self::ROOT, timeline)?;
         }
-        let mut items = Vec::new();
         let mut tracks = Vec::with_capacity(snapshot.tracks.len());
+        let mut whats = Vec::with_capacity(snapshot.tracks.len());
         for track in snapshot.tracks {
             let timeline = b.dir(Self::ROOT, &track.timeline)?;
             let modality = b.dir(timeline, &track.modality)?;
-            tracks.push(TrackSpan {
-                first_item: u32::try_from(items.len()).map_err(|_| TreeError::TooLarge)?,
-                timeline: track.timeline.clone(),
-                modality: track.modality.clone(),
-                track: track.track_id,
-            });
-            let mut dir_attrs = Vec::new();
+            let first = b.file_parents.len();
             for dir in &track.dirs {
-                let mut at = modality;
-                for part in dir.name.split('/').filter(|p| !p.is_empty()) {
-                    at = b.dir(at, part)?;
-                }
+                let at = b.dirs_of(modality, &dir.name)?;
                 if dir.attrs != Attrs::default() {
-                    dir_attrs.push((at, dir.attrs));
+                    b.dir_attrs.insert(at, dir.attrs);
                 }
             }
-            b.dir_attrs.extend(dir_attrs);
-            let first = items.len();
+            // Items of one directory usually come together: the last
+            // directory is found again without walking its path.
+            let mut last: Option<(&str, NodeId)> = None;
             for (k, item) in track.items.iter().enumerate() {
-                let index = u32::try_from(first + k).map_err(|_| TreeError::TooLarge)?;
-                let (dirs, file) = item.name.rsplit_once('/').unwrap_or(("", &item.name));
-                let mut dir = modality;
-                for part in dirs.split('/').filter(|p| !p.is_empty()) {
-                    dir = b.dir(dir, part)?;
-                }
-                b.add(dir, file, NodeKind::File(index))?;
+                let index = u32::try_from(first + k)
+                    .ok()
+                    .filter(|&i| i < FILE - 1)
+                    .ok_or(TreeError::TooLarge)?;
+                let name = item.name();
+                let dirs = name.rsplit_once('/').map_or("", |(dirs, _)| dirs);
+                let dir = match last {
+                    Some((path, dir)) if path == dirs => dir,
+                    _ => {
+                        let dir = b.dirs_of(modality, dirs)?;
+                        last = Some((dirs, dir));
+                        dir
+                    }
+                };
+                b.file_parents.push(dir);
+                b.dirs[dir as usize].children.push(FILE | index);
             }
-            // Moved, not copied, when it is the first Track (a copy of a
-            // million items is 100 MB more at the peak of a mount).
-            if items.is_empty() {
-                items = track.items;
-            } else {
-                items.append(&mut { track.items });
-            }
+            whats.push(track.what);
+            tracks.push(TrackSpan {
+                first_item: first as u32,
+                timeline: track.timeline,
+                modality: track.modality,
+                track: track.track_id,
+                items: track.items,
+            });
         }
-        let dir_attrs = std::mem::take(&mut b.dir_attrs);
-        let nodes = b.finish()?;
+        let total_bytes = tracks
+            .iter()
+            .flat_map(|t| t.items.iter())
+            .map(|i| i.size())
+            .sum();
+        let (dirs, children) = b.finish(&tracks, &whats)?;
         Ok(Tree {
-            dir_attrs,
-            total_bytes: items.iter().map(|i| i.size).sum(),
-            nodes,
-            items,
+            dirs,
+            children,
+            file_parents: b.file_parents,
+            dir_attrs: b.dir_attrs,
+            total_bytes,
             tracks,
             manifest_id: snapshot.manifest_id,
             ts_unix_ns: snapshot.manifest.ts_unix_ns,
         })
     }
 
-    pub fn node(&self, id: NodeId) -> Option<&Node> {
-        self.nodes.get(id as usize)
+    /// Node `id`, if there is one.
+    pub fn node(&self, id: NodeId) -> Option<Node<'_>> {
+        if id & FILE != 0 {
+            let item = id & !FILE;
+            let parent = *self.file_parents.get(item as usize)?;
+            let name = self.item(item).name();
+            return Some(Node {
+                name: leaf(name),
+                parent,
+                kind: NodeKind::File(item),
+            });
+        }
+        let d = self.dirs.get(id as usize)?;
+        Some(Node {
+            name: &d.name,
+            parent: d.parent,
+            kind: NodeKind::Dir(&self.children[d.children.0 as usize..d.children.1 as usize]),
+        })
     }
 
     /// Items of the snapshot, of all Tracks.
     pub fn item_count(&self) -> u32 {
-        self.items.len() as u32
+        self.file_parents.len() as u32
     }
 
-    pub fn item(&self, index: u32) -> &Item {
-        &self.items[index as usize]
+    /// Item `index` (of all Tracks, in order); panics if there is none.
+    pub fn item(&self, index: u32) -> ItemRef<'_> {
+        let track = self.track_of(index);
+        track.items.get((index - track.first_item) as usize)
     }
 
     /// The attributes recorded for directory `id` (none for most).
@@ -172,13 +219,21 @@ impl Tree {
 
     /// The child `name` of directory `dir`.
     pub fn lookup(&self, dir: NodeId, name: &[u8]) -> Option<NodeId> {
-        let NodeKind::Dir(children) = &self.node(dir)?.kind else {
+        let NodeKind::Dir(children) = self.node(dir)?.kind else {
             return None;
         };
         children
-            .binary_search_by(|c| self.nodes[*c as usize].name.as_bytes().cmp(name))
+            .binary_search_by(|&c| self.name_of(c).as_bytes().cmp(name))
             .ok()
             .map(|i| children[i])
+    }
+
+    /// The name of node `id`, which exists.
+    fn name_of(&self, id: NodeId) -> &str {
+        match id & FILE {
+            0 => &self.dirs[id as usize].name,
+            _ => leaf(self.item(id & !FILE).name()),
+        }
     }
 
     /// Resolves a `/`-separated path from the root (empty or `/` is the root).
@@ -188,7 +243,7 @@ impl Tree {
         for part in path.split('/').filter(|p| !p.is_empty() && *p != ".") {
             walked.push('/');
             walked.push_str(part);
-            if matches!(self.nodes[node as usize].kind, NodeKind::File(_)) {
+            if id_is_file(node) {
                 return Err(TreeError::NotADirectory { path: walked });
             }
             node = self
@@ -201,10 +256,11 @@ impl Tree {
     }
 
     /// The item at `path`; an error if it is missing or a directory.
-    pub fn resolve_file(&self, path: &str) -> Result<&Item, TreeError> {
-        match self.nodes[self.resolve(path)? as usize].kind {
-            NodeKind::File(item) => Ok(self.item(item)),
-            NodeKind::Dir(_) => Err(TreeError::IsADirectory {
+    pub fn resolve_file(&self, path: &str) -> Result<ItemRef<'_>, TreeError> {
+        let id = self.resolve(path)?;
+        match id_is_file(id) {
+            true => Ok(self.item(id & !FILE)),
+            false => Err(TreeError::IsADirectory {
                 path: path.to_string(),
             }),
         }
@@ -222,7 +278,7 @@ impl Tree {
     }
 
     pub fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.dirs.len() + self.file_parents.len()
     }
 
     pub fn total_bytes(&self) -> u64 {
@@ -239,74 +295,138 @@ impl Tree {
     }
 }
 
+fn id_is_file(id: NodeId) -> bool {
+    id & FILE != 0
+}
+
+/// The last component of a `/`-separated name.
+fn leaf(name: &str) -> &str {
+    name.rsplit_once('/').map_or(name, |(_, leaf)| leaf)
+}
+
+/// A directory while the tree is built.
+struct BuildDir {
+    name: Box<str>,
+    parent: NodeId,
+    children: Vec<NodeId>,
+}
+
 struct Builder {
-    nodes: Vec<Node>,
-    /// Directories by parent and name; files need no index because Track
-    /// names are unique, and a file meeting a directory of the same name is
-    /// found when the children are sorted.
-    dirs: foldhash::HashMap<NodeId, foldhash::HashMap<Box<str>, NodeId>>,
+    dirs: Vec<BuildDir>,
+    /// Directories by parent and name; files need no index: a repeated
+    /// name is found when the children are sorted.
+    dir_index: foldhash::HashMap<NodeId, foldhash::HashMap<Box<str>, NodeId>>,
     dir_attrs: foldhash::HashMap<NodeId, Attrs>,
+    file_parents: Vec<NodeId>,
 }
 
 impl Builder {
-    fn path(nodes: &[Node], mut id: NodeId) -> String {
+    fn path(&self, mut id: NodeId, tracks: &[TrackSpan]) -> String {
         let mut parts = Vec::new();
         while id != Tree::ROOT {
-            parts.push(&*nodes[id as usize].name);
-            id = nodes[id as usize].parent;
+            if id_is_file(id) {
+                let item = id & !FILE;
+                let track = &tracks[tracks.partition_point(|t| t.first_item <= item) - 1];
+                parts.push(leaf(
+                    track.items.get((item - track.first_item) as usize).name(),
+                ));
+                id = self.file_parents[item as usize];
+            } else {
+                parts.push(&self.dirs[id as usize].name);
+                id = self.dirs[id as usize].parent;
+            }
         }
         parts.reverse();
         format!("/{}", parts.join("/"))
     }
 
-    fn add(&mut self, parent: NodeId, name: &str, kind: NodeKind) -> Result<NodeId, TreeError> {
-        let id = NodeId::try_from(self.nodes.len()).map_err(|_| TreeError::TooLarge)?;
-        self.nodes.push(Node {
-            name: name.into(),
-            parent,
-            kind,
-        });
-        if let NodeKind::Dir(children) = &mut self.nodes[parent as usize].kind {
-            children.push(id);
-        }
-        Ok(id)
-    }
-
     fn dir(&mut self, parent: NodeId, name: &str) -> Result<NodeId, TreeError> {
-        if let Some(&id) = self.dirs.get(&parent).and_then(|d| d.get(name)) {
+        if let Some(&id) = self.dir_index.get(&parent).and_then(|d| d.get(name)) {
             return Ok(id);
         }
-        let id = self.add(parent, name, NodeKind::Dir(Vec::new()))?;
-        self.dirs.entry(parent).or_default().insert(name.into(), id);
+        let id = NodeId::try_from(self.dirs.len())
+            .ok()
+            .filter(|&id| id < FILE)
+            .ok_or(TreeError::TooLarge)?;
+        self.dirs.push(BuildDir {
+            name: name.into(),
+            parent,
+            children: Vec::new(),
+        });
+        self.dirs[parent as usize].children.push(id);
+        self.dir_index
+            .entry(parent)
+            .or_default()
+            .insert(name.into(), id);
         Ok(id)
     }
 
-    /// Sorts every directory's children by name and refuses a name used
-    /// twice in one directory (a file and a directory).
-    fn finish(mut self) -> Result<Vec<Node>, TreeError> {
-        for i in 0..self.nodes.len() {
-            let NodeKind::Dir(children) = &mut self.nodes[i].kind else {
-                continue;
-            };
-            let mut children = std::mem::take(children);
-            let nodes = &self.nodes;
-            children.sort_unstable_by(|a, b| nodes[*a as usize].name.cmp(&nodes[*b as usize].name));
-            if let Some(pair) = children
-                .windows(2)
-                .find(|w| nodes[w[0] as usize].name == nodes[w[1] as usize].name)
-            {
-                let dir = pair
-                    .iter()
-                    .find(|c| matches!(nodes[**c as usize].kind, NodeKind::Dir(_)))
-                    .unwrap_or(&pair[0]);
+    /// The directory `path` (`/`-separated, maybe empty) below `at`.
+    fn dirs_of(&mut self, mut at: NodeId, path: &str) -> Result<NodeId, TreeError> {
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            at = self.dir(at, part)?;
+        }
+        Ok(at)
+    }
+
+    /// Sorts every directory's children by name into one array, and
+    /// refuses a name used twice in one directory: two items (a Track
+    /// naming one twice) or a file and a directory.
+    fn finish(
+        &mut self,
+        tracks: &[TrackSpan],
+        whats: &[String],
+    ) -> Result<(Vec<Dir>, Vec<NodeId>), TreeError> {
+        let total = self.dirs.iter().map(|d| d.children.len()).sum();
+        let mut all = Vec::with_capacity(total);
+        let mut dirs = Vec::with_capacity(self.dirs.len());
+        let track_of = |item: u32| tracks.partition_point(|t| t.first_item <= item) - 1;
+        for i in 0..self.dirs.len() {
+            let children = std::mem::take(&mut self.dirs[i].children);
+            // Each name found once, then sorted by it.
+            let mut named: Vec<(&str, NodeId)> = children
+                .iter()
+                .map(|&c| {
+                    let name = if id_is_file(c) {
+                        let t = &tracks[track_of(c & !FILE)];
+                        leaf(t.items.get(((c & !FILE) - t.first_item) as usize).name())
+                    } else {
+                        &*self.dirs[c as usize].name
+                    };
+                    (name, c)
+                })
+                .collect();
+            drop(children);
+            named.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            if let Some(pair) = named.windows(2).find(|w| w[0].0 == w[1].0) {
+                let (a, b) = (pair[0].1, pair[1].1);
+                if id_is_file(a) && id_is_file(b) {
+                    let track = track_of(a & !FILE);
+                    let t = &tracks[track];
+                    return Err(TreeError::Duplicate {
+                        what: whats[track].clone(),
+                        name: t
+                            .items
+                            .get(((a & !FILE) - t.first_item) as usize)
+                            .name()
+                            .to_string(),
+                    });
+                }
+                let dir = if id_is_file(a) { b } else { a };
                 return Err(TreeError::Conflict {
-                    path: Self::path(nodes, *dir),
+                    path: self.path(dir, tracks),
                     detail:
                         "is a file in the dataset but another item's name uses it as a directory",
                 });
             }
-            self.nodes[i].kind = NodeKind::Dir(children);
+            let start = all.len() as u32;
+            all.extend(named.iter().map(|(_, c)| *c));
+            dirs.push(Dir {
+                name: std::mem::take(&mut self.dirs[i].name),
+                parent: self.dirs[i].parent,
+                children: (start, all.len() as u32),
+            });
         }
-        Ok(self.nodes)
+        Ok((dirs, all))
     }
 }

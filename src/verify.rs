@@ -65,9 +65,9 @@ pub async fn verify_with(
     for (entry, track) in snapshot.manifest.tracks.iter().zip(&snapshot.tracks) {
         want(&layout.track(&entry.track), None);
         report.items += track.items.len();
-        for item in &track.items {
-            match &item.source {
-                ItemSource::Whole { object } => want(object, Some(item.size)),
+        for item in track.items.iter() {
+            match &item.source() {
+                ItemSource::Whole { object } => want(object, Some(item.size())),
                 ItemSource::Packed { pack, pack_len, .. } => want(pack, Some(*pack_len)),
                 ItemSource::Chunked { chunks } => {
                     chunks.iter().for_each(|c| want(&c.object, Some(c.size)))

@@ -394,7 +394,7 @@ fn extents_mix_store_ranges_memory_and_pad() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let snapshot = runtime.block_on(bench.dataset.snapshot("main")).unwrap();
     let tree = packfs::tree::Tree::build(snapshot).unwrap();
-    let item = tree.resolve_file("t/m/f03").unwrap();
+    let item = tree.resolve_file("t/m/f03").unwrap().data();
     let ItemSource::Packed {
         pack,
         offset,
@@ -423,7 +423,7 @@ fn extents_mix_store_ranges_memory_and_pad() {
     let reader = Reader::new(bench.dataset.store().clone(), Default::default(), None);
     let got = runtime.block_on(reader.read(extents)).unwrap();
     let whole = runtime
-        .block_on(reader.read_item(item, 0, item.size))
+        .block_on(reader.read_item(&item, 0, item.size))
         .unwrap();
     let mut want = b"HEADER".to_vec();
     want.extend_from_slice(&whole[100..300]);

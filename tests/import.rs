@@ -47,7 +47,11 @@ async fn packs_hold_at_most_pack_items_in_sorted_order() {
     assert_eq!(report.objects_written, 10, "⌈95/10⌉ packs");
     assert_eq!(data_objects(&dir, "train", "image"), 10);
     let snapshot = dataset.snapshot("main").await.unwrap();
-    let items = &snapshot.tracks[0].items;
+    let items: Vec<_> = snapshot.tracks[0]
+        .items
+        .iter()
+        .map(|i| i.to_item())
+        .collect();
     let names: Vec<&str> = items.iter().map(|i| i.name.as_str()).collect();
     let mut sorted = names.clone();
     sorted.sort();
@@ -93,7 +97,7 @@ async fn reimport_adds_and_replaces_by_name_and_keeps_other_tracks() {
     ] {
         let item = t.resolve_file(path).unwrap();
         assert_eq!(
-            &reader.read_item(item, 0, 100).await.unwrap()[..],
+            &reader.read_item(&item.data(), 0, 100).await.unwrap()[..],
             want,
             "{path}"
         );
@@ -183,7 +187,7 @@ async fn pack_items_1_writes_single_item_fragments() {
     assert!(snapshot.tracks[0]
         .items
         .iter()
-        .all(|i| matches!(i.source, ItemSource::Whole { .. })));
+        .all(|i| matches!(i.source(), ItemSource::Whole { .. })));
     assert_eq!(data_objects(&dir, "t", "m"), 5);
 }
 
@@ -218,7 +222,7 @@ async fn unchanged_reimport_commits_nothing_and_renamed_copies_share_bytes() {
     for name in ["t/m/07", "t/m/copy-07"] {
         let item = t.resolve_file(name).unwrap();
         assert_eq!(
-            &reader.read_item(item, 0, 100).await.unwrap()[..],
+            &reader.read_item(&item.data(), 0, 100).await.unwrap()[..],
             b"bytes 7"
         );
     }

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use super::{Extents, Source};
 use crate::cache::ObjectRef;
-use crate::dataset::{Item, ItemSource};
+use crate::dataset::{ItemData, ItemSource};
 use crate::engine::{ByteRangeMap, SourceIndex};
 
 /// Bytes `range` of `item` (clamped to its size).
-pub fn item_extents(item: &Item, range: Range<u64>) -> Extents {
+pub fn item_extents(item: &ItemData, range: Range<u64>) -> Extents {
     let end = item.size.min(range.end);
     let offset = range.start.min(end);
     let mut map = ByteRangeMap::new(end - offset);

@@ -6,6 +6,7 @@
 //! first, then Track objects, then the Manifest, and only then does the ref
 //! move. A crash at any point leaves the ref at a complete Manifest.
 
+mod items;
 mod merge;
 mod revision;
 mod snapshot;
@@ -21,9 +22,10 @@ use crate::format::{
     FormatError, ItemManifest, Manifest, ObjectId, Track, TrackEntry, TRACK_KIND_FRAGMENT,
 };
 use crate::store::{Store, StoreConfig, StoreError};
+pub use items::{ItemRef, ItemTable};
 pub use merge::{Conflict, MergeOutcome, MergePlan, MergeReport, MergedTracks};
 pub use revision::{Resolved, Revision, RevisionError, MIN_PREFIX};
-pub use snapshot::{ChunkRef, Item, ItemSource, Snapshot, SnapshotTrack};
+pub use snapshot::{ChunkRef, Item, ItemData, ItemSource, Snapshot, SnapshotTrack};
 
 /// Commits retried after losing a ref race to another writer.
 pub const MAX_COMMIT_ATTEMPTS: usize = 10;
@@ -233,10 +235,7 @@ impl Dataset {
         }
         let referrer = format!("manifest {id}");
         let tracks = futures::stream::iter(&manifest.tracks)
-            .map(|entry| async {
-                let track = self.track(&entry.track, &referrer).await?;
-                SnapshotTrack::load(self, entry, track).await
-            })
+            .map(|entry| SnapshotTrack::load(self, entry, &referrer))
             .buffered(METADATA_CONCURRENCY)
             .try_collect()
             .await?;

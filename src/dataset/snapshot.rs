@@ -1,14 +1,14 @@
 //! A loaded version of the dataset: every item with its exact size and the
 //! objects and byte ranges that hold its bytes.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 
-use super::{Dataset, DatasetError, METADATA_CONCURRENCY};
-use crate::format::{Attrs, Manifest, ObjectId, Placement, Track, TrackDir, TrackEntry};
+use super::items::ItemTable;
+use super::{check_content, Dataset, DatasetError, METADATA_CONCURRENCY};
+use crate::format::{Attrs, Manifest, ObjectId, Track, TrackDir, TrackEntry};
 
 /// One chunk object of a chunked item.
 #[derive(Clone, Debug)]
@@ -32,7 +32,8 @@ pub enum ItemSource {
     Chunked { chunks: Arc<[ChunkRef]> },
 }
 
-/// One item of a loaded Track.
+/// One item of a loaded Track, as an owned value (a mount keeps its items
+/// in an [`ItemTable`] and makes these only where one is kept).
 #[derive(Clone, Debug)]
 pub struct Item {
     /// Path below the modality directory.
@@ -50,9 +51,28 @@ pub struct SnapshotTrack {
     pub timeline: String,
     pub modality: String,
     pub track_id: ObjectId,
-    pub items: Vec<Item>,
+    /// The Track object, for messages (`track <path>`).
+    pub what: String,
+    pub items: ItemTable,
     /// Directories the Track records (empty ones, and attributes).
     pub dirs: Vec<TrackDir>,
+}
+
+impl Item {
+    /// What reading it needs.
+    pub fn data(&self) -> ItemData {
+        ItemData {
+            size: self.size,
+            source: self.source.clone(),
+        }
+    }
+}
+
+/// An item's size and where its bytes are: what reading it needs.
+#[derive(Clone, Debug)]
+pub struct ItemData {
+    pub size: u64,
+    pub source: ItemSource,
 }
 
 /// A Manifest with all its Tracks loaded.
@@ -64,12 +84,41 @@ pub struct Snapshot {
 }
 
 impl SnapshotTrack {
+    /// Loads the Track `entry` names straight into an [`ItemTable`] (no
+    /// `Track` is built: a mount of millions of items holds only the table),
+    /// with the ItemManifests of its chunked items.
     pub(super) async fn load(
         dataset: &Dataset,
         entry: &TrackEntry,
-        track: Track,
+        referrer: &str,
     ) -> Result<Self, DatasetError> {
-        Self::load_only(dataset, entry, track, |_| true).await
+        let layout = dataset.store().layout().clone();
+        let path = layout.track(&entry.track);
+        let what = format!("track {path}");
+        let bytes = dataset
+            .fetch(&path, "track", &entry.track, referrer)
+            .await?;
+        let (id, timeline, modality) =
+            (entry.track, entry.timeline.clone(), entry.modality.clone());
+        let described = what.clone();
+        // Tracks can be hundreds of MB: hash and decode off the async
+        // threads, and drop the bytes as soon as they are decoded.
+        let (mut items, dirs) = tokio::task::spawn_blocking(move || {
+            check_content(&path, &id, &bytes)?;
+            let data_path = |id: &ObjectId| layout.data_object(&timeline, &modality, id);
+            Ok::<_, DatasetError>(ItemTable::decode(&bytes, &described, data_path)?)
+        })
+        .await
+        .expect("track decode panicked")?;
+        load_item_manifests(dataset, entry, &mut items).await?;
+        Ok(SnapshotTrack {
+            timeline: entry.timeline.clone(),
+            modality: entry.modality.clone(),
+            track_id: entry.track,
+            what,
+            items,
+            dirs,
+        })
     }
 
     /// The items of `track` whose names `keep` accepts (and only their
@@ -82,89 +131,30 @@ impl SnapshotTrack {
     ) -> Result<Self, DatasetError> {
         let layout = dataset.store().layout();
         let data_path = |id: &ObjectId| layout.data_object(&entry.timeline, &entry.modality, id);
-        let chunked = load_item_manifests(dataset, entry, &track, &keep).await?;
-        // Entries of one pack share one path allocation. foldhash: this is
-        // looked up once an item, and SipHash of an id showed in profiles.
-        let mut paths: foldhash::HashMap<ObjectId, Arc<Path>> = Default::default();
-        let mut path_of = |id: &ObjectId| {
-            paths
-                .entry(*id)
-                .or_insert_with(|| Arc::new(data_path(id)))
-                .clone()
-        };
-        let (items, pack_lens, dirs) = track.into_parts();
-        let items = map_shrinking(items, |it| {
-            if !keep(&it.name) {
-                return None;
-            }
-            let e = it.entry;
-            let source = match e.placement {
-                Placement::Whole => ItemSource::Whole {
-                    object: path_of(&e.address),
-                },
-                Placement::Packed { offset } => ItemSource::Packed {
-                    pack: path_of(&e.address),
-                    offset,
-                    pack_len: pack_lens[&e.address],
-                },
-                Placement::Chunked => ItemSource::Chunked {
-                    chunks: chunked[&e.address].clone(),
-                },
-            };
-            Some(Item {
-                name: it.name,
-                size: e.byte_size,
-                media_type: it.media_type,
-                source,
-                attrs: it.attrs,
-            })
-        });
+        let mut items = ItemTable::of_track(&track, data_path);
+        items.retain(keep);
+        load_item_manifests(dataset, entry, &mut items).await?;
         Ok(SnapshotTrack {
             timeline: entry.timeline.clone(),
             modality: entry.modality.clone(),
             track_id: entry.track,
+            what: format!("track {}", layout.track(&entry.track)),
             items,
-            dirs,
+            dirs: track.dirs().to_vec(),
         })
     }
 }
 
-/// `v` mapped through `f` (dropping the `None`s), in order. It is consumed
-/// from the back and shrunk every eighth, so the memory of what was
-/// converted is given back as the result grows: converting a million Track
-/// items does not hold both vectors whole at once.
-pub(crate) fn map_shrinking<T, U>(mut v: Vec<T>, mut f: impl FnMut(T) -> Option<U>) -> Vec<U> {
-    let step = (v.len() / 8).max(1 << 14);
-    let mut out = Vec::with_capacity(v.len());
-    while let Some(x) = v.pop() {
-        out.extend(f(x));
-        if v.len() % step == 0 {
-            v.shrink_to_fit();
-        }
-    }
-    out.reverse();
-    out
-}
-
-/// Fetches the ItemManifest of every chunked item `keep` accepts, checking
+/// Fetches the ItemManifest of every chunked item of `items`, checking
 /// that its chunks add up to the size the entry declares.
 async fn load_item_manifests(
     dataset: &Dataset,
     entry: &TrackEntry,
-    track: &Track,
-    keep: &impl Fn(&str) -> bool,
-) -> Result<HashMap<ObjectId, Arc<[ChunkRef]>>, DatasetError> {
+    items: &mut ItemTable,
+) -> Result<(), DatasetError> {
     let layout = dataset.store().layout();
     let referrer = format!("track {}", layout.track(&entry.track));
-    let mut wanted: Vec<(ObjectId, u64)> = track
-        .items()
-        .iter()
-        .filter(|it| it.entry.placement == Placement::Chunked && keep(&it.name))
-        .map(|it| (it.entry.address, it.entry.byte_size))
-        .collect();
-    wanted.sort_unstable();
-    wanted.dedup();
-    futures::stream::iter(wanted)
+    let loaded: Vec<(ObjectId, Arc<[ChunkRef]>)> = futures::stream::iter(items.chunked())
         .map(|(id, expected)| {
             let referrer = &referrer;
             async move {
@@ -198,20 +188,9 @@ async fn load_item_manifests(
         })
         .buffer_unordered(METADATA_CONCURRENCY)
         .try_collect()
-        .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::map_shrinking;
-
-    #[test]
-    fn map_shrinking_keeps_order_and_filters() {
-        for n in [0usize, 1, 7, 1 << 14, (1 << 14) + 3, 200_000] {
-            let v: Vec<usize> = (0..n).collect();
-            let out = map_shrinking(v, |x| (x % 3 != 0).then(|| x * 2));
-            let want: Vec<usize> = (0..n).filter(|x| x % 3 != 0).map(|x| x * 2).collect();
-            assert_eq!(out, want, "n = {n}");
-        }
+        .await?;
+    for (id, chunks) in loaded {
+        items.set_chunks(&id, chunks);
     }
+    Ok(())
 }

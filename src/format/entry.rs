@@ -2,7 +2,7 @@
 
 use ciborium::value::Value;
 
-use super::cbor::{self, as_bool, as_i64, as_object_id, as_u64};
+use super::cbor::{self, Stream, StreamError};
 use super::{FormatError, ObjectId};
 
 /// Where an item's bytes are, relative to the object its entry addresses.
@@ -50,61 +50,84 @@ impl FragmentEntry {
         Value::Array(items)
     }
 
-    /// Decodes one entry; `what` locates it for error messages. Messages are
-    /// only formatted on error: a Track decodes a million of these.
-    pub fn from_cbor(value: &Value, what: &str) -> Result<Self, FormatError> {
-        let items = cbor::as_array(value, what)?;
-        let at = |e: FormatError, i: usize, name: &str| match e {
-            FormatError::Shape { detail, .. } => {
-                FormatError::shape(format!("{what} element {i} ({name})"), detail)
-            }
-            e => e,
+    /// Reads one entry from `s`; `what` locates it for error messages,
+    /// which are only formatted on error: a Track holds millions of these.
+    pub(crate) fn read(s: &mut Stream, what: &dyn Fn() -> String) -> Result<Self, FormatError> {
+        let shape = |detail: String| FormatError::shape(what(), detail);
+        let at =
+            |e: StreamError, i: usize, name: &str| e.at(&what(), &format!("element {i} ({name})"));
+        let unknown = |n: u64| {
+            shape(format!(
+                "unknown FragmentEntry shape: {n} elements (expected 4, 5 or 6)"
+            ))
         };
-        let placement = match items.len() {
-            4 => Placement::Whole,
-            // Seed §5: is_manifest=false without a pack_offset is a
-            // single-item fragment, like the 4-element shape.
-            5 if as_bool(&items[4], "").map_err(|e| at(e, 4, "is_manifest"))? => Placement::Chunked,
-            5 => Placement::Whole,
-            6 => {
-                if as_bool(&items[4], "").map_err(|e| at(e, 4, "is_manifest"))? {
-                    return Err(FormatError::shape(
-                        what,
-                        "is_manifest=true with 6 elements: chunked and packed are mutually exclusive",
+        let declared = s.array().map_err(|e| e.at(&what(), ""))?;
+        if let Some(n) = declared.filter(|n| !(4..=6).contains(n)) {
+            return Err(unknown(n));
+        }
+        // Whether element `i` exists (an indefinite array says so as it goes).
+        let more = |s: &mut Stream, i: u64| -> Result<bool, FormatError> {
+            match declared {
+                Some(n) => Ok(i < n),
+                None => Ok(!s.at_end().map_err(|e| e.at(&what(), ""))?),
+            }
+        };
+        let mut times = [0i64; 2];
+        for (i, t) in times.iter_mut().enumerate() {
+            if !more(s, i as u64)? {
+                return Err(unknown(i as u64));
+            }
+            *t = s.i64().map_err(|e| at(e, i, ["t_start", "t_end"][i]))?;
+        }
+        if !more(s, 2)? {
+            return Err(unknown(2));
+        }
+        let byte_size = s.u64().map_err(|e| at(e, 2, "byte_size"))?;
+        if !more(s, 3)? {
+            return Err(unknown(3));
+        }
+        let address = s.object_id().map_err(|e| at(e, 3, "fragment_address"))?;
+        let mut placement = Placement::Whole;
+        if more(s, 4)? {
+            let is_manifest = s.bool().map_err(|e| at(e, 4, "is_manifest"))?;
+            if more(s, 5)? {
+                if is_manifest {
+                    return Err(shape(
+                        "is_manifest=true with 6 elements: chunked and packed are mutually exclusive"
+                            .into(),
                     ));
                 }
-                let offset = as_u64(&items[5], "").map_err(|e| at(e, 5, "pack_offset"))?;
+                let offset = s.u64().map_err(|e| at(e, 5, "pack_offset"))?;
                 if offset > u64::from(u32::MAX) {
-                    return Err(FormatError::shape(
-                        what,
-                        format!("pack_offset {offset} exceeds u32::MAX"),
-                    ));
+                    return Err(shape(format!("pack_offset {offset} exceeds u32::MAX")));
                 }
-                Placement::Packed { offset }
-            }
-            n => {
-                return Err(FormatError::shape(
-                    what,
-                    format!("unknown FragmentEntry shape: {n} elements (expected 4, 5 or 6)"),
-                ))
-            }
-        };
-        let entry = FragmentEntry {
-            t_start: as_i64(&items[0], "").map_err(|e| at(e, 0, "t_start"))?,
-            t_end: as_i64(&items[1], "").map_err(|e| at(e, 1, "t_end"))?,
-            byte_size: as_u64(&items[2], "").map_err(|e| at(e, 2, "byte_size"))?,
-            address: as_object_id(&items[3], "").map_err(|e| at(e, 3, "fragment_address"))?,
-            placement,
-        };
-        if let Placement::Packed { offset } = placement {
-            if offset.checked_add(entry.byte_size).is_none() {
-                return Err(FormatError::shape(
-                    what,
-                    "pack_offset + byte_size overflows",
-                ));
+                if offset.checked_add(byte_size).is_none() {
+                    return Err(shape("pack_offset + byte_size overflows".into()));
+                }
+                placement = Placement::Packed { offset };
+                if more(s, 6)? {
+                    // Only an indefinite array gets here: count the rest.
+                    let mut n = 7;
+                    s.skip().map_err(|e| e.at(&what(), ""))?;
+                    while more(s, n)? {
+                        s.skip().map_err(|e| e.at(&what(), ""))?;
+                        n += 1;
+                    }
+                    return Err(unknown(n));
+                }
+            } else if is_manifest {
+                // Seed §5: is_manifest=false without a pack_offset is a
+                // single-item fragment, like the 4-element shape.
+                placement = Placement::Chunked;
             }
         }
-        Ok(entry)
+        Ok(FragmentEntry {
+            t_start: times[0],
+            t_end: times[1],
+            byte_size,
+            address,
+            placement,
+        })
     }
 }
 
@@ -127,7 +150,10 @@ mod tests {
     }
 
     fn decode(bytes: &[u8]) -> Result<FragmentEntry, FormatError> {
-        FragmentEntry::from_cbor(&cbor::decode(bytes, "entry")?, "entry")
+        let mut s = Stream::new(bytes);
+        let entry = FragmentEntry::read(&mut s, &|| "entry".to_string())?;
+        s.finish().map_err(|e| e.at("entry", ""))?;
+        Ok(entry)
     }
 
     #[test]

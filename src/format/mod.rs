@@ -27,4 +27,7 @@ pub use name::{
 };
 pub use object_id::ObjectId;
 pub use reference::{decode_ref, encode_ref};
+#[cfg(test)]
+pub(crate) use track::tests::item as packed_track_item;
+pub(crate) use track::{check_pack, read_columns, Columns, DEFAULT_MEDIA_TYPE};
 pub use track::{Attrs, PackLengths, Track, TrackDir, TrackItem, TRACK_KIND_FRAGMENT};

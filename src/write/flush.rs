@@ -399,7 +399,7 @@ impl Flusher {
                 e.insert(items.into_iter().map(|i| (i.name.clone(), i)).collect())
             }
         };
-        Ok(&by_name[&tree.item(index).name])
+        Ok(&by_name[tree.item(index).name()])
     }
 
     /// Moves the ref from `parent` to `id`, or merges `id` onto wherever

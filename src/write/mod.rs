@@ -1066,7 +1066,7 @@ fn open_record(ns: &Namespace, ino: Ino, spool: &SpoolFile) -> Option<Record> {
 enum CopyFrom {
     /// A spool version, opened (it may be deleted while it is copied).
     Spool(PinnedFile, PathBuf),
-    Item(crate::dataset::Item),
+    Item(crate::dataset::ItemData),
 }
 
 /// Where the bytes of `content` are to be copied from.
@@ -1080,8 +1080,8 @@ fn copy_from(
             let file = spool.open_pinned(s).map_err(WriteError::file(&s.path))?;
             CopyFrom::Spool(file, s.path.clone())
         }
-        Content::Base(i) => CopyFrom::Item(tree.item(*i).clone()),
-        Content::Committed(c) => CopyFrom::Item(c.item.clone()),
+        Content::Base(i) => CopyFrom::Item(tree.item(*i).data()),
+        Content::Committed(c) => CopyFrom::Item(c.item.data()),
     })
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::walk::Entry;
 use crate::bundle::BundleError;
 use crate::cache::CacheOptions;
-use crate::dataset::{Dataset, Item, Revision};
+use crate::dataset::{Dataset, ItemData, Revision};
 use crate::format::bundle::FileAttributes;
 use crate::format::Attrs;
 use crate::import::SourceIoError;
@@ -101,7 +101,7 @@ impl DatasetTree {
         let mut files = Vec::new();
         let mut stack = vec![(self.base, String::new())];
         while let Some((dir, rel)) = stack.pop() {
-            let Some(NodeKind::Dir(children)) = self.tree.node(dir).map(|n| &n.kind) else {
+            let Some(NodeKind::Dir(children)) = self.tree.node(dir).map(|n| n.kind) else {
                 continue;
             };
             for &child in children {
@@ -109,18 +109,18 @@ impl DatasetTree {
                 let mut entry = Entry {
                     dir: rel.clone(),
                     name: node.name.to_string(),
-                    path: self.display(&join(&rel, &node.name)),
+                    path: self.display(&join(&rel, node.name)),
                     file_size: None,
                     attributes: look(self.tree.dir_attrs(child), defaults.dir),
                 };
                 match node.kind {
                     NodeKind::Dir(_) => {
-                        stack.push((child, join(&rel, &node.name)));
+                        stack.push((child, join(&rel, node.name)));
                         dirs.push(entry);
                     }
                     NodeKind::File(item) => {
-                        let attrs = self.tree.item(item).attrs;
-                        entry.file_size = Some(self.tree.item(item).size);
+                        let attrs = self.tree.item(item).attrs();
+                        entry.file_size = Some(self.tree.item(item).size());
                         entry.attributes = look(attrs, defaults.file);
                         files.push((item, entry));
                     }
@@ -142,7 +142,7 @@ impl DatasetTree {
         })?;
         Ok(ItemReader {
             dataset: self,
-            item,
+            item: item.data(),
             at: 0,
         })
     }
@@ -156,7 +156,7 @@ impl DatasetTree {
 /// Reads an item front to back through the dataset's reader.
 pub(super) struct ItemReader<'a> {
     dataset: &'a DatasetTree,
-    item: &'a Item,
+    item: ItemData,
     at: u64,
 }
 
@@ -166,7 +166,7 @@ impl Read for ItemReader<'_> {
         if len == 0 {
             return Ok(0);
         }
-        let read = self.dataset.reader.read_item(self.item, self.at, len);
+        let read = self.dataset.reader.read_item(&self.item, self.at, len);
         let bytes = self
             .dataset
             .runtime

@@ -239,7 +239,7 @@ pub fn samples(tree: &Tree) -> Vec<TimelineSamples> {
                     .map_or(tree.item_count(), |next| next.first_item);
                 items.extend((track.first_item..end).map(|item| (item, i)));
             }
-            let name = |item: u32| tree.item(item).name.as_str();
+            let name = |item: u32| tree.item(item).name();
             // By key, then extension, then modality: members of a sample
             // are adjacent and in a fixed order.
             items.sort_unstable_by(|&(a, ma), &(b, mb)| {
@@ -400,6 +400,7 @@ pub(crate) mod tests {
                 timeline: timeline.into(),
                 modality: modality.into(),
                 track_id: ObjectId::of(modality.as_bytes()),
+                what: format!("track {modality}"),
                 items,
                 dirs: Vec::new(),
             });

@@ -151,9 +151,9 @@ impl Catalog for PerSampleCatalog {
                 let item = self.tree.item(*item);
                 Entry {
                     kind: Kind::File,
-                    size: item.size,
-                    perm: item.attrs.mode.unwrap_or(0o644) & !0o222,
-                    mtime: item.attrs.mtime_ns.map_or(self.mtime, time_of_ns),
+                    size: item.size(),
+                    perm: item.attrs().mode.unwrap_or(0o644) & !0o222,
+                    mtime: item.attrs().mtime_ns.map_or(self.mtime, time_of_ns),
                     volatile: false,
                 }
             }
@@ -183,7 +183,7 @@ impl Catalog for PerSampleCatalog {
 
     fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError> {
         match self.nodes.get(id as usize) {
-            Some(Node::File(item)) => Ok(Some(item_extents(self.tree.item(*item), range))),
+            Some(Node::File(item)) => Ok(Some(item_extents(&self.tree.item(*item).data(), range))),
             _ => Ok(None),
         }
     }

@@ -156,11 +156,11 @@ fn layout(tree: &Tree, samples: TimelineSamples, options: ShardOptions) -> Timel
 /// (0644 if none) and mtime (the Manifest's if none), in whole seconds.
 fn tar_member<'a>(tree: &Tree, member: &'a SampleMember) -> tar::Member<'a> {
     let item = tree.item(member.item);
-    let mtime_ns = item.attrs.mtime_ns.unwrap_or(tree.ts_unix_ns() as i64);
+    let mtime_ns = item.attrs().mtime_ns.unwrap_or(tree.ts_unix_ns() as i64);
     tar::Member {
         path: &member.path,
-        size: item.size,
-        mode: item.attrs.mode.unwrap_or(0o644),
+        size: item.size(),
+        mode: item.attrs().mode.unwrap_or(0o644),
         mtime: mtime_ns.div_euclid(1_000_000_000),
     }
 }
@@ -284,7 +284,7 @@ impl Catalog for ShardCatalog {
             }
             if let Some((within, dest)) = clip(data..pad) {
                 let item = self.tree.item(member.item);
-                extents.splice(dest, item_extents(item, within));
+                extents.splice(dest, item_extents(&item.data(), within));
             }
             if let Some((within, dest)) = clip(pad..pad + tar::padding(tar_member.size)) {
                 extents.map.push_pad(dest, within.end - within.start);

@@ -24,20 +24,18 @@ use std::collections::HashMap;
 use foldhash::{HashMapExt, HashSetExt};
 use std::sync::Arc;
 
-use std::fmt;
-use std::marker::PhantomData;
-
 use ciborium::value::Value;
-use serde::de::{Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer};
 
 use super::cbor;
 use super::{validate_item_name, FormatError, FragmentEntry, ObjectId, Placement};
 
+mod reader;
+pub(crate) use reader::{read as read_columns, Columns, Layout};
+
 /// The only Track kind packfs serves.
 pub const TRACK_KIND_FRAGMENT: &str = "fragment";
 /// Media type used when a Track does not record one.
-const DEFAULT_MEDIA_TYPE: &str = "application/octet-stream";
+pub(crate) const DEFAULT_MEDIA_TYPE: &str = "application/octet-stream";
 
 /// What a writer recorded of a file or directory for `stat`; `None`:
 /// not recorded (a mount shows its defaults).
@@ -145,27 +143,12 @@ impl Track {
         }
         let mut pack_lengths = foldhash::HashMap::with_capacity(packs.len());
         for (pack, mut ranges) in packs {
-            // Entries with the same range name the same bytes: two items with
-            // identical content imported under different names share them.
-            ranges.sort_unstable();
-            ranges.dedup();
-            let mut next = 0u64;
-            for (offset, size) in ranges {
-                if offset != next {
-                    let detail = if offset < next {
-                        format!("entries overlap: one starts at {offset}, inside the previous one which ends at {next}")
-                    } else {
-                        format!("gap: bytes {next}..{offset} belong to no entry")
-                    };
-                    return Err(FormatError::Pack {
-                        what: what.to_string(),
-                        pack: pack.to_hex(),
-                        detail,
-                    });
-                }
-                next += size;
-            }
-            pack_lengths.insert(pack, next);
+            let len = check_pack(&mut ranges).map_err(|detail| FormatError::Pack {
+                what: what.to_string(),
+                pack: pack.to_hex(),
+                detail,
+            })?;
+            pack_lengths.insert(pack, len);
         }
         Ok(Track {
             items,
@@ -294,79 +277,49 @@ impl Track {
 
     /// Decodes and validates a Track; `what` names the object for errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<Self, FormatError> {
-        let raw: RawTrack = cbor::decode_typed(bytes, what)?;
-        Self::from_raw(raw, what)
+        let mut columns = RawColumns::default();
+        let layout = reader::read(bytes, what, &mut columns)?;
+        Self::from_columns(columns, layout, what)
     }
 
     /// [`Track::decode`] of bytes it owns: they are dropped as soon as they
     /// are parsed, before the items are assembled, so the encoded Track
     /// (74 bytes an item for short names) and the items do not all peak
-    /// together when a mount loads millions of them.
+    /// together.
     pub fn decode_owned(bytes: impl AsRef<[u8]>, what: &str) -> Result<Self, FormatError> {
-        let raw: RawTrack = cbor::decode_typed(bytes.as_ref(), what)?;
+        let mut columns = RawColumns::default();
+        let layout = reader::read(bytes.as_ref(), what, &mut columns)?;
         drop(bytes);
-        Self::from_raw(raw, what)
+        Self::from_columns(columns, layout, what)
     }
 
-    /// Assembles and validates the items of a parsed Track. The parallel
-    /// arrays are consumed as they are zipped; absent ones are not
-    /// materialized (a million `None`s is 20 MB).
-    fn from_raw(raw: RawTrack, what: &str) -> Result<Self, FormatError> {
-        if let Some(kind) = raw.kind.filter(|k| k != TRACK_KIND_FRAGMENT) {
-            return Err(FormatError::shape(
-                what,
-                format!("track kind {kind:?} is not supported (only \"fragment\")"),
-            ));
-        }
-        let len = raw.index.len();
-        if let Some(names) = &raw.names {
-            parallel(names.len(), len, what, "names")?;
-        }
+    /// Assembles and validates the items of a parsed Track. The columns are
+    /// consumed as they are zipped; absent ones were never materialized.
+    fn from_columns(raw: RawColumns, layout: Layout, what: &str) -> Result<Self, FormatError> {
         let default_media: Arc<str> = DEFAULT_MEDIA_TYPE.into();
-        let media = match (raw.media_table, raw.media_types) {
-            (Some(table), Some(indices)) => {
-                parallel(indices.len(), len, what, "media_types")?;
-                let table: Vec<Arc<str>> = table.into_iter().map(Arc::from).collect();
-                if let Some((i, &k)) = indices
-                    .iter()
-                    .enumerate()
-                    .find(|(_, &k)| k >= table.len() as u64)
-                {
-                    return Err(FormatError::shape(
-                        format!("{what} media_types[{i}]"),
-                        format!("index {k} is outside media_type_table"),
-                    ));
-                }
-                Some((table, indices))
-            }
-            _ => None,
-        };
-        if let Some(modes) = &raw.modes {
-            parallel(modes.len(), len, what, "modes")?;
-        }
-        if let Some(mtimes) = &raw.mtimes {
-            parallel(mtimes.len(), len, what, "mtimes")?;
-        }
-        // Assembled from the back, each array shrunk every eighth, so what
-        // is consumed is given back while the items grow (the arrays and
-        // the items are each well over 100 bytes an item).
-        let (mut index, mut names) = (raw.index, raw.names);
-        let (mut modes, mut mtimes) = (raw.modes, raw.mtimes);
-        let step = (len / 8).max(1 << 14);
-        let mut items = Vec::with_capacity(len);
+        // Assembled from the back, each column shrunk every eighth, so what
+        // is consumed is given back while the items grow.
+        let RawColumns {
+            mut index,
+            mut names,
+            media,
+            mut modes,
+            mut mtimes,
+        } = raw;
+        let step = (layout.len / 8).max(1 << 14);
+        let mut items = Vec::with_capacity(layout.len);
         let mut retired = Vec::new();
         while let Some(entry) = index.pop() {
             let i = index.len();
-            // The lengths were checked above: every `pop` has an element.
-            let name = match &mut names {
-                Some(names) => names.pop().flatten(),
-                None => Some(format!("item-{i:08}")),
+            // The reader checked the lengths: every `pop` has an element.
+            let name = match layout.names {
+                true => names.pop().flatten(),
+                false => Some(format!("item-{i:08}")),
             };
-            let mode = modes.as_mut().and_then(|m| m.pop().flatten());
-            let mtime_ns = mtimes.as_mut().and_then(|m| m.pop().flatten());
-            check_mode(mode, || format!("{what} modes[{i}]"))?;
-            let media_type = match &media {
-                Some((table, indices)) => table[indices[i] as usize].clone(),
+            let mode = modes.pop().flatten();
+            let mtime_ns = mtimes.pop().flatten();
+            let media_type = match &layout.media_table {
+                Some(table) => table[media[i] as usize].clone(),
                 None => default_media.clone(),
             };
             match name {
@@ -380,144 +333,64 @@ impl Track {
             }
             if i % step == 0 {
                 index.shrink_to_fit();
-                names.iter_mut().for_each(Vec::shrink_to_fit);
-                modes.iter_mut().for_each(Vec::shrink_to_fit);
-                mtimes.iter_mut().for_each(Vec::shrink_to_fit);
+                names.shrink_to_fit();
+                modes.shrink_to_fit();
+                mtimes.shrink_to_fit();
             }
         }
         items.reverse();
         retired.reverse();
-        Track::new(items, retired, what)?.with_dirs(raw.dirs.unwrap_or_default(), what)
+        Track::new(items, retired, what)?.with_dirs(layout.dirs, what)
     }
 }
 
-/// A Track as read off the wire, before validation. It is built by
-/// streaming through the CBOR, so a Track of a million entries never exists
-/// as a tree of CBOR values.
+/// A Track's columns as read, before validation; absent arrays stay empty.
 #[derive(Default)]
-struct RawTrack {
-    kind: Option<String>,
+struct RawColumns {
     index: Vec<FragmentEntry>,
-    names: Option<Vec<Option<String>>>,
-    media_table: Option<Vec<String>>,
-    media_types: Option<Vec<u64>>,
-    modes: Option<Vec<Option<u16>>>,
-    mtimes: Option<Vec<Option<i64>>>,
-    dirs: Option<Vec<TrackDir>>,
+    names: Vec<Option<String>>,
+    media: Vec<u32>,
+    modes: Vec<Option<u16>>,
+    mtimes: Vec<Option<i64>>,
 }
 
-impl<'de> Deserialize<'de> for RawTrack {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct TrackMap;
-        impl<'de> Visitor<'de> for TrackMap {
-            type Value = RawTrack;
+impl Columns for RawColumns {
+    fn entry(&mut self, entry: FragmentEntry) {
+        self.index.push(entry);
+    }
+    fn name(&mut self, name: Option<&str>) {
+        self.names.push(name.map(str::to_string));
+    }
+    fn media_type(&mut self, index: u32) {
+        self.media.push(index);
+    }
+    fn mode(&mut self, mode: Option<u16>) {
+        self.modes.push(mode);
+    }
+    fn mtime(&mut self, mtime_ns: Option<i64>) {
+        self.mtimes.push(mtime_ns);
+    }
+}
 
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a Track map")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawTrack, A::Error> {
-                let mut raw = RawTrack::default();
-                let mut has_index = false;
-                while let Some(key) = map.next_key::<Value>()? {
-                    match key.as_text() {
-                        Some("kind") => raw.kind = Some(map.next_value()?),
-                        Some("object_index") => {
-                            raw.index = map.next_value::<Elements<Entry>>()?.0;
-                            has_index = true;
-                        }
-                        Some("names") => raw.names = Some(map.next_value::<Elements<Name>>()?.0),
-                        Some("media_type_table") => raw.media_table = Some(map.next_value()?),
-                        Some("media_types") => raw.media_types = Some(map.next_value()?),
-                        Some("modes") => raw.modes = Some(map.next_value()?),
-                        Some("mtimes") => raw.mtimes = Some(map.next_value()?),
-                        Some("dirs") => raw.dirs = Some(map.next_value::<Elements<Dir>>()?.0),
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-                if !has_index {
-                    return Err(A::Error::custom("missing field \"object_index\""));
-                }
-                Ok(raw)
-            }
+/// The length of a pack whose entries have the ranges `(offset, size)`:
+/// they must cover it from 0 with no gap and no overlap, where equal ranges
+/// name the same bytes (two items with identical content imported under
+/// different names share them). Sorts `ranges`; the error is the detail.
+pub(crate) fn check_pack(ranges: &mut Vec<(u64, u64)>) -> Result<u64, String> {
+    ranges.sort_unstable();
+    ranges.dedup();
+    let mut next = 0u64;
+    for &(offset, size) in ranges.iter() {
+        if offset != next {
+            return Err(if offset < next {
+                format!("entries overlap: one starts at {offset}, inside the previous one which ends at {next}")
+            } else {
+                format!("gap: bytes {next}..{offset} belong to no entry")
+            });
         }
-        d.deserialize_map(TrackMap)
+        next += size;
     }
-}
-
-/// How one element of a Track's arrays is decoded from its CBOR value.
-trait Element {
-    type Out;
-    fn decode(value: Value, i: usize) -> Result<Self::Out, FormatError>;
-}
-
-/// `object_index` elements.
-struct Entry;
-
-impl Element for Entry {
-    type Out = FragmentEntry;
-    fn decode(value: Value, i: usize) -> Result<FragmentEntry, FormatError> {
-        // `what` is only formatted when there is an error to report.
-        FragmentEntry::from_cbor(&value, "").map_err(|e| match e {
-            FormatError::Shape { what, detail } => {
-                FormatError::shape(format!("object_index[{i}]{what}"), detail)
-            }
-            e => e,
-        })
-    }
-}
-
-/// `names` elements: text, or null for a retired entry.
-struct Name;
-
-impl Element for Name {
-    type Out = Option<String>;
-    fn decode(value: Value, i: usize) -> Result<Option<String>, FormatError> {
-        match value {
-            Value::Text(name) => Ok(Some(name)),
-            Value::Null => Ok(None),
-            other => Err(FormatError::shape(
-                format!("names[{i}]"),
-                format!(
-                    "expected a text string or null, found {}",
-                    cbor::kind(&other)
-                ),
-            )),
-        }
-    }
-}
-
-/// `dirs` elements: `[name, mode or null, mtime or null]`.
-struct Dir;
-
-impl Element for Dir {
-    type Out = TrackDir;
-    fn decode(value: Value, i: usize) -> Result<TrackDir, FormatError> {
-        let bad = |detail: &str| FormatError::shape(format!("dirs[{i}]"), detail.to_string());
-        let Value::Array(fields) = value else {
-            return Err(bad("expected [name, mode, mtime]"));
-        };
-        let [name, mode, mtime] =
-            <[Value; 3]>::try_from(fields).map_err(|_| bad("expected [name, mode, mtime]"))?;
-        let name = name.into_text().map_err(|_| bad("the name is not text"))?;
-        // Null, or an integer that fits `T`.
-        fn optional<T: TryFrom<ciborium::value::Integer>>(v: Value) -> Result<Option<T>, ()> {
-            match v {
-                Value::Null => Ok(None),
-                v => Ok(Some(
-                    T::try_from(v.as_integer().ok_or(())?).map_err(|_| ())?,
-                )),
-            }
-        }
-        let mode = optional(mode).map_err(|()| bad("the mode is not a small unsigned integer"))?;
-        let mtime_ns = optional(mtime).map_err(|()| bad("the mtime is not an integer"))?;
-        Ok(TrackDir {
-            name,
-            attrs: Attrs { mode, mtime_ns },
-        })
-    }
+    Ok(next)
 }
 
 fn mode_value(mode: Option<u16>) -> Value {
@@ -539,32 +412,6 @@ fn check_mode(mode: Option<u16>, what: impl FnOnce() -> String) -> Result<(), Fo
     }
 }
 
-/// A CBOR array decoded element by element.
-struct Elements<E: Element>(Vec<E::Out>);
-
-impl<'de, E: Element> Deserialize<'de> for Elements<E> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Seq<E>(PhantomData<E>);
-        impl<'de, E: Element> Visitor<'de> for Seq<E> {
-            type Value = Elements<E>;
-
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an array")
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Elements<E>, A::Error> {
-                // A hostile length prefix must not reserve memory up front.
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-                while let Some(value) = seq.next_element::<Value>()? {
-                    out.push(E::decode(value, out.len()).map_err(A::Error::custom)?);
-                }
-                Ok(Elements(out))
-            }
-        }
-        d.deserialize_seq(Seq(PhantomData))
-    }
-}
-
 /// The index of `media_type` in the table being built, adding it if new.
 fn intern<'a>(
     table: &mut Vec<&'a str>,
@@ -579,21 +426,12 @@ fn intern<'a>(
     cbor::uint(i)
 }
 
-fn parallel(len: usize, expected: usize, what: &str, field: &str) -> Result<(), FormatError> {
-    if len != expected {
-        return Err(FormatError::shape(
-            what,
-            format!("{field} has {len} elements but object_index has {expected}"),
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn item(name: &str, pack: &[u8], offset: u64, size: u64) -> TrackItem {
+    /// An item of `size` bytes at `offset` of the pack whose bytes are `pack`.
+    pub(crate) fn item(name: &str, pack: &[u8], offset: u64, size: u64) -> TrackItem {
         TrackItem {
             name: name.into(),
             media_type: "image/jpeg".into(),
@@ -847,7 +685,7 @@ mod tests {
         let e = Track::decode(&bytes, "track T").unwrap_err().to_string();
         assert!(
             e.starts_with(
-                "track T: object_index[1] element 2 (byte_size): expected an unsigned integer"
+                "track T object_index[1] element 2 (byte_size): expected an unsigned integer"
             ),
             "{e}"
         );
@@ -858,7 +696,7 @@ mod tests {
         let e = Track::decode(&cbor::encode(&cbor::text("x")), "track T")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("expected map"), "{e}");
+        assert!(e.contains("expected a map"), "{e}");
     }
 
     #[test]
