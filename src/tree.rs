@@ -3,7 +3,7 @@
 
 use thiserror::Error;
 
-use crate::dataset::{ItemRef, ItemTable, Snapshot};
+use crate::dataset::{ItemRef, ItemTable, Snapshot, SnapshotTrack};
 use crate::format::{Attrs, ObjectId};
 
 /// Index of a node; the root is [`Tree::ROOT`].
@@ -121,12 +121,12 @@ impl Tree {
         for timeline in &snapshot.manifest.timelines {
             b.dir(Self::ROOT, timeline)?;
         }
-        let mut tracks = Vec::with_capacity(snapshot.tracks.len());
-        let mut whats = Vec::with_capacity(snapshot.tracks.len());
-        for track in snapshot.tracks {
+        let mut firsts = Vec::with_capacity(snapshot.tracks.len());
+        for track in &snapshot.tracks {
             let timeline = b.dir(Self::ROOT, &track.timeline)?;
             let modality = b.dir(timeline, &track.modality)?;
             let first = b.file_parents.len();
+            firsts.push(first);
             for dir in &track.dirs {
                 let at = b.dirs_of(modality, &dir.name)?;
                 if dir.attrs != Attrs::default() {
@@ -142,7 +142,7 @@ impl Tree {
                     .filter(|&i| i < FILE - 1)
                     .ok_or(TreeError::TooLarge)?;
                 let name = item.name();
-                let dirs = name.rsplit_once('/').map_or("", |(dirs, _)| dirs);
+                let (dirs, leaf) = name.rsplit_once('/').unwrap_or(("", name));
                 let dir = match last {
                     Some((path, dir)) if path == dirs => dir,
                     _ => {
@@ -152,28 +152,39 @@ impl Tree {
                     }
                 };
                 b.file_parents.push(dir);
-                b.dirs[dir as usize].children.push(FILE | index);
+                b.dirs[dir as usize].children.push((leaf, FILE | index));
             }
-            whats.push(track.what);
-            tracks.push(TrackSpan {
+        }
+        let (dirs, children) = b.finish(&snapshot.tracks, &firsts)?;
+        // The builder borrows the items' names: done with it before the
+        // tables move into the tree.
+        let Builder {
+            file_parents,
+            dir_attrs,
+            ..
+        } = b;
+        let tracks: Vec<TrackSpan> = snapshot
+            .tracks
+            .into_iter()
+            .zip(firsts)
+            .map(|(track, first)| TrackSpan {
                 first_item: first as u32,
                 timeline: track.timeline,
                 modality: track.modality,
                 track: track.track_id,
                 items: track.items,
-            });
-        }
+            })
+            .collect();
         let total_bytes = tracks
             .iter()
             .flat_map(|t| t.items.iter())
             .map(|i| i.size())
             .sum();
-        let (dirs, children) = b.finish(&tracks, &whats)?;
         Ok(Tree {
             dirs,
             children,
-            file_parents: b.file_parents,
-            dir_attrs: b.dir_attrs,
+            file_parents,
+            dir_attrs,
             total_bytes,
             tracks,
             manifest_id: snapshot.manifest_id,
@@ -305,14 +316,18 @@ fn leaf(name: &str) -> &str {
 }
 
 /// A directory while the tree is built.
-struct BuildDir {
+struct BuildDir<'a> {
     name: Box<str>,
     parent: NodeId,
-    children: Vec<NodeId>,
+    /// Children with their names: a file's is borrowed from its item,
+    /// found while the items are walked in order (looking them up later,
+    /// directory by directory, is a cache miss per item); a directory's is
+    /// empty until [`Builder::finish`] fills it in.
+    children: Vec<(&'a str, NodeId)>,
 }
 
-struct Builder {
-    dirs: Vec<BuildDir>,
+struct Builder<'a> {
+    dirs: Vec<BuildDir<'a>>,
     /// Directories by parent and name; files need no index: a repeated
     /// name is found when the children are sorted.
     dir_index: foldhash::HashMap<NodeId, foldhash::HashMap<Box<str>, NodeId>>,
@@ -320,21 +335,13 @@ struct Builder {
     file_parents: Vec<NodeId>,
 }
 
-impl Builder {
-    fn path(&self, mut id: NodeId, tracks: &[TrackSpan]) -> String {
+impl<'a> Builder<'a> {
+    /// The path of directory `id`.
+    fn path(&self, mut id: NodeId) -> String {
         let mut parts = Vec::new();
         while id != Tree::ROOT {
-            if id_is_file(id) {
-                let item = id & !FILE;
-                let track = &tracks[tracks.partition_point(|t| t.first_item <= item) - 1];
-                parts.push(leaf(
-                    track.items.get((item - track.first_item) as usize).name(),
-                ));
-                id = self.file_parents[item as usize];
-            } else {
-                parts.push(&self.dirs[id as usize].name);
-                id = self.dirs[id as usize].parent;
-            }
+            parts.push(&*self.dirs[id as usize].name);
+            id = self.dirs[id as usize].parent;
         }
         parts.reverse();
         format!("/{}", parts.join("/"))
@@ -353,7 +360,7 @@ impl Builder {
             parent,
             children: Vec::new(),
         });
-        self.dirs[parent as usize].children.push(id);
+        self.dirs[parent as usize].children.push(("", id));
         self.dir_index
             .entry(parent)
             .or_default()
@@ -371,50 +378,35 @@ impl Builder {
 
     /// Sorts every directory's children by name into one array, and
     /// refuses a name used twice in one directory: two items (a Track
-    /// naming one twice) or a file and a directory.
+    /// naming one twice) or a file and a directory. `firsts` is the index
+    /// of each Track's first item.
     fn finish(
         &mut self,
-        tracks: &[TrackSpan],
-        whats: &[String],
+        tracks: &[SnapshotTrack],
+        firsts: &[usize],
     ) -> Result<(Vec<Dir>, Vec<NodeId>), TreeError> {
         let total = self.dirs.iter().map(|d| d.children.len()).sum();
         let mut all = Vec::with_capacity(total);
         let mut dirs = Vec::with_capacity(self.dirs.len());
-        let track_of = |item: u32| tracks.partition_point(|t| t.first_item <= item) - 1;
         for i in 0..self.dirs.len() {
-            let children = std::mem::take(&mut self.dirs[i].children);
-            // Each name found once, then sorted by it.
-            let mut named: Vec<(&str, NodeId)> = children
-                .iter()
-                .map(|&c| {
-                    let name = if id_is_file(c) {
-                        let t = &tracks[track_of(c & !FILE)];
-                        leaf(t.items.get(((c & !FILE) - t.first_item) as usize).name())
-                    } else {
-                        &*self.dirs[c as usize].name
-                    };
-                    (name, c)
-                })
-                .collect();
-            drop(children);
+            let mut named = std::mem::take(&mut self.dirs[i].children);
+            for (name, c) in named.iter_mut().filter(|(_, c)| !id_is_file(*c)) {
+                *name = &self.dirs[*c as usize].name;
+            }
             named.sort_unstable_by(|a, b| a.0.cmp(b.0));
             if let Some(pair) = named.windows(2).find(|w| w[0].0 == w[1].0) {
                 let (a, b) = (pair[0].1, pair[1].1);
                 if id_is_file(a) && id_is_file(b) {
-                    let track = track_of(a & !FILE);
-                    let t = &tracks[track];
+                    let item = (a & !FILE) as usize;
+                    let t = firsts.partition_point(|&first| first <= item) - 1;
                     return Err(TreeError::Duplicate {
-                        what: whats[track].clone(),
-                        name: t
-                            .items
-                            .get(((a & !FILE) - t.first_item) as usize)
-                            .name()
-                            .to_string(),
+                        what: tracks[t].what.clone(),
+                        name: tracks[t].items.get(item - firsts[t]).name().to_string(),
                     });
                 }
                 let dir = if id_is_file(a) { b } else { a };
                 return Err(TreeError::Conflict {
-                    path: self.path(dir, tracks),
+                    path: self.path(dir),
                     detail:
                         "is a file in the dataset but another item's name uses it as a directory",
                 });
@@ -422,11 +414,135 @@ impl Builder {
             let start = all.len() as u32;
             all.extend(named.iter().map(|(_, c)| *c));
             dirs.push(Dir {
-                name: std::mem::take(&mut self.dirs[i].name),
+                // Copied: later directories' errors name their paths.
+                name: self.dirs[i].name.clone(),
                 parent: self.dirs[i].parent,
                 children: (start, all.len() as u32),
             });
         }
         Ok((dirs, all))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::dataset::{Item, ItemSource};
+    use crate::format::Manifest;
+
+    fn snapshot(tracks: &[(&str, &[&str])]) -> Snapshot {
+        let tracks = tracks
+            .iter()
+            .map(|(modality, names)| SnapshotTrack {
+                timeline: "t".into(),
+                modality: modality.to_string(),
+                track_id: ObjectId::of(modality.as_bytes()),
+                what: format!("track {modality}"),
+                items: names
+                    .iter()
+                    .map(|name| Item {
+                        name: name.to_string(),
+                        size: name.len() as u64,
+                        media_type: "a/b".into(),
+                        source: ItemSource::Whole {
+                            object: Arc::new(object_store::path::Path::from(*name)),
+                        },
+                        attrs: Attrs::default(),
+                    })
+                    .collect(),
+                dirs: Vec::new(),
+            })
+            .collect();
+        Snapshot {
+            manifest_id: ObjectId::of(b"m"),
+            manifest: Manifest {
+                parents: vec![],
+                timelines: vec!["t".into(), "empty".into()],
+                tracks: vec![],
+                ts_unix_ns: 0,
+                writer: "test".into(),
+            },
+            tracks,
+        }
+    }
+
+    fn names(tree: &Tree, dir: NodeId) -> Vec<&str> {
+        let NodeKind::Dir(children) = tree.node(dir).unwrap().kind else {
+            panic!("not a directory")
+        };
+        children
+            .iter()
+            .map(|&c| tree.node(c).unwrap().name)
+            .collect()
+    }
+
+    /// Items of two Tracks, directories interleaved as the items come:
+    /// every file is found by path, with its own item, parent and name,
+    /// and every directory lists its children sorted.
+    #[test]
+    fn files_are_items_below_sorted_directories() {
+        let a: &[&str] = &["d2/z", "d1/b", "d2/a", "top", "d1/sub/x", "d1/a"];
+        let tree = Tree::build(snapshot(&[("m", a), ("n", &["only"])])).unwrap();
+        assert_eq!(names(&tree, Tree::ROOT), ["empty", "t"]);
+        let t = tree.resolve("t").unwrap();
+        assert_eq!(names(&tree, t), ["m", "n"]);
+        assert_eq!(
+            names(&tree, tree.resolve("t/m").unwrap()),
+            ["d1", "d2", "top"]
+        );
+        assert_eq!(
+            names(&tree, tree.resolve("t/m/d1").unwrap()),
+            ["a", "b", "sub"]
+        );
+        for (i, name) in a.iter().chain(&["only"]).enumerate() {
+            let modality = if i < a.len() { "m" } else { "n" };
+            let path = format!("t/{modality}/{name}");
+            let id = tree.resolve(&path).unwrap();
+            let node = tree.node(id).unwrap();
+            assert!(
+                matches!(node.kind, NodeKind::File(item) if item == i as u32),
+                "{path}"
+            );
+            assert_eq!(node.name, name.rsplit('/').next().unwrap());
+            assert_eq!(tree.item(i as u32).name(), *name);
+            assert_eq!(tree.resolve_file(&path).unwrap().name(), *name);
+            let parent = tree.node(node.parent).unwrap();
+            assert_eq!(tree.lookup(node.parent, node.name.as_bytes()), Some(id));
+            assert!(matches!(parent.kind, NodeKind::Dir(c) if c.contains(&id)));
+        }
+        assert!(tree.lookup(t, b"nope").is_none());
+        assert!(matches!(
+            tree.resolve("t/m/top/x"),
+            Err(TreeError::NotADirectory { .. })
+        ));
+        assert!(matches!(
+            tree.resolve_file("t/m/d1"),
+            Err(TreeError::IsADirectory { .. })
+        ));
+        assert_eq!(tree.item_count(), 7);
+        assert_eq!(
+            tree.node_count(),
+            7 + 8,
+            "7 files; root, t, empty, m, n, d1, d2, sub"
+        );
+        let sizes: u64 = a.iter().chain(&["only"]).map(|n| n.len() as u64).sum();
+        assert_eq!(tree.total_bytes(), sizes);
+        assert_eq!(tree.track_of(6).modality, "n");
+    }
+
+    #[test]
+    fn a_name_used_twice_in_a_directory_is_refused() {
+        let e = Tree::build(snapshot(&[("m", &["d/a", "b", "d/a"])])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid name \"d/a\" in track m: duplicate name"
+        );
+        let e = Tree::build(snapshot(&[("m", &["d/a", "d", "c"])])).unwrap_err();
+        assert!(
+            matches!(&e, TreeError::Conflict { path, .. } if path == "/t/m/d"),
+            "{e}"
+        );
     }
 }
