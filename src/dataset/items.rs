@@ -46,6 +46,7 @@ enum ObjectKind {
     Chunked(Arc<[ChunkRef]>),
 }
 
+#[cfg(test)]
 impl ObjectKind {
     /// The same kind of object with the same chunks or length.
     fn same(&self, other: &ObjectKind) -> bool {
@@ -229,8 +230,10 @@ impl ItemTable {
     }
 }
 
+/// Tables of hand-made items for tests (objects are found by a linear
+/// search: a few items only).
+#[cfg(test)]
 impl FromIterator<Item> for ItemTable {
-    /// A table of items made elsewhere (tests, small synthetic trees).
     fn from_iter<I: IntoIterator<Item = Item>>(items: I) -> Self {
         let mut t = ItemTable::default();
         let (mut modes, mut mtimes, mut media) = (Vec::new(), Vec::new(), Vec::new());
