@@ -4,7 +4,7 @@
 //! read-write mount its spool files. A [`FileReader`] delivers the bytes:
 //! [`LocalFiles`] reads local files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
@@ -300,6 +300,8 @@ pub async fn upload(
         })
         .try_collect()
         .await?;
+    let (done, twins_written) = separate_twin_packs(dataset, files, reader, done).await?;
+    written += twins_written;
 
     let placeholder = FragmentEntry {
         t_start: 0,
@@ -382,6 +384,57 @@ pub async fn upload(
         written,
         reused,
     })
+}
+
+/// Two packs of different files can have the same bytes (files of zeros
+/// whose sizes add up alike, in another order): they are then one object
+/// cut two ways, which no Track may hold (seed 0022 §3.4: a pack's
+/// entries are disjoint). The pack of the lowest-numbered files keeps the
+/// object; each file of the others is stored as an object of its own.
+/// Returns the units and how many objects that wrote.
+async fn separate_twin_packs(
+    dataset: &Dataset,
+    files: &[SourceFile],
+    reader: &dyn FileReader,
+    mut done: Vec<Done>,
+) -> Result<(Vec<Done>, usize), PackError> {
+    done.sort_by_key(|d| match d {
+        Done::Pack { files, .. } => files[0],
+        Done::Chunk { file, .. } => *file,
+    });
+    let mut cuts: HashMap<ObjectId, Vec<u64>> = HashMap::new();
+    let mut out = Vec::with_capacity(done.len());
+    let mut written = 0;
+    for d in done {
+        let Done::Pack {
+            address,
+            sizes,
+            files: members,
+        } = &d
+        else {
+            out.push(d);
+            continue;
+        };
+        match cuts.get(address) {
+            Some(cut) if cut != sizes => {
+                for &m in members {
+                    let unit = Unit::Pack {
+                        files: vec![m],
+                        bytes: files[m].size,
+                    };
+                    let (single, fresh) = upload_unit(dataset, files, reader, unit).await?;
+                    written += usize::from(fresh);
+                    out.push(single);
+                }
+            }
+            Some(_) => out.push(d),
+            None => {
+                cuts.insert(*address, sizes.clone());
+                out.push(d);
+            }
+        }
+    }
+    Ok((out, written))
 }
 
 /// Reads a unit's bytes, hashes them and PUTs the object unless present.

@@ -191,6 +191,38 @@ async fn pack_items_1_writes_single_item_fragments() {
     assert_eq!(data_objects(&dir, "t", "m"), 5);
 }
 
+/// Packs of different files with the same bytes (zeros, sizes 1+2 and
+/// 2+1) are one object that two Tracks entries would cut two ways: the
+/// second pack's files become objects of their own, and every file reads
+/// back.
+#[tokio::test]
+async fn packs_with_the_same_bytes_cut_differently_are_kept_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let sizes = [1, 2, 2, 1, 3];
+    for (i, size) in sizes.iter().enumerate() {
+        write_file(&src.join(format!("t/m/{i}")), &vec![0; *size]);
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let mut opts = options();
+    opts.pack.pack_items = 2;
+    import(&dataset, &src, &opts).await.unwrap();
+    let t = tree(&dataset).await;
+    let reader = packfs::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    let mut whole = 0;
+    for (i, size) in sizes.iter().enumerate() {
+        let item = t.resolve_file(&format!("t/m/{i}")).unwrap().data();
+        whole += usize::from(matches!(item.source, ItemSource::Whole { .. }));
+        let bytes = reader.read_item(&item, 0, 100).await.unwrap();
+        assert_eq!(&bytes[..], &vec![0; *size][..], "t/m/{i}");
+    }
+    assert_eq!(
+        whole, 3,
+        "files 2 and 3 on their own, and 4 (a one-item pack)"
+    );
+}
+
 #[tokio::test]
 async fn unchanged_reimport_commits_nothing_and_renamed_copies_share_bytes() {
     let tmp = tempfile::tempdir().unwrap();
