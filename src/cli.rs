@@ -415,9 +415,10 @@ pub struct MountArgs {
     /// Stay in the foreground; unmount cleanly on SIGINT/SIGTERM.
     #[arg(short, long)]
     pub foreground: bool,
-    /// Threads reading FUSE requests.
-    #[arg(long, default_value_t = MountOptions::default().threads)]
-    pub threads: usize,
+    /// Threads reading FUSE requests [default: 1 on a read-write mount,
+    /// 4 on a read-only one].
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Let other users access the mount (enables kernel permission checks;
     /// non-root users need user_allow_other in /etc/fuse.conf).
     #[arg(long)]

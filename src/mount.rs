@@ -29,6 +29,18 @@ use crate::store::{Store, StoreConfig};
 use crate::tree::{Tree, TreeError};
 use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
 
+/// Threads reading kernel requests on a read-write mount by default. One:
+/// a serial writer (`cp -r`, `tar -x`) waits for every request, and each
+/// hand-over to another idle thread is a wake-up on another core (1.5×
+/// faster `cp -r` with one thread than with four on 2 cores,
+/// docs/PERFORMANCE.md), while reads that wait for the store are answered
+/// from the runtime and do not hold the thread.
+pub const READ_WRITE_THREADS: usize = 1;
+
+/// Threads reading kernel requests on a read-only mount by default: its
+/// readers are parallel loaders.
+pub const READ_ONLY_THREADS: usize = 4;
+
 /// Settings of a mount.
 #[derive(Clone, Debug)]
 pub struct MountOptions {
@@ -39,8 +51,9 @@ pub struct MountOptions {
     pub revision: Revision,
     /// Stay attached to the terminal instead of daemonizing.
     pub foreground: bool,
-    /// Threads reading kernel requests.
-    pub threads: usize,
+    /// Threads reading kernel requests; `None`: [`READ_WRITE_THREADS`] on
+    /// a read-write mount, [`READ_ONLY_THREADS`] on a read-only one.
+    pub threads: Option<usize>,
     /// Let other users access the mount (kernel permission checks on).
     pub allow_other: bool,
     /// Owner of every file and directory; `None`: the mounting user.
@@ -108,7 +121,7 @@ impl Default for MountOptions {
             store: StoreConfig::default(),
             revision: Revision::default(),
             foreground: false,
-            threads: 4,
+            threads: None,
             allow_other: false,
             uid: None,
             gid: None,
@@ -411,7 +424,11 @@ fn open_session(
         config.mount_options.push(MountOption::DefaultPermissions);
         config.acl = SessionACL::All;
     }
-    config.n_threads = Some(options.threads.max(1));
+    let threads = options.threads.unwrap_or(match read_only {
+        true => READ_ONLY_THREADS,
+        false => READ_WRITE_THREADS,
+    });
+    config.n_threads = Some(threads.max(1));
     config.clone_fd = true;
     let session =
         fuser::Session::new(fs, mountpoint, &config).map_err(|source| MountError::Mountpoint {

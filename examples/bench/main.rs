@@ -21,10 +21,13 @@
 //!    `ls -lR` time (on a fresh mount) and the daemon's memory;
 //! 5. `cp -r` and `tar -x` (of a tar made once) of 20,000 files of
 //!    1–16 KiB (2,000 with `--quick`) into a read-write mount against the
-//!    same into a plain directory, the time the daemon then takes to commit
+//!    same into a plain directory and into the write ceiling
+//!    (`write_ceiling.rs`: a FUSE filesystem in this process that keeps
+//!    the files in RAM and does nothing else, with the requests per file
+//!    it served), the time the daemon then takes to commit
 //!    at unmount, and the objects it stored (checked with `diff -r` on a
 //!    read-only remount); medians of the rounds, each into fresh
-//!    directories and a fresh mount. Alone with `--only-writes`.
+//!    directories and fresh mounts. Alone with `--only-writes`.
 //!
 //! Then the measurements of issue 11 ("Read performance II"), in a second
 //! table:
@@ -101,6 +104,7 @@ mod bundle;
 mod engine;
 mod scale;
 mod views;
+mod write_ceiling;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -197,8 +201,12 @@ fn run() -> Result<()> {
         fs::create_dir(&path)?;
         Ok(path)
     };
+    let writes = || -> Result<Writes> {
+        let (mnt, ceiling) = (mountpoint("mnt-write")?, mountpoint("mnt-write-ceiling")?);
+        write_bench(&packfs_bin, work.path(), &mnt, &ceiling, &config)
+    };
     if config.only_writes {
-        let writes = write_bench(&packfs_bin, work.path(), &mountpoint("mnt-write")?, &config)?;
+        let writes = writes()?;
         progress("done");
         print_writes(&config, &writes);
         return Ok(());
@@ -270,7 +278,7 @@ fn run() -> Result<()> {
         ceiling_bin.as_ref().ok().map(PathBuf::as_path),
         &mountpoint,
     )?;
-    let writes = write_bench(&packfs_bin, work.path(), &mountpoint("mnt-write")?, &config)?;
+    let writes = writes()?;
     let many = match config.skip_1m {
         true => None,
         false => Some(many_items(
@@ -1312,17 +1320,26 @@ struct Writes {
 /// One way of writing the files (`cp -r`, `tar -x`): medians of the rounds.
 struct WriteWay {
     plain_secs: f64,
+    /// Into the write ceiling (`write_ceiling.rs`): FUSE and nothing else.
+    ceiling_secs: f64,
     mount_secs: f64,
     /// From `fusermount3 -u` until the daemon exited: the final commit.
     commit_secs: f64,
+    /// The requests the write ceiling served per file, by kind, and how
+    /// many of them the writer waited for (the first round's).
+    requests: String,
+    synchronous: f64,
 }
 
 impl WriteWay {
     fn median(rounds: &[WriteWay]) -> WriteWay {
         WriteWay {
             plain_secs: median_by(rounds, |w| w.plain_secs).plain_secs,
+            ceiling_secs: median_by(rounds, |w| w.ceiling_secs).ceiling_secs,
             mount_secs: median_by(rounds, |w| w.mount_secs).mount_secs,
             commit_secs: median_by(rounds, |w| w.commit_secs).commit_secs,
+            requests: rounds[0].requests.clone(),
+            synchronous: rounds[0].synchronous,
         }
     }
 }
@@ -1337,7 +1354,13 @@ fn timed(command: &mut Command, what: &str) -> Result<f64> {
     Ok(start.elapsed().as_secs_f64())
 }
 
-fn write_bench(bin: &Path, work: &Path, mnt: &Path, config: &Config) -> Result<Writes> {
+fn write_bench(
+    bin: &Path,
+    work: &Path,
+    mnt: &Path,
+    ceiling_mnt: &Path,
+    config: &Config,
+) -> Result<Writes> {
     let n = config.write_files;
     progress(format!(
         "writing {} files of 1–16 KiB to copy",
@@ -1400,13 +1423,23 @@ fn write_bench(bin: &Path, work: &Path, mnt: &Path, config: &Config) -> Result<W
     }
     let spool = work.join("write-spool");
     let spool_arg = path_str(&spool)?;
-    // Into a plain directory, then into a fresh modality of the mount;
-    // the mount is unmounted (and commits) after each.
+    // The ceiling serves with as many threads as a read-write mount does.
+    let threads = mount::READ_WRITE_THREADS;
+    // Into a plain directory, a fresh write ceiling, then a fresh modality
+    // of the mount; the mount is unmounted (and commits) after each.
     let round = |name: &str, write: &dyn Fn(&Path) -> Result<f64>| -> Result<WriteWay> {
         progress(format!("{name} into a plain directory"));
         let plain = work.join(format!("write-plain-{name}"));
         fs::create_dir(&plain)?;
         let plain_secs = write(&plain)?;
+        progress(format!("{name} into the write ceiling (FUSE, RAM)"));
+        let ceiling = write_ceiling::Mounted::mount(ceiling_mnt, threads)?;
+        let target = ceiling_mnt.join(name);
+        fs::create_dir(&target)?;
+        let ceiling_secs = write(&target)?;
+        let requests = ceiling.counts.per_file(n);
+        let synchronous = ceiling.counts.synchronous_per_file(n);
+        drop(ceiling);
         progress(format!("{name} into a read-write packfs mount"));
         let daemon = Daemon::mount_with(bin, &dataset, mnt, &["--spool-dir", spool_arg])?;
         let target = mnt.join("w").join(name);
@@ -1415,8 +1448,11 @@ fn write_bench(bin: &Path, work: &Path, mnt: &Path, config: &Config) -> Result<W
         let commit_secs = daemon.unmount_and_wait()?.as_secs_f64();
         Ok(WriteWay {
             plain_secs,
+            ceiling_secs,
             mount_secs,
             commit_secs,
+            requests,
+            synchronous,
         })
     };
     let (mut cps, mut tars) = (Vec::new(), Vec::new());
@@ -1479,6 +1515,7 @@ fn write_rows(w: &Writes) -> Vec<Row> {
     let mb = |secs: f64| w.bytes as f64 / secs / 1e6;
     let way = |what: &str, way: &WriteWay| {
         let vs_plain = ratio(rate(way.mount_secs), Some(rate(way.plain_secs)));
+        let ceiling_vs_plain = rate(way.ceiling_secs) / rate(way.plain_secs);
         [
             row(
                 format!("5. {what} of {n} files of 1–16 KiB into a read-write mount"),
@@ -1488,13 +1525,29 @@ fn write_rows(w: &Writes) -> Vec<Row> {
                     mb(way.mount_secs)
                 ),
                 format!(
-                    "plain directory {} files/s, {:.0} MB/s",
+                    "plain directory {} files/s, {:.0} MB/s; write ceiling {} files/s",
                     self::rate(rate(way.plain_secs)),
-                    mb(way.plain_secs)
+                    mb(way.plain_secs),
+                    self::rate(rate(way.ceiling_secs)),
                 ),
-                show_ratio(vs_plain, "plain"),
+                format!(
+                    "{}; {:.2}× ceiling",
+                    show_ratio(vs_plain, "plain"),
+                    way.ceiling_secs / way.mount_secs
+                ),
                 "≥ 0.5× plain",
                 met(vs_plain, Bar::AtLeast(0.5)),
+            ),
+            row(
+                format!("5. {what} into the write ceiling (FUSE, RAM, nothing else)"),
+                "—".into(),
+                format!(
+                    "{:.1} requests per file waited for ({})",
+                    way.synchronous, way.requests
+                ),
+                format!("ceiling {ceiling_vs_plain:.2}× plain"),
+                "—",
+                "—".into(),
             ),
             row(
                 format!(

@@ -583,7 +583,7 @@ impl Writer {
                     .flatten(),
             };
             if let Some((_, twin)) = replaced {
-                if let Some(record) = put_record(&self.ns, ino, &copy) {
+                if let Some(record) = put_record(&self.ns, ino, &copy, bytes) {
                     self.journal(record);
                 }
                 match (twin, *said) {
@@ -626,7 +626,7 @@ impl Writer {
             .into_iter()
             .filter_map(|(ino, session)| match *session.said.read() {
                 Said::Writing | Said::Synced => open_record(&self.ns, ino, &session.spool),
-                Said::Complete => put_record(&self.ns, ino, &session.spool),
+                Said::Complete => put_record(&self.ns, ino, &session.spool, session.len()),
                 Said::Unchanged => None,
             })
             .collect()
@@ -777,7 +777,7 @@ impl Writer {
         match *said {
             Said::Writing => {
                 // None: unlinked meanwhile, nothing to keep.
-                if let Some(record) = put_record(&self.ns, ino, &session.spool) {
+                if let Some(record) = put_record(&self.ns, ino, &session.spool, session.len()) {
                     self.journal(record);
                     *said = Said::Complete;
                 }
@@ -831,7 +831,7 @@ impl Writer {
             // Journaled before the old version goes: a crash in between
             // leaves a record pointing at the new one.
             if ended.is_some() && *said == Said::Writing {
-                if let Some(record) = put_record(&self.ns, h.ino, &session.spool) {
+                if let Some(record) = put_record(&self.ns, h.ino, &session.spool, session.len()) {
                     self.journal(record);
                 }
             }
@@ -1040,15 +1040,15 @@ impl Writer {
 }
 
 /// The journal record that file `ino` is complete as spool file `spool`
-/// (`None` once it has no name).
-fn put_record(ns: &Namespace, ino: Ino, spool: &SpoolFile) -> Option<Record> {
+/// of `size` bytes (`None` once it has no name).
+fn put_record(ns: &Namespace, ino: Ino, spool: &SpoolFile, size: u64) -> Option<Record> {
     let (Ok(Some(path)), Some(file)) = (ns.file_path(ino), spool.file_name()) else {
         return None;
     };
     Some(Record::Put {
         path,
         file,
-        size: std::fs::metadata(&spool.path).map_or(0, |m| m.len()),
+        size,
         attrs: ns.file_attrs(ino).unwrap_or_default(),
     })
 }

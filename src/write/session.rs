@@ -61,4 +61,10 @@ impl Session {
             said: RwLock::new(said),
         }
     }
+
+    /// The live version's length, from its open descriptor (`fstat`: no
+    /// path lookup in the path of a close).
+    pub fn len(&self) -> u64 {
+        self.file.metadata().map_or(0, |m| m.len())
+    }
 }

@@ -272,8 +272,15 @@ impl Spool {
 
     /// A new empty spool file, open for reading and writing.
     pub fn new_file(&self) -> std::io::Result<(SpoolFile, File)> {
-        let ready = self.ready.lock().pop();
-        let _ = self.refill.try_send(());
+        let (ready, left) = {
+            let mut ready = self.ready.lock();
+            (ready.pop(), ready.len())
+        };
+        // The creator is woken once per half a pool, not per file: each
+        // wake-up is a context switch in the path of a `create`.
+        if left <= REFILL_AT {
+            let _ = self.refill.try_send(());
+        }
         match ready {
             Some(f) => Ok(f),
             None => take(self.free.lock().pop(), &self.data, &self.next),
@@ -355,6 +362,9 @@ impl Drop for Spool {
 
 /// Empty files the background creator keeps ready.
 const READY_FILES: usize = 64;
+
+/// The creator refills the ready files once this few are left.
+const REFILL_AT: usize = READY_FILES / 2;
 
 /// Recycled files kept for reuse at most (empty files: an inode each).
 const FREE_FILES: usize = 4096;
