@@ -19,8 +19,6 @@
 //! still hold and the pack's real length can still be checked; it is not
 //! part of the namespace.
 
-use std::collections::HashMap;
-
 use foldhash::{HashMapExt, HashSetExt};
 use std::sync::Arc;
 
@@ -29,6 +27,7 @@ use ciborium::value::Value;
 use super::cbor;
 use super::{validate_item_name, FormatError, FragmentEntry, ObjectId, Placement};
 
+mod encode;
 mod reader;
 pub(crate) use reader::{read as read_columns, Columns, Layout};
 
@@ -223,58 +222,6 @@ impl Track {
         self.pack_lengths.get(id).copied()
     }
 
-    pub fn encode(&self) -> Vec<u8> {
-        let mut table: Vec<&str> = Vec::new();
-        let mut index: HashMap<&str, u64> = HashMap::new();
-        let mut entries = Vec::with_capacity(self.items.len() + self.retired.len());
-        let mut names = Vec::with_capacity(entries.capacity());
-        let mut media = Vec::with_capacity(entries.capacity());
-        let (mut modes, mut mtimes) = (Vec::new(), Vec::new());
-        for it in &self.items {
-            entries.push(it.entry.to_cbor());
-            names.push(cbor::text(&it.name));
-            media.push(intern(&mut table, &mut index, &it.media_type));
-            modes.push(mode_value(it.attrs.mode));
-            mtimes.push(mtime_value(it.attrs.mtime_ns));
-        }
-        for e in &self.retired {
-            entries.push(e.to_cbor());
-            names.push(Value::Null);
-            media.push(intern(&mut table, &mut index, DEFAULT_MEDIA_TYPE));
-            modes.push(Value::Null);
-            mtimes.push(Value::Null);
-        }
-        let mut map = vec![
-            (cbor::text("kind"), cbor::text(TRACK_KIND_FRAGMENT)),
-            (cbor::text("object_index"), Value::Array(entries)),
-            (cbor::text("names"), Value::Array(names)),
-            (
-                cbor::text("media_type_table"),
-                Value::Array(table.iter().map(|t| cbor::text(t)).collect()),
-            ),
-            (cbor::text("media_types"), Value::Array(media)),
-        ];
-        // Written only when recorded, so a Track without them encodes (and
-        // hashes) exactly as before they existed.
-        if self.items.iter().any(|i| i.attrs.mode.is_some()) {
-            map.push((cbor::text("modes"), Value::Array(modes)));
-        }
-        if self.items.iter().any(|i| i.attrs.mtime_ns.is_some()) {
-            map.push((cbor::text("mtimes"), Value::Array(mtimes)));
-        }
-        if !self.dirs.is_empty() {
-            let dirs = self.dirs.iter().map(|d| {
-                Value::Array(vec![
-                    cbor::text(&d.name),
-                    mode_value(d.attrs.mode),
-                    mtime_value(d.attrs.mtime_ns),
-                ])
-            });
-            map.push((cbor::text("dirs"), Value::Array(dirs.collect())));
-        }
-        cbor::encode(&Value::Map(map))
-    }
-
     /// Decodes and validates a Track; `what` names the object for errors.
     pub fn decode(bytes: &[u8], what: &str) -> Result<Self, FormatError> {
         let mut columns = RawColumns::default();
@@ -410,20 +357,6 @@ fn check_mode(mode: Option<u16>, what: impl FnOnce() -> String) -> Result<(), Fo
         )),
         _ => Ok(()),
     }
-}
-
-/// The index of `media_type` in the table being built, adding it if new.
-fn intern<'a>(
-    table: &mut Vec<&'a str>,
-    index: &mut HashMap<&'a str, u64>,
-    media_type: &'a str,
-) -> Value {
-    let next = table.len() as u64;
-    let i = *index.entry(media_type).or_insert(next);
-    if i == next {
-        table.push(media_type);
-    }
-    cbor::uint(i)
 }
 
 #[cfg(test)]
