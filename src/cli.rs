@@ -662,7 +662,7 @@ pub async fn run_import(args: ImportArgs, config: &StoreConfig) -> CliResult {
     let prepared = prepare_source(&args.src, &options, config, &index_dir).await?;
     let dataset = Dataset::open_with(&args.dataset, true, config)?;
     dataset.store().ensure_atomic_refs().await?;
-    let report = import_files(&dataset, &prepared, &options).await?;
+    let report = import_files(&dataset, prepared, &options).await?;
     let outcome = match report.manifest {
         Some(id) => format!("committed manifest {} to ref {}", id, options.ref_name),
         None => format!(

@@ -5,9 +5,13 @@
 //! [`LocalFiles`] reads local files.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -16,7 +20,7 @@ use futures::{StreamExt, TryStreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::Semaphore;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
@@ -36,6 +40,39 @@ pub struct SourceFile {
     pub size: u64,
 }
 
+/// The files the packer packs, by index, sorted by (timeline, modality,
+/// name). An import of millions of files lists them compactly rather than
+/// as [`SourceFile`]s (see `import`).
+pub trait SourceFiles: Sync {
+    /// How many files there are.
+    fn count(&self) -> usize;
+    /// The (timeline, modality) of file `i`: the Track it joins.
+    fn track(&self, i: usize) -> (&str, &str);
+    /// The size of file `i` when it was listed.
+    fn size(&self, i: usize) -> u64;
+    /// Where file `i` is: the local file [`LocalFiles`] reads, or for
+    /// another [`FileReader`] the name messages give it.
+    fn path(&self, i: usize) -> PathBuf;
+}
+
+impl SourceFiles for Vec<SourceFile> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn track(&self, i: usize) -> (&str, &str) {
+        (&self[i].timeline, &self[i].modality)
+    }
+
+    fn size(&self, i: usize) -> u64 {
+        self[i].size
+    }
+
+    fn path(&self, i: usize) -> PathBuf {
+        self[i].path.clone()
+    }
+}
+
 /// Where the packer reads the bytes of the files it packs.
 pub trait FileReader: Send + Sync {
     /// Bytes `range` of each `(file, range)` of `parts` (`file` indexes
@@ -44,7 +81,7 @@ pub trait FileReader: Send + Sync {
     /// concurrently and in any order.
     fn read<'a>(
         &'a self,
-        files: &'a [SourceFile],
+        files: &'a dyn SourceFiles,
         parts: Vec<(usize, Range<u64>)>,
     ) -> BoxFuture<'a, Result<Vec<u8>, PackError>>;
 }
@@ -54,15 +91,26 @@ pub trait FileReader: Send + Sync {
 /// the file listed.
 pub struct LocalFiles;
 
+/// A range of a local file to read, and the file's size when listed.
+struct LocalPart {
+    path: PathBuf,
+    size: u64,
+    range: Range<u64>,
+}
+
 impl FileReader for LocalFiles {
     fn read<'a>(
         &'a self,
-        files: &'a [SourceFile],
+        files: &'a dyn SourceFiles,
         parts: Vec<(usize, Range<u64>)>,
     ) -> BoxFuture<'a, Result<Vec<u8>, PackError>> {
-        let parts: Vec<(SourceFile, Range<u64>)> = parts
+        let parts: Vec<LocalPart> = parts
             .into_iter()
-            .map(|(i, range)| (files[i].clone(), range))
+            .map(|(i, range)| LocalPart {
+                path: files.path(i),
+                size: files.size(i),
+                range,
+            })
             .collect();
         tokio::task::spawn_blocking(move || read_body(&parts))
             .map(|joined| joined.expect("file reader panicked"))
@@ -192,7 +240,7 @@ pub struct Uploaded {
 /// Splits files, which are sorted by (timeline, modality, name), into
 /// upload units: small files of one modality are packed in order, up to
 /// `pack_items` and `pack_bytes`; files over `chunk_bytes` are chunked.
-fn plan(files: &[SourceFile], o: &PackOptions) -> Vec<Unit> {
+fn plan(files: &dyn SourceFiles, o: &PackOptions) -> Vec<Unit> {
     let mut units = Vec::new();
     let mut pack: Vec<usize> = Vec::new();
     let mut pack_bytes = 0u64;
@@ -204,18 +252,19 @@ fn plan(files: &[SourceFile], o: &PackOptions) -> Vec<Unit> {
             });
         }
     };
-    for (i, f) in files.iter().enumerate() {
-        let same_track = pack.first().is_none_or(|&p| {
-            (&files[p].timeline, &files[p].modality) == (&f.timeline, &f.modality)
-        });
+    for i in 0..files.count() {
+        let size = files.size(i);
+        let same_track = pack
+            .first()
+            .is_none_or(|&p| files.track(p) == files.track(i));
         if !same_track {
             flush(&mut pack, &mut pack_bytes, &mut units);
         }
-        if f.size > o.chunk_bytes {
+        if size > o.chunk_bytes {
             let mut start = 0;
             let mut index = 0;
-            while start < f.size {
-                let end = f.size.min(start + o.chunk_bytes);
+            while start < size {
+                let end = size.min(start + o.chunk_bytes);
                 units.push(Unit::Chunk {
                     file: i,
                     index,
@@ -226,11 +275,11 @@ fn plan(files: &[SourceFile], o: &PackOptions) -> Vec<Unit> {
             }
             continue;
         }
-        if !pack.is_empty() && (pack.len() >= o.pack_items || pack_bytes + f.size > o.pack_bytes) {
+        if !pack.is_empty() && (pack.len() >= o.pack_items || pack_bytes + size > o.pack_bytes) {
             flush(&mut pack, &mut pack_bytes, &mut units);
         }
         pack.push(i);
-        pack_bytes += f.size;
+        pack_bytes += size;
     }
     flush(&mut pack, &mut pack_bytes, &mut units);
     units
@@ -258,12 +307,12 @@ pub(crate) fn progress_bar(total: u64, verb: &str, show: bool) -> ProgressBar {
 /// `reader`, as packs and chunks; the entries are parallel to `files`.
 pub async fn upload(
     dataset: &Dataset,
-    files: &[SourceFile],
+    files: &dyn SourceFiles,
     reader: &dyn FileReader,
     options: &PackOptions,
 ) -> Result<Uploaded, PackError> {
     let units = plan(files, options);
-    let total: u64 = files.iter().map(|f| f.size).sum();
+    let total: u64 = (0..files.count()).map(|i| files.size(i)).sum();
     let progress = progress_bar(total, "importing", options.progress);
     // Permits are KiB of file data held in memory by in-flight units.
     let budget_kib = u32::try_from(options.memory_bytes.div_ceil(1024)).unwrap_or(u32::MAX);
@@ -310,7 +359,7 @@ pub async fn upload(
         address: ObjectId([0; 32]),
         placement: Placement::Whole,
     };
-    let mut entries = vec![placeholder; files.len()];
+    let mut entries = vec![placeholder; files.count()];
     let mut chunked: BTreeMap<usize, BTreeMap<usize, Chunk>> = BTreeMap::new();
     for d in done {
         match d {
@@ -354,13 +403,13 @@ pub async fn upload(
         let manifest = ItemManifest {
             chunks: chunks.into_values().collect(),
         };
-        let f = &files[file];
+        let (timeline, modality) = files.track(file);
         let bytes = Bytes::from(manifest.encode());
         let address = ObjectId::of(&bytes);
         let path = dataset
             .store()
             .layout()
-            .data_object(&f.timeline, &f.modality, &address);
+            .data_object(timeline, modality, &address);
         if dataset
             .store()
             .put_immutable(&path, bytes)
@@ -394,7 +443,7 @@ pub async fn upload(
 /// Returns the units and how many objects that wrote.
 async fn separate_twin_packs(
     dataset: &Dataset,
-    files: &[SourceFile],
+    files: &dyn SourceFiles,
     reader: &dyn FileReader,
     mut done: Vec<Done>,
 ) -> Result<(Vec<Done>, usize), PackError> {
@@ -420,7 +469,7 @@ async fn separate_twin_packs(
                 for &m in members {
                     let unit = Unit::Pack {
                         files: vec![m],
-                        bytes: files[m].size,
+                        bytes: files.size(m),
                     };
                     let (single, fresh) = upload_unit(dataset, files, reader, unit).await?;
                     written += usize::from(fresh);
@@ -441,17 +490,17 @@ async fn separate_twin_packs(
 /// Returns whether it was uploaded.
 async fn upload_unit(
     dataset: &Dataset,
-    files: &[SourceFile],
+    files: &dyn SourceFiles,
     reader: &dyn FileReader,
     unit: Unit,
 ) -> Result<(Done, bool), PackError> {
     let parts: Vec<(usize, Range<u64>)> = match &unit {
         Unit::Pack { files: members, .. } => {
-            members.iter().map(|&i| (i, 0..files[i].size)).collect()
+            members.iter().map(|&i| (i, 0..files.size(i))).collect()
         }
         Unit::Chunk { file, range, .. } => vec![(*file, range.clone())],
     };
-    let (timeline, modality) = (&files[parts[0].0].timeline, &files[parts[0].0].modality);
+    let (timeline, modality) = files.track(parts[0].0);
     let body = reader.read(files, parts).await?;
     let address = ObjectId::of(&body);
     let size = body.len() as u64;
@@ -466,7 +515,7 @@ async fn upload_unit(
         .map_err(DatasetError::from)?;
     let done = match unit {
         Unit::Pack { files: members, .. } => {
-            let sizes = members.iter().map(|&i| files[i].size).collect();
+            let sizes = members.iter().map(|&i| files.size(i)).collect();
             Done::Pack {
                 files: members,
                 address,
@@ -484,35 +533,133 @@ async fn upload_unit(
 
 /// The concatenated bytes of each local file's range. A file whose size
 /// changed since the scan is an error.
-fn read_body(parts: &[(SourceFile, Range<u64>)]) -> Result<Vec<u8>, PackError> {
-    let io = |path: &std::path::Path| {
+fn read_body(parts: &[LocalPart]) -> Result<Vec<u8>, PackError> {
+    let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| PackError::Read { path, source }
     };
-    let total = parts.iter().map(|(_, r)| r.end - r.start).sum::<u64>();
+    let total = parts
+        .iter()
+        .map(|p| p.range.end - p.range.start)
+        .sum::<u64>();
     let mut body = Vec::with_capacity(total as usize);
-    for (s, range) in parts {
-        let mut file = File::open(&s.path).map_err(io(&s.path))?;
-        let actual = file.metadata().map_err(io(&s.path))?.len();
-        if actual != s.size {
+    let mut dir = None;
+    for LocalPart { path, size, range } in parts {
+        let mut file = open_in_dir(&mut dir, path).map_err(io(path))?;
+        let actual = file.metadata().map_err(io(path))?.len();
+        if actual != *size {
             return Err(PackError::Changed {
-                path: s.path.clone(),
-                expected: s.size,
+                path: path.clone(),
+                expected: *size,
                 actual,
             });
         }
         let (start, len) = (range.start, range.end - range.start);
-        file.seek(SeekFrom::Start(start)).map_err(io(&s.path))?;
+        if start > 0 {
+            file.seek(SeekFrom::Start(start)).map_err(io(path))?;
+        }
         let before = body.len();
-        file.take(len).read_to_end(&mut body).map_err(io(&s.path))?;
+        file.take(len).read_to_end(&mut body).map_err(io(path))?;
         let got = (body.len() - before) as u64;
         if got != len {
             return Err(PackError::Changed {
-                path: s.path.clone(),
-                expected: s.size,
+                path: path.clone(),
+                expected: *size,
                 actual: start + got,
             });
         }
     }
     Ok(body)
+}
+
+/// Opens `path` by its name in its directory, which is kept open in `dir`
+/// for the next file: the files of a pack are consecutive names, mostly of
+/// one directory, and looking up each one's whole path was much of an
+/// import's CPU.
+fn open_in_dir(dir: &mut Option<(PathBuf, OwnedFd)>, path: &Path) -> std::io::Result<File> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return File::open(path);
+    };
+    if dir.as_ref().is_none_or(|(open, _)| open != parent) {
+        let at = match parent.as_os_str().is_empty() {
+            true => Path::new("."),
+            false => parent,
+        };
+        // O_PATH: looking names up in it needs no read permission on it.
+        let parent_fd = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(at)?;
+        *dir = Some((parent.to_path_buf(), parent_fd.into()));
+    }
+    let (_, parent_fd) = dir.as_ref().expect("just opened");
+    let name = CString::new(name.as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: a valid directory descriptor and a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            parent_fd.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(path: &Path, size: u64, range: Range<u64>) -> LocalPart {
+        LocalPart {
+            path: path.to_path_buf(),
+            size,
+            range,
+        }
+    }
+
+    #[test]
+    fn local_files_are_read_by_name_in_their_directory_and_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b, link) = (
+            tmp.path().join("d1/a"),
+            tmp.path().join("d2/b"),
+            tmp.path().join("d2/link"),
+        );
+        std::fs::create_dir_all(a.parent().unwrap()).unwrap();
+        std::fs::create_dir_all(b.parent().unwrap()).unwrap();
+        std::fs::write(&a, b"hello").unwrap();
+        std::fs::write(&b, b"world!").unwrap();
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        // Directories change between files; a link is followed; a range
+        // past the start is read from its offset.
+        let parts = [
+            part(&a, 5, 0..5),
+            part(&b, 6, 1..6),
+            part(&link, 5, 0..5),
+            part(&a, 5, 3..5),
+        ];
+        assert_eq!(read_body(&parts).unwrap(), b"helloorld!hellolo");
+
+        match read_body(&[part(&a, 4, 0..4)]) {
+            Err(PackError::Changed {
+                path,
+                expected: 4,
+                actual: 5,
+            }) => assert_eq!(path, a),
+            other => panic!("expected Changed, got {:?}", other.map(|_| ())),
+        }
+        let missing = tmp.path().join("d1/missing");
+        match read_body(&[part(&missing, 1, 0..1)]) {
+            Err(PackError::Read { path, source }) => {
+                assert_eq!(path, missing);
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("expected Read, got {:?}", other.map(|_| ())),
+        }
+    }
 }

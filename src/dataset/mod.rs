@@ -268,7 +268,13 @@ impl Dataset {
 
     /// Stores a Track object (content-addressed) and returns its id.
     pub async fn put_track(&self, track: &Track) -> Result<ObjectId, DatasetError> {
-        let bytes = Bytes::from(track.encode());
+        self.put_encoded_track(Bytes::from(track.encode())).await
+    }
+
+    /// [`Dataset::put_track`] of a Track already encoded
+    /// ([`Track::encode`]), for a writer that needs its id before it
+    /// decides to store it.
+    pub async fn put_encoded_track(&self, bytes: Bytes) -> Result<ObjectId, DatasetError> {
         let id = ObjectId::of(&bytes);
         self.store
             .put_immutable(&self.store.layout().track(&id), bytes)

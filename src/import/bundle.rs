@@ -12,15 +12,16 @@ use futures::future::{BoxFuture, FutureExt};
 use parking_lot::Mutex;
 use thiserror::Error;
 
+use super::listing::{Groups, Listing};
 use super::scan::classify;
-use super::{problems_report, ImportError, Prepared, SourceFile};
+use super::{problems_report, ImportError, Prepared};
 use crate::bundle::index::IndexEntry;
 use crate::bundle::{Bundle, BundleError};
 use crate::cache::CacheOptions;
 use crate::catalog::bundle::BundleCatalog;
 use crate::format::bundle::crc32c;
 use crate::format::Attrs;
-use crate::packer::{FileReader, PackError};
+use crate::packer::{FileReader, PackError, SourceFiles};
 use crate::reader::{ReadError, Reader};
 use crate::store::Store;
 
@@ -81,12 +82,11 @@ pub(super) async fn prepare(
         .map(|l| l.entry().map_err(BundleError::from))
         .collect::<Result<Vec<_>, _>>()?;
     let mut problems = Vec::new();
-    let mut files = Vec::new();
+    let mut files = Groups::new();
     for mut entry in entries.into_iter().filter(|e| !e.meta.is_dir()) {
         let mut parts: Vec<String> = entry.dir.split('/').map(str::to_owned).collect();
         parts.retain(|p| !p.is_empty());
         parts.push(entry.name.clone());
-        let path = format!("{location}/{}", parts.join("/"));
         match classify(&parts, timeline) {
             Ok((timeline, modality, name)) => {
                 let attrs = entry
@@ -98,31 +98,21 @@ pub(super) async fn prepare(
                     });
                 // Not needed past here; a large bundle has many entries.
                 entry.meta.user_data = None;
-                let file = SourceFile {
-                    timeline,
-                    modality,
-                    name,
-                    path: PathBuf::from(path),
-                    size: entry.meta.size,
-                };
-                files.push((file, attrs, entry));
+                let item = files.item(name, entry.meta.size, attrs);
+                files.group(timeline, modality).push((item, entry));
             }
-            Err(problem) => problems.push(format!("{path}: {problem}")),
+            Err(problem) => problems.push(format!("{location}/{}: {problem}", parts.join("/"))),
         }
     }
     if let Some(report) = problems_report(problems) {
         return Err(ImportError::Source(report));
     }
-    files.sort_by(|(a, ..), (b, ..)| {
-        (&a.timeline, &a.modality, &a.name).cmp(&(&b.timeline, &b.modality, &b.name))
-    });
-    let mut sources = Vec::with_capacity(files.len());
-    let mut attrs = Vec::with_capacity(files.len());
-    let mut entries = Vec::with_capacity(files.len());
-    for (file, a, entry) in files {
-        sources.push(file);
-        attrs.push(a);
-        entries.push(entry);
+    let mut tracks = Vec::new();
+    let mut entries = Vec::new();
+    for (timeline, modality, files) in files.sorted(|(item, _)| &item.name) {
+        let (items, track_entries): (Vec<_>, Vec<_>) = files.into_iter().unzip();
+        entries.extend(track_entries);
+        tracks.push((timeline, modality, items));
     }
     let reader = BundleFiles {
         catalog: BundleCatalog::new(bundle, std::time::SystemTime::now()),
@@ -131,8 +121,7 @@ pub(super) async fn prepare(
         pieces: Mutex::new(HashMap::new()),
     };
     Ok(Prepared {
-        files: sources,
-        attrs,
+        files: Listing::new(PathBuf::from(location), timeline.is_none(), tracks),
         reader: Box::new(reader),
     })
 }
@@ -157,14 +146,14 @@ struct BundleFiles {
 impl FileReader for BundleFiles {
     fn read<'a>(
         &'a self,
-        files: &'a [SourceFile],
+        files: &'a dyn SourceFiles,
         parts: Vec<(usize, Range<u64>)>,
     ) -> BoxFuture<'a, Result<Vec<u8>, PackError>> {
         async move {
             let total = parts.iter().map(|(_, r)| r.end - r.start).sum::<u64>();
             let mut body = Vec::with_capacity(total as usize);
             for (i, range) in parts {
-                let file = &files[i].path;
+                let file = &files.path(i);
                 let crc = self
                     .read_range(i, range.clone(), &mut body, file)
                     .await

@@ -8,10 +8,13 @@
 //! Manifest and moves the ref.
 
 mod bundle;
+mod listing;
 mod scan;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
 
 use thiserror::Error;
 use tracing::info;
@@ -21,11 +24,12 @@ use crate::dataset::{
     writer_string, Dataset, DatasetError, TrackContent, TrackUpdate, MAX_COMMIT_ATTEMPTS,
 };
 use crate::format::bundle::INDEX_PATH;
-use crate::format::{Attrs, FormatError, ObjectId, Track, TrackItem};
+use crate::format::{FormatError, ObjectId, Track, TrackItem};
 pub use crate::packer::{media_type, SourceFile};
-use crate::packer::{upload, FileReader, LocalFiles, PackError, PackOptions};
+use crate::packer::{upload, FileReader, LocalFiles, PackError, PackOptions, SourceFiles};
 use crate::store::{Store, StoreConfig, StoreError};
 pub use bundle::BundleFileError;
+use listing::NewItems;
 pub use scan::{check_root, list_dir, problems_report, SourceEntry, SourceIoError};
 
 /// Settings of an import. `Default` gives the documented defaults.
@@ -96,12 +100,7 @@ pub enum ImportError {
 
 /// The files of a source, checked, and how to read them.
 pub struct Prepared {
-    /// Sorted by (timeline, modality, name).
-    pub files: Vec<SourceFile>,
-    /// The mode and mtime recorded with each file, parallel to `files`; empty
-    /// when the source records none (a directory: its import keeps
-    /// neither).
-    attrs: Vec<Attrs>,
+    files: listing::Listing,
     reader: Box<dyn FileReader>,
 }
 
@@ -116,7 +115,7 @@ pub async fn import(
     options: &ImportOptions,
 ) -> Result<ImportReport, ImportError> {
     let prepared = prepare(src, options)?;
-    import_files(dataset, &prepared, options).await
+    import_files(dataset, prepared, options).await
 }
 
 /// Checks `options` and scans the directory `src`: everything that can be
@@ -125,7 +124,6 @@ pub fn prepare(src: &Path, options: &ImportOptions) -> Result<Prepared, ImportEr
     check_options(options)?;
     Ok(Prepared {
         files: scan::scan(src, options.timeline.as_deref())?,
-        attrs: Vec::new(),
         reader: Box::new(LocalFiles),
     })
 }
@@ -165,100 +163,164 @@ pub async fn prepare_source(
 }
 
 /// Uploads and commits files returned by [`prepare`] or [`prepare_source`].
+///
+/// Past the scan each file is held once, as the item its Track will hold,
+/// and one Track at a time is built, encoded and stored, so the peak is
+/// about the largest new Track's items and its encoding.
 pub async fn import_files(
     dataset: &Dataset,
-    prepared: &Prepared,
+    prepared: Prepared,
     options: &ImportOptions,
 ) -> Result<ImportReport, ImportError> {
-    let files = &prepared.files;
-    let uploaded = upload(dataset, files, &*prepared.reader, &options.pack).await?;
-
-    let mut groups: BTreeMap<(String, String), Vec<TrackItem>> = BTreeMap::new();
-    for (i, (file, entry)) in files.iter().zip(uploaded.entries).enumerate() {
-        groups
-            .entry((file.timeline.clone(), file.modality.clone()))
-            .or_default()
-            .push(TrackItem {
-                name: file.name.clone(),
-                media_type: media_type(&file.name).into(),
-                entry,
-                attrs: prepared.attrs.get(i).copied().unwrap_or_default(),
-            });
-    }
+    let Prepared { files, reader } = prepared;
+    let (items, bytes) = (files.count(), files.bytes());
+    let uploaded = upload(dataset, &files, &*reader, &options.pack).await?;
+    drop(reader);
+    let mut groups = files.into_tracks(uploaded.entries);
     // Another writer may move the ref between our read and our CAS; the
     // data is uploaded already, so rebase the Tracks onto its Manifest.
     let mut attempt = 1;
     let manifest = loop {
-        match commit_onto_ref(dataset, groups.clone(), &options.ref_name).await {
-            Err(DatasetError::Store(StoreError::RefConflict { .. }))
-                if attempt < MAX_COMMIT_ATTEMPTS =>
-            {
+        match commit_onto_ref(dataset, groups, &options.ref_name).await {
+            Err(CommitError {
+                error: DatasetError::Store(StoreError::RefConflict { .. }),
+                written: Some(written),
+            }) if attempt < MAX_COMMIT_ATTEMPTS => {
                 info!(
                     "ref {} moved during import; rebasing (attempt {attempt})",
                     options.ref_name
                 );
+                groups = reread(dataset, written).await?;
                 attempt += 1;
             }
-            result => break result?,
+            result => break result.map_err(|e| e.error)?,
         }
     };
     Ok(ImportReport {
-        items: files.len(),
-        bytes: files.iter().map(|f| f.size).sum(),
+        items,
+        bytes,
         objects_written: uploaded.written,
         objects_reused: uploaded.reused,
         manifest,
     })
 }
 
+/// A Track stored by a commit that then lost its compare-and-swap: its
+/// last `new` items are the imported ones.
+struct WrittenTrack {
+    timeline: String,
+    modality: String,
+    track: ObjectId,
+    new: usize,
+}
+
+/// Why [`commit_onto_ref`] failed, with the Tracks it had stored by then
+/// (`None` if it failed before storing all of them).
+struct CommitError {
+    error: DatasetError,
+    written: Option<Vec<WrittenTrack>>,
+}
+
+impl From<DatasetError> for CommitError {
+    fn from(error: DatasetError) -> Self {
+        CommitError {
+            error,
+            written: None,
+        }
+    }
+}
+
+/// The imported items again, read back from the Tracks a lost commit
+/// stored: the items are not kept twice for a rebase that rarely happens.
+async fn reread(
+    dataset: &Dataset,
+    written: Vec<WrittenTrack>,
+) -> Result<Vec<NewItems>, DatasetError> {
+    let mut groups = Vec::with_capacity(written.len());
+    for w in written {
+        let (mut items, ..) = dataset
+            .track(&w.track, "the import's own commit")
+            .await?
+            .into_parts();
+        let items = items.split_off(items.len() - w.new);
+        groups.push(NewItems {
+            timeline: w.timeline,
+            modality: w.modality,
+            items,
+        });
+    }
+    Ok(groups)
+}
+
 /// Adds `groups` to the Tracks of the Manifest `ref_name` points at and
-/// commits; `None` when that changes nothing.
+/// commits; `None` when that changes nothing. Each new Track is built,
+/// encoded and stored before the next is built.
 async fn commit_onto_ref(
     dataset: &Dataset,
-    groups: BTreeMap<(String, String), Vec<TrackItem>>,
+    groups: Vec<NewItems>,
     ref_name: &str,
-) -> Result<Option<ObjectId>, DatasetError> {
-    let parent = dataset.store().read_ref(ref_name).await?;
+) -> Result<Option<ObjectId>, CommitError> {
+    let parent = dataset
+        .store()
+        .read_ref(ref_name)
+        .await
+        .map_err(DatasetError::from)?;
     let base = match parent {
         Some(id) => Some(dataset.manifest(&id, &format!("ref {ref_name:?}")).await?),
         None => None,
     };
-    let mut updates: BTreeMap<(String, String), TrackContent> = BTreeMap::new();
+    let mut tracks: BTreeMap<(String, String), ObjectId> = BTreeMap::new();
     for t in base.iter().flat_map(|b| &b.tracks) {
-        updates.insert(
-            (t.timeline.clone(), t.modality.clone()),
-            TrackContent::Existing(t.track),
-        );
+        tracks.insert((t.timeline.clone(), t.modality.clone()), t.track);
     }
     let mut changed = base.is_none();
-    for ((timeline, modality), new_items) in groups {
-        let existing = match updates.get(&(timeline.clone(), modality.clone())) {
-            Some(TrackContent::Existing(id)) => Some(*id),
-            _ => None,
-        };
+    let mut written = Vec::with_capacity(groups.len());
+    for group in groups {
+        let key = (group.timeline, group.modality);
+        let existing = tracks.get(&key).copied();
         let old = match existing {
             Some(id) => dataset.track(&id, "the parent manifest").await?,
-            None => Track::new(Vec::new(), Vec::new(), "empty track")?,
+            None => {
+                Track::new(Vec::new(), Vec::new(), "empty track").map_err(DatasetError::from)?
+            }
         };
-        let track = merge_items(old, new_items, &format!("track {timeline}/{modality}"))?;
-        changed |= existing != Some(ObjectId::of(&track.encode()));
-        updates.insert((timeline, modality), TrackContent::New(track));
+        let what = format!("track {}/{}", key.0, key.1);
+        let new = group.items.len();
+        let encoded = merge_items(old, group.items, &what)
+            .map_err(DatasetError::from)?
+            .encode();
+        let id = ObjectId::of(&encoded);
+        if existing != Some(id) {
+            changed = true;
+            dataset.put_encoded_track(Bytes::from(encoded)).await?;
+        }
+        tracks.insert(key.clone(), id);
+        written.push(WrittenTrack {
+            timeline: key.0,
+            modality: key.1,
+            track: id,
+            new,
+        });
     }
     if !changed {
         return Ok(None);
     }
-    let tracks = updates
+    let tracks = tracks
         .into_iter()
-        .map(|((timeline, modality), content)| TrackUpdate {
+        .map(|((timeline, modality), id)| TrackUpdate {
             timeline,
             modality,
-            content,
+            content: TrackContent::Existing(id),
         })
         .collect();
     let writer = writer_string("import");
-    Ok(Some(
-        dataset.commit(ref_name, parent, tracks, &writer).await?,
-    ))
+    match dataset.commit(ref_name, parent, tracks, &writer).await {
+        Ok(id) => Ok(Some(id)),
+        Err(error) => Err(CommitError {
+            error,
+            written: Some(written),
+        }),
+    }
 }
 
 fn check_options(options: &ImportOptions) -> Result<(), ImportError> {
@@ -282,16 +344,27 @@ fn check_options(options: &ImportOptions) -> Result<(), ImportError> {
 
 /// The Track after an import: existing items not replaced keep their place
 /// and `t_start`; new items follow in name order, numbered from the end of
-/// the kept ones.
-fn merge_items(old: Track, new: Vec<TrackItem>, what: &str) -> Result<Track, FormatError> {
-    let replaced: HashSet<String> = new.iter().map(|i| i.name.clone()).collect();
+/// the kept ones (so they are the Track's last items).
+fn merge_items(old: Track, mut new: Vec<TrackItem>, what: &str) -> Result<Track, FormatError> {
     let dirs = old.dirs().to_vec();
-    let (mut items, retired) = old.remove_items(|i| replaced.contains(&i.name));
+    // No set of the new names when there is nothing they could replace.
+    let replaced: HashSet<&str> = match old.items().is_empty() {
+        true => HashSet::new(),
+        false => new.iter().map(|i| i.name.as_str()).collect(),
+    };
+    let (mut items, retired) = old.remove_items(|i| replaced.contains(i.name.as_str()));
+    drop(replaced);
     let first = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
-    for (t, mut item) in (first..).zip(new) {
+    for (t, item) in (first..).zip(&mut new) {
         item.entry.t_start = t;
         item.entry.t_end = t + 1;
-        items.push(item);
+    }
+    // A first import's items are the new ones: taken as they are, not copied.
+    if items.is_empty() {
+        items = new;
+    } else {
+        items.reserve_exact(new.len());
+        items.append(&mut new);
     }
     Track::new(items, retired, what)?.with_dirs(dirs, what)
 }

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use super::{ImportError, SourceFile};
-use crate::format::{validate_item_name, validate_segment};
+use super::listing::{Groups, Listing};
+use super::ImportError;
+use crate::format::{validate_item_name, validate_segment, Attrs, TrackItem};
 
 /// How many source problems are listed before the rest are summarized.
 const MAX_REPORTED: usize = 20;
@@ -60,8 +61,14 @@ pub fn list_dir(dir: &Path, problems: &mut Vec<String>) -> Result<Vec<SourceEntr
             problems.push(format!("{}: file name is not valid UTF-8", path.display()));
             continue;
         };
-        let is_link = entry.file_type().map(|t| t.is_symlink()).unwrap_or(false);
-        let meta = fs::metadata(&path).map_err(|source| SourceIoError {
+        let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        // Anything but a link is examined relative to its directory: no
+        // lookup of the whole path per file (~3% of an import's CPU).
+        let meta = match is_link {
+            true => fs::metadata(&path),
+            false => entry.metadata(),
+        };
+        let meta = meta.map_err(|source| SourceIoError {
             op: "stat",
             path: path.clone(),
             source,
@@ -115,7 +122,7 @@ pub fn problems_report(mut problems: Vec<String>) -> Option<Vec<String>> {
 
 /// Lists the files of `src`, sorted by (timeline, modality, name), or every
 /// problem found (up to a limit) if any file cannot be imported.
-pub(super) fn scan(src: &Path, timeline: Option<&str>) -> Result<Vec<SourceFile>, ImportError> {
+pub(super) fn scan(src: &Path, timeline: Option<&str>) -> Result<Listing, ImportError> {
     let mut problems = Vec::new();
     if let Some(t) = timeline {
         if let Err(e) = validate_segment(t, "--timeline") {
@@ -123,23 +130,21 @@ pub(super) fn scan(src: &Path, timeline: Option<&str>) -> Result<Vec<SourceFile>
         }
     }
     check_root(src)?;
-    let mut files = Vec::new();
+    let mut files = Groups::new();
     let mut prefix = Vec::new();
     walk(src, &mut prefix, timeline, &mut files, &mut problems)?;
     if let Some(report) = problems_report(problems) {
         return Err(ImportError::Source(report));
     }
-    files.sort_by(|a, b| {
-        (&a.timeline, &a.modality, &a.name).cmp(&(&b.timeline, &b.modality, &b.name))
-    });
-    Ok(files)
+    let tracks = files.sorted(|item| &item.name);
+    Ok(Listing::new(src.to_path_buf(), timeline.is_none(), tracks))
 }
 
 fn walk(
     dir: &Path,
     prefix: &mut Vec<String>,
     timeline: Option<&str>,
-    files: &mut Vec<SourceFile>,
+    files: &mut Groups<TrackItem>,
     problems: &mut Vec<String>,
 ) -> Result<(), ImportError> {
     for entry in list_dir(dir, problems)? {
@@ -148,13 +153,11 @@ fn walk(
             walk(&entry.path, prefix, timeline, files, problems)?;
         } else {
             match classify(prefix, timeline) {
-                Ok((timeline, modality, name)) => files.push(SourceFile {
-                    timeline,
-                    modality,
-                    name,
-                    path: entry.path,
-                    size: entry.meta.len(),
-                }),
+                Ok((timeline, modality, name)) => {
+                    // A directory's import records no mode or mtime.
+                    let item = files.item(name, entry.meta.len(), Attrs::default());
+                    files.group(timeline, modality).push(item);
+                }
                 Err(problem) => problems.push(format!("{}: {problem}", entry.path.display())),
             }
         }
@@ -165,14 +168,14 @@ fn walk(
 
 /// Splits a file's path below SRC into (timeline, modality, item name);
 /// what is wrong with it if it is not a valid item's.
-pub(super) fn classify(
-    parts: &[String],
-    timeline: Option<&str>,
-) -> Result<(String, String, String), String> {
+pub(super) fn classify<'a>(
+    parts: &'a [String],
+    timeline: Option<&'a str>,
+) -> Result<(&'a str, &'a str, String), String> {
     let (timeline, rest) = match timeline {
-        Some(t) => (t.to_string(), parts),
+        Some(t) => (t, parts),
         None => match parts.split_first() {
-            Some((t, rest)) => (t.clone(), rest),
+            Some((t, rest)) => (t.as_str(), rest),
             None => unreachable!("a file has a name"),
         },
     };
@@ -188,8 +191,8 @@ pub(super) fn classify(
         return Err(format!("file at the wrong depth: the layout is {layout}"));
     }
     let name = name.join("/");
-    validate_segment(&timeline, "timeline").map_err(|e| e.to_string())?;
+    validate_segment(timeline, "timeline").map_err(|e| e.to_string())?;
     validate_segment(modality, "modality").map_err(|e| e.to_string())?;
     validate_item_name(&name, "item").map_err(|e| e.to_string())?;
-    Ok((timeline, modality.clone(), name))
+    Ok((timeline, modality, name))
 }
