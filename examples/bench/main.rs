@@ -1,7 +1,7 @@
 //! The read-path benchmark of issue 3: real FUSE mounts of data built here,
 //! measured against references on the same files in the same run.
 //!
-//!     cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-views] [--only-writes] [--only-engine] [--runs N]]
+//!     cargo run --release --example bench [-- [--quick] [--skip-1m] [--only-tiledb] [--only-views] [--only-writes] [--only-engine] [--only-scale [--scale-items N,N…] [--no-import]] [--runs N]]
 //!
 //! It writes a source tree into a temporary directory (one big item of
 //! 512 MiB and 5,000 items of 16–64 KiB; `--quick`: 128 MiB and 1,000),
