@@ -632,6 +632,26 @@ pub(crate) mod tests {
         assert!(e.contains("expected a map"), "{e}");
     }
 
+    /// Keys packfs does not know are skipped, repeated or not; a known
+    /// key given twice is an error.
+    #[test]
+    fn unknown_keys_are_skipped_and_known_ones_may_not_repeat() {
+        let index = || Value::Array(vec![item("a", b"p", 0, 1).entry.to_cbor()]);
+        let mut map = vec![(cbor::text("object_index"), index())];
+        for _ in 0..3 {
+            map.push((cbor::text("x-other-writer"), cbor::uint(1)));
+            map.push((cbor::uint(7), cbor::text("a key that is not text")));
+        }
+        let t = Track::decode(&cbor::encode(&Value::Map(map.clone())), "t").unwrap();
+        assert_eq!(t.items().len(), 1);
+        map.push((cbor::text("object_index"), index()));
+        let e = Track::decode(&cbor::encode(&Value::Map(map)), "t").unwrap_err();
+        assert!(
+            e.to_string().contains("\"object_index\" appears twice"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn rejects_bad_kind_and_mismatched_parallel_arrays() {
         let bytes = cbor::encode(&Value::Map(vec![

@@ -50,6 +50,9 @@ pub(crate) fn read(
     let mut s = Stream::new(bytes);
     let top = |e: StreamError| e.at(what, "");
     let keys = s.map().map_err(top)?;
+    // The keys read so far that packfs knows (at most eight): others may
+    // repeat, and a list of every key would make a hostile map of
+    // millions of them quadratic.
     let mut seen: Vec<String> = Vec::new();
     let mut len = None;
     let (mut names, mut media_types, mut modes, mut mtimes) = (None, None, None, None);
@@ -212,7 +215,10 @@ pub(crate) fn read(
                         "dirs",
                     )?;
                 }
-                _ => s.skip().map_err(top)?,
+                _ => {
+                    s.skip().map_err(top)?;
+                    continue;
+                }
             }
             seen.push(key);
         } else {
