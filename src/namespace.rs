@@ -423,10 +423,7 @@ impl Namespace {
 
     /// How many of a tree directory's children are directories.
     fn tree_subdirs(&self, children: &[crate::tree::NodeId]) -> u32 {
-        let is_dir = |&&c: &&crate::tree::NodeId| {
-            matches!(self.tree.node(c).map(|n| n.kind), Some(NodeKind::Dir(_)))
-        };
-        children.iter().filter(is_dir).count() as u32
+        children.iter().filter(|&&c| self.tree.is_dir(c)).count() as u32
     }
 
     /// Mode and mtime of a stored node: as its writer recorded them, else

@@ -192,6 +192,11 @@ impl Tree {
         })
     }
 
+    /// Whether `id` is a directory (from the id alone: no name is found).
+    pub fn is_dir(&self, id: NodeId) -> bool {
+        !id_is_file(id) && (id as usize) < self.dirs.len()
+    }
+
     /// Node `id`, if there is one.
     pub fn node(&self, id: NodeId) -> Option<Node<'_>> {
         if id & FILE != 0 {

@@ -13,7 +13,7 @@ use indicatif::ProgressBar;
 use object_store::path::Path;
 
 use crate::dataset::{check_hash, Dataset, DatasetError, ItemSource};
-use crate::format::{ObjectId, Placement};
+use crate::format::ObjectId;
 use crate::store::StoreError;
 use crate::tree::Tree;
 
@@ -75,14 +75,9 @@ pub async fn verify_with(
             }
         }
         // ItemManifests are named only by the Track's entries.
-        let raw = dataset.track(&entry.track, "verify").await?;
-        for it in raw
-            .items()
-            .iter()
-            .filter(|it| it.entry.placement == Placement::Chunked)
-        {
+        for (manifest, _) in track.items.chunked() {
             want(
-                &layout.data_object(&entry.timeline, &entry.modality, &it.entry.address),
+                &layout.data_object(&entry.timeline, &entry.modality, &manifest),
                 None,
             );
         }
