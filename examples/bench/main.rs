@@ -1583,15 +1583,34 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// How an idle CPU waits here, which sets what a FUSE round trip costs on
+/// an otherwise idle machine: a vCPU that halts at once (a `haltpoll`
+/// guest with `guest_halt_poll_ns` 0) must be woken through the host for
+/// every request and reply, several times the cost of waking a polling one
+/// (docs/PERFORMANCE.md, "Writes").
+fn cpu_idle() -> String {
+    let read = |path: &str| fs::read_to_string(path).ok().map(|s| s.trim().to_string());
+    match read("/sys/devices/system/cpu/cpuidle/current_driver") {
+        Some(driver) if driver == "haltpoll" => {
+            let poll = read("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+                .unwrap_or_else(|| "?".into());
+            format!("cpuidle haltpoll, guest_halt_poll_ns {poll}")
+        }
+        Some(driver) => format!("cpuidle {driver}"),
+        None => "cpuidle unknown".into(),
+    }
+}
+
 /// The table of measurement 5 alone (`--only-writes`).
 fn print_writes(config: &Config, writes: &Writes) {
     println!(
         "## packfs write benchmark (measurement 5): {} run, medians of {} round(s), {} cores, \
-         load average at the end {}\n",
+         load average at the end {}, {}\n",
         config.mode(),
         writes.rounds,
         thread::available_parallelism().map_or(0, |n| n.get()),
-        load_average()
+        load_average(),
+        cpu_idle()
     );
     print_table(&write_rows(writes));
 }
@@ -2394,11 +2413,12 @@ fn print_report(
     rows.push(memory_row(&comparison.packfs));
 
     println!(
-        "## packfs benchmark: {} run, {} round(s), {} cores, load average at the end {}\n",
+        "## packfs benchmark: {} run, {} round(s), {} cores, load average at the end {}, {}\n",
         config.mode(),
         config.runs,
         thread::available_parallelism().map_or(0, |n| n.get()),
-        load_average()
+        load_average(),
+        cpu_idle()
     );
     print_table(&rows);
     println!();
