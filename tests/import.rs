@@ -223,6 +223,55 @@ async fn packs_with_the_same_bytes_cut_differently_are_kept_apart() {
     );
 }
 
+/// A pack that the Track being extended already holds, cut another way:
+/// four files of 4 zero bytes, then (another import into the same
+/// modality) files of 8, 4, 2 and 2 zero bytes, are the same 16-byte
+/// object. The second import stores its files as objects of their own
+/// (copied out of the pack on the store: three distinct contents) and
+/// every file of both reads back.
+#[tokio::test]
+async fn a_pack_the_track_holds_cut_another_way_is_kept_apart_on_reimport() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let mut want = Vec::new();
+    for (i, size) in [4, 4, 4, 4].into_iter().enumerate() {
+        want.push((format!("t/m/a{i}"), size));
+    }
+    for (i, size) in [8, 4, 2, 2].into_iter().enumerate() {
+        want.push((format!("t/m/b{i}"), size));
+    }
+    for (name, size) in &want {
+        let src = if name.starts_with("t/m/a") { &a } else { &b };
+        write_file(&src.join(name), &vec![0; *size]);
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let mut opts = options();
+    opts.pack.pack_items = 4;
+    let first = import(&dataset, &a, &opts).await.unwrap();
+    assert_eq!(first.objects_written, 1, "one pack");
+    let second = import(&dataset, &b, &opts).await.unwrap();
+    assert!(second.manifest.is_some());
+    assert_eq!(
+        (second.objects_written, second.objects_reused),
+        (3, 1),
+        "the pack is the first import's; 8, 4 and 2 zeros are new objects"
+    );
+    let t = tree(&dataset).await;
+    let reader = packfs::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    for (name, size) in &want {
+        let item = t.resolve_file(name).unwrap().data();
+        let whole = matches!(item.source, ItemSource::Whole { .. });
+        assert_eq!(whole, name.starts_with("t/m/b"), "{name}");
+        let bytes = reader.read_item(&item, 0, 100).await.unwrap();
+        assert_eq!(&bytes[..], &vec![0; *size][..], "{name}");
+    }
+    // The second tree again (its files are the Track's last) changes
+    // nothing: the same objects are found again.
+    let again = import(&dataset, &b, &opts).await.unwrap();
+    assert_eq!((again.manifest, again.objects_written), (None, 0));
+}
+
 #[tokio::test]
 async fn unchanged_reimport_commits_nothing_and_renamed_copies_share_bytes() {
     let tmp = tempfile::tempdir().unwrap();

@@ -117,6 +117,53 @@ fn a_name_written_on_both_sides_is_kept_twice() {
     assert!(log.contains(&format!("Conflict: {line}")), "{log}");
 }
 
+/// Branches whose Tracks hold one pack (16 zero bytes) cut different
+/// ways: four files of 4 bytes on w0, files of 8, 4, 2 and 2 on w1, and
+/// on w2 files of 4, 4 and 8 whose last was then replaced (its entry
+/// retired, the live ones agreeing with w0's cut). The merge stores w1's
+/// files apart, drops w2's retired entry, and every file reads back.
+#[test]
+fn branches_holding_one_pack_cut_two_ways_merge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dataset = with_dev_branch(tmp.path());
+    let ds = dataset.to_str().unwrap();
+    let zeros = |set: &str, files: &[(&str, usize)]| {
+        let dir = tmp.path().join(set);
+        for (name, size) in files {
+            write_file(&dir.join("t/m").join(name), &vec![0; *size]);
+        }
+        dir
+    };
+    let sets = [
+        ("w0", vec![("a0", 4), ("a1", 4), ("a2", 4), ("a3", 4)]),
+        ("w1", vec![("b0", 8), ("b1", 4), ("b2", 2), ("b3", 2)]),
+        ("w2", vec![("c0", 4), ("c1", 4), ("c2", 8)]),
+    ];
+    for (branch, files) in &sets {
+        packfs_ok(&["branch", ds, branch]);
+        let src = zeros(branch, files);
+        import(&src, &dataset, &["--ref", branch, "--pack-items", "4"]);
+    }
+    let replaced = tmp.path().join("replaced");
+    write_file(&replaced.join("t/m/c2"), b"not zeros");
+    import(&replaced, &dataset, &["--ref", "w2"]);
+
+    packfs_ok(&["merge", ds, "w0", "w1", "w2"]);
+    for (name, size) in sets.iter().flat_map(|(_, files)| files) {
+        let want = match *name {
+            "c2" => b"not zeros".to_vec(),
+            _ => vec![0; *size],
+        };
+        assert_eq!(
+            cat(&dataset, &format!("t/m/{name}"), "main"),
+            want,
+            "{name}"
+        );
+    }
+    assert_eq!(cat(&dataset, "t/m/a", "main"), b"a");
+    packfs_ok(&["verify", ds]);
+}
+
 /// `packfs mount` (daemonized, no --log-file) with the state directory
 /// `state`; returns the mount and the log file it says it writes.
 fn mount_logging(dataset: &Path, mnt: &Path, state: &Path) -> (Mounted, std::path::PathBuf) {

@@ -858,3 +858,47 @@ fn empty_directories_modes_and_times_persist() {
     );
     m.unmount();
 }
+
+on_local_and_s3!(
+    zeros_cut_two_ways,
+    a_pack_the_track_holds_cut_another_way_is_committed_apart,
+    a_pack_the_track_holds_cut_another_way_is_committed_apart_on_s3
+);
+
+/// Files of zeros written and committed, then in the same modality other
+/// files of zeros with the same total bytes, cut another way: their pack
+/// is the very object the Track holds already, so the second commit
+/// stores them as objects of their own (it used to fail at every retry,
+/// leaving them in the spool), and every file survives a remount.
+fn zeros_cut_two_ways(home: Home, tmp: &Path) {
+    let home = seeded(home, tmp);
+    let (mnt, spool) = (tmp.join("mnt"), tmp.join("spool"));
+    let m = home.mount_rw(&mnt, &spool, &["--pack-items", "4"]);
+    let dir = m.path.join("t/zeros");
+    std::fs::create_dir(&dir).unwrap();
+    let sets = [
+        [("a0", 4096), ("a1", 4096), ("a2", 4096), ("a3", 4096)],
+        [("b0", 8192), ("b1", 4096), ("b2", 2048), ("b3", 2048)],
+    ];
+    for set in &sets {
+        for (name, size) in set {
+            std::fs::write(dir.join(name), vec![0u8; *size]).unwrap();
+        }
+        // One full pack of four files, committed on its own.
+        let last = std::fs::File::open(dir.join(set[3].0)).unwrap();
+        last.sync_all()
+            .unwrap_or_else(|e| panic!("fsync of the set of {}: {e}", set[3].0));
+    }
+    m.unmount();
+    let m = home.mount(&mnt, &[]);
+    for (name, size) in sets.iter().flatten() {
+        let got = std::fs::read(m.path.join("t/zeros").join(name)).unwrap();
+        assert!(
+            got == vec![0u8; *size],
+            "t/zeros/{name}: {} bytes",
+            got.len()
+        );
+    }
+    m.unmount();
+    home.verify();
+}

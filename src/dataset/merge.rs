@@ -5,8 +5,10 @@
 //! (*theirs*), the merge finds their lowest common ancestor and, per
 //! (timeline, modality), applies every side's changes since that ancestor to
 //! ours: items added, replaced or removed. Fragments are independent, so no
-//! byte is merged; only Track entries move. The result is one Manifest whose
-//! parents are ours followed by theirs, in order.
+//! byte is merged; only Track entries move (but for a pack two sides cut
+//! differently, whose later side's items are copied apart: `apart_from`).
+//! The result is one Manifest whose parents are ours followed by theirs,
+//! in order.
 //!
 //! Choices where the seed is silent (also in `docs/SEMANTICS.md`):
 //! - A name changed on two sides to different entries is a *conflict*: ours
@@ -25,7 +27,8 @@ use tracing::{info, warn};
 
 use super::{Dataset, DatasetError, TrackContent, TrackUpdate};
 use crate::format::{
-    Attrs, FragmentEntry, Manifest, ObjectId, Track, TrackDir, TrackItem, TRACK_KIND_FRAGMENT,
+    Attrs, FragmentEntry, Manifest, ObjectId, Placement, Track, TrackDir, TrackItem,
+    TRACK_KIND_FRAGMENT,
 };
 use crate::store::StoreError;
 
@@ -166,7 +169,11 @@ impl Dataset {
                     let mut merged = TrackMerge::new(base_track.as_ref());
                     for &i in &changed {
                         let track = match sides[i].get(&key) {
-                            Some(id) => Some(self.track(id, "a merge").await?),
+                            Some(id) => {
+                                let side = self.track(id, "a merge").await?;
+                                let at = (timeline.as_str(), modality.as_str());
+                                Some(self.apart_from(at, &merged.entries, side, &what).await?)
+                            }
                             None => None,
                         };
                         for (name, renamed_to) in merged.apply(track.as_ref(), &parents[i]) {
@@ -195,6 +202,49 @@ impl Dataset {
             }
         }
         Ok(MergedTracks { tracks, conflicts })
+    }
+}
+
+impl Dataset {
+    /// `side` as a Track merge can take it beside the `entries` it holds
+    /// so far, which tile each of their packs: a pack that a side holds
+    /// cut another way (the same bytes packed from other files, seed 0022
+    /// §3.4) cannot be in one Track. The side's items in such a pack are
+    /// stored apart ([`Dataset::separate_twin_packs`]), and its retired
+    /// entries of a pack `entries` tile are dropped unless they are the
+    /// same ranges (those entries keep the pack whole). A side that cuts
+    /// no pack another way is returned as it is.
+    async fn apart_from(
+        &self,
+        (timeline, modality): (&str, &str),
+        entries: &[FragmentEntry],
+        side: Track,
+        what: &str,
+    ) -> Result<Track, DatasetError> {
+        let mut cuts: HashMap<ObjectId, HashSet<(u64, u64)>> = HashMap::new();
+        for e in entries {
+            if let Placement::Packed { offset } = e.placement {
+                cuts.entry(e.address)
+                    .or_default()
+                    .insert((offset, e.byte_size));
+            }
+        }
+        let cut_otherwise = |e: &FragmentEntry| match e.placement {
+            Placement::Packed { offset } => cuts
+                .get(&e.address)
+                .is_some_and(|cut| !cut.contains(&(offset, e.byte_size))),
+            _ => false,
+        };
+        let live = side.items().iter().map(|i| &i.entry);
+        if !live.chain(side.retired()).any(cut_otherwise) {
+            return Ok(side);
+        }
+        let dirs = side.dirs().to_vec();
+        let (mut items, mut retired) = side.remove_items(|_| false);
+        retired.retain(|e| !cut_otherwise(e));
+        self.separate_twin_packs(timeline, modality, entries, &mut items)
+            .await?;
+        Ok(Track::new(items, retired, what)?.with_dirs(dirs, what)?)
     }
 }
 

@@ -10,6 +10,7 @@ mod items;
 mod merge;
 mod revision;
 mod snapshot;
+mod twins;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -26,6 +27,7 @@ pub use items::{ItemRef, ItemTable};
 pub use merge::{Conflict, MergeOutcome, MergePlan, MergeReport, MergedTracks};
 pub use revision::{Resolved, Revision, RevisionError, MIN_PREFIX};
 pub use snapshot::{ChunkRef, Item, ItemData, ItemSource, Snapshot, SnapshotTrack};
+pub use twins::Separated;
 
 /// Commits retried after losing a ref race to another writer.
 pub const MAX_COMMIT_ATTEMPTS: usize = 10;
@@ -59,6 +61,15 @@ pub enum DatasetError {
         path: String,
         expected: ObjectId,
         actual: ObjectId,
+    },
+    /// A data object read whose length is not the one its entries give.
+    #[error(
+        "object {path} is {actual} bytes long, but the dataset's entries say it must be {expected}"
+    )]
+    Length {
+        path: String,
+        expected: u64,
+        actual: u64,
     },
     #[error("{path}: ItemManifest chunks add up to {actual} bytes but the entry says {expected}")]
     ChunkedSize {

@@ -21,7 +21,7 @@ use tracing::info;
 
 use crate::bundle::{Bundle, BundleError};
 use crate::dataset::{
-    writer_string, Dataset, DatasetError, TrackContent, TrackUpdate, MAX_COMMIT_ATTEMPTS,
+    writer_string, Dataset, DatasetError, Separated, TrackContent, TrackUpdate, MAX_COMMIT_ATTEMPTS,
 };
 use crate::format::bundle::INDEX_PATH;
 use crate::format::{FormatError, ObjectId, Track, TrackItem};
@@ -180,8 +180,9 @@ pub async fn import_files(
     // Another writer may move the ref between our read and our CAS; the
     // data is uploaded already, so rebase the Tracks onto its Manifest.
     let mut attempt = 1;
+    let mut separated = Separated::default();
     let manifest = loop {
-        match commit_onto_ref(dataset, groups, &options.ref_name).await {
+        match commit_onto_ref(dataset, groups, &options.ref_name, &mut separated).await {
             Err(CommitError {
                 error: DatasetError::Store(StoreError::RefConflict { .. }),
                 written: Some(written),
@@ -199,8 +200,8 @@ pub async fn import_files(
     Ok(ImportReport {
         items,
         bytes,
-        objects_written: uploaded.written,
-        objects_reused: uploaded.reused,
+        objects_written: uploaded.written + separated.written,
+        objects_reused: uploaded.reused + separated.reused,
         manifest,
     })
 }
@@ -254,11 +255,15 @@ async fn reread(
 
 /// Adds `groups` to the Tracks of the Manifest `ref_name` points at and
 /// commits; `None` when that changes nothing. Each new Track is built,
-/// encoded and stored before the next is built.
+/// encoded and stored before the next is built. New items packed in a
+/// pack the Track holds cut another way are stored apart first
+/// ([`Dataset::separate_twin_packs`]); what that stored is added to
+/// `separated`.
 async fn commit_onto_ref(
     dataset: &Dataset,
     groups: Vec<NewItems>,
     ref_name: &str,
+    separated: &mut Separated,
 ) -> Result<Option<ObjectId>, CommitError> {
     let parent = dataset
         .store()
@@ -275,7 +280,7 @@ async fn commit_onto_ref(
     }
     let mut changed = base.is_none();
     let mut written = Vec::with_capacity(groups.len());
-    for group in groups {
+    for mut group in groups {
         let key = (group.timeline, group.modality);
         let existing = tracks.get(&key).copied();
         let old = match existing {
@@ -284,6 +289,18 @@ async fn commit_onto_ref(
                 Track::new(Vec::new(), Vec::new(), "empty track").map_err(DatasetError::from)?
             }
         };
+        let existing_entries = old.items().iter().map(|i| &i.entry);
+        let apart = dataset
+            .separate_twin_packs(
+                &key.0,
+                &key.1,
+                existing_entries.chain(old.retired()),
+                &mut group.items,
+            )
+            .await?;
+        separated.items += apart.items;
+        separated.written += apart.written;
+        separated.reused += apart.reused;
         let what = format!("track {}/{}", key.0, key.1);
         let new = group.items.len();
         let encoded = merge_items(old, group.items, &what)

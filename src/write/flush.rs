@@ -358,7 +358,8 @@ impl Flusher {
             });
         }
         let first = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
-        for (t, f) in (first..).zip(fresh) {
+        let stored = items.len();
+        for (t, f) in (first..).zip(&fresh) {
             let entry = new_entries
                 .get_mut(&f.ino)
                 .expect("every spooled file was uploaded");
@@ -370,6 +371,20 @@ impl Flusher {
                 entry: entry.clone(),
                 attrs: f.attrs,
             });
+        }
+        // A new pack the Track already holds cut another way: its files
+        // become objects of their own, and are read from those once
+        // committed.
+        let (old, new) = items.split_at_mut(stored);
+        let existing = old.iter().map(|i| &i.entry).chain(&retired);
+        let apart = self
+            .dataset
+            .separate_twin_packs(&m.timeline, &m.modality, existing, new)
+            .await?;
+        if apart.items > 0 {
+            for (f, item) in fresh.iter().zip(&*new) {
+                new_entries.insert(f.ino, item.entry.clone());
+            }
         }
         let what = format!("track {}/{}", m.timeline, m.modality);
         let track =
