@@ -12,8 +12,12 @@ use super::{check_hash, Dataset, DatasetError};
 use crate::format::{check_pack, FragmentEntry, ObjectId, Placement, TrackItem};
 use crate::store::StoreError;
 
-/// Items copied out of packs at once (each holds its bytes until stored).
+/// Items copied out of packs at once (each holds its bytes until stored)…
 const COPY_CONCURRENCY: usize = 8;
+/// …fewer where they are big: about this many bytes in flight at most
+/// (one item at a time above it), as an item in a pack may be as big as
+/// `--pack-bytes`.
+const COPY_BUDGET: u64 = 64 << 20;
 
 /// What [`Dataset::separate_twin_packs`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -144,6 +148,10 @@ impl Dataset {
     ) -> Result<Vec<(ObjectId, Option<bool>)>, DatasetError> {
         let layout = self.store.layout();
         let pack_path = layout.data_object(timeline, modality, &pack);
+        let largest = ranges.iter().map(|&(_, size)| size).max().unwrap_or(0);
+        let at_once = usize::try_from(COPY_BUDGET / largest.max(1))
+            .unwrap_or(usize::MAX)
+            .clamp(1, COPY_CONCURRENCY);
         let copies = futures::stream::iter(ranges.iter().copied())
             .map(|(offset, size)| {
                 let pack_path = &pack_path;
@@ -167,7 +175,7 @@ impl Dataset {
                     Ok::<_, DatasetError>((offset, bytes, address, fresh))
                 }
             })
-            .buffered(COPY_CONCURRENCY);
+            .buffered(at_once);
         futures::pin_mut!(copies);
         let mut hasher = blake3::Hasher::new();
         let mut next = 0;
