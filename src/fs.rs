@@ -327,13 +327,14 @@ impl Fs {
         }
     }
 
-    /// What a metrics scrape reads live from this mount.
-    pub fn metrics(&self) -> crate::metrics::Live {
-        crate::metrics::Live {
-            stats: self.reader.stats().clone(),
-            cache: self.reader.cache().clone(),
-            writer: self.writer.clone(),
-        }
+    /// Where this mount's file bytes are read (its block cache, counters).
+    pub fn reader(&self) -> &Reader {
+        &self.reader
+    }
+
+    /// The writer of a read-write mount.
+    pub fn shared_writer(&self) -> Option<&Arc<Writer>> {
+        self.writer.as_ref()
     }
 
     /// Whether the mount accepts changes.

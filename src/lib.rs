@@ -44,6 +44,7 @@ mod daemon;
 pub mod dataset;
 pub mod diff;
 pub mod engine;
+pub mod exporter;
 pub mod format;
 pub mod fs;
 pub mod fuse;

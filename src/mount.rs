@@ -18,6 +18,7 @@ use crate::catalog::bundle::BundleCatalog;
 use crate::catalog::view::{self, NamedView, ViewSpec};
 use crate::catalog::Catalog;
 use crate::daemon::{self, Readiness};
+use crate::exporter::{self, Live};
 use crate::dataset::{Dataset, DatasetError, Revision};
 use crate::fs::{Fs, Owner};
 use crate::fuse::PackFs;
@@ -404,7 +405,7 @@ fn open_session(
     let read_only = !fs.is_writable();
     if let Some(addr) = options.metrics_addr {
         runtime
-            .block_on(crate::metrics::serve(addr, fs.metrics()))
+            .block_on(exporter::serve(addr, Live::of(&fs)))
             .map_err(|e| MountError::Metrics(e.to_string()))?;
     }
     let fs = PackFs::new(fs, runtime.handle().clone());
