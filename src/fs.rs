@@ -19,8 +19,8 @@ use thiserror::Error;
 use tracing::warn;
 
 use crate::cache::Stats;
-use crate::catalog::dataset::item_extents;
 use crate::catalog::{Catalog, CatalogError};
+use crate::extents::Extents;
 use crate::format::ObjectId;
 use crate::namespace::{Attr, Content, Ino, Kind, Namespace, NsError, ROOT_INO};
 use crate::passthrough::Passthrough;
@@ -613,7 +613,7 @@ impl Fs {
                     }
                 },
             };
-            let extents = item_extents(&item, range.clone());
+            let extents = Extents::of_item(&item, range.clone());
             return match self.reader.read_into(extents, buf).await {
                 Ok(bytes) => {
                     if let Some(passthrough) = &self.passthrough {

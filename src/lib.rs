@@ -21,7 +21,7 @@
 //!   mount, an overlay of the changes.
 //! - [`reader`]: executes extents through the engine against the cache.
 //! - [`catalog`]: read-only catalogs attached at names (the control
-//!   directory), and [`catalog::Extents`], the one description of any
+//!   directory); [`extents::Extents`], the one description of any
 //!   file's bytes: a byte-range map over sources.
 //! - [`packer`]: files (local ones, or a bundle's) into packs and chunks,
 //!   uploaded (import and the flusher both use it).
@@ -45,6 +45,7 @@ pub mod dataset;
 pub mod diff;
 pub mod engine;
 pub mod exporter;
+pub mod extents;
 pub mod format;
 pub mod fs;
 pub mod fuse;

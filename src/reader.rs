@@ -11,13 +11,13 @@ use thiserror::Error;
 
 use crate::cache::map_ahead::MapAhead;
 use crate::cache::{BlockCache, CacheOptions, DiskCache, ObjectRef, RecordRef, Stats};
-use crate::catalog::dataset::item_extents;
-use crate::catalog::{Extents, Source};
+
 use crate::dataset::ItemData;
 use crate::engine::{
     ByteRangeProgram, CoalesceLimits, ExecuteError, MapError, MemorySource, NormalizedMap, Run,
     SeekableSource, SegmentKind, SourceError, Target,
 };
+use crate::extents::{Extents, Source};
 use crate::store::Store;
 
 /// Why file bytes could not be read.
@@ -67,7 +67,7 @@ impl Reader {
         offset: u64,
         len: u64,
     ) -> Result<Bytes, ReadError> {
-        self.read(item_extents(item, offset..offset.saturating_add(len)))
+        self.read(Extents::of_item(item, offset..offset.saturating_add(len)))
             .await
     }
 

@@ -8,8 +8,8 @@
 //! (`execute_into`, as the FUSE handler does) and into a new buffer
 //! (`execute`, as `Reader::read` does).
 
-use packfs::catalog::{Extents, Source};
 use packfs::engine::{ByteRangeMap, ByteRangeProgram, CoalesceLimits, Run, SourceIndex};
+use packfs::extents::{Extents, Source};
 use packfs::reader::Reader;
 
 use super::*;

@@ -11,11 +11,12 @@ use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 
-use super::{Catalog, CatalogError, Entry, Extents, Kind, Source};
+use super::{Catalog, CatalogError, Entry, Kind};
 use crate::bundle::index::{IndexEntry, IndexRecord};
 use crate::bundle::{Bundle, BundleError};
 use crate::cache::{ObjectRef, RecordCodec, RecordRef};
 use crate::engine::{ByteRangeMap, SourceIndex};
+use crate::extents::{Extents, Source};
 use crate::format::bundle::Compression;
 
 /// Directory listings kept (a listing is read once per `readdir` batch).

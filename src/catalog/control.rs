@@ -9,8 +9,9 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use super::{Catalog, CatalogError, Entry, Extents, Kind};
+use super::{Catalog, CatalogError, Entry, Kind};
 use crate::cache::Stats;
+use crate::extents::Extents;
 use crate::format::ObjectId;
 
 /// The name it is attached at in the mount's root.

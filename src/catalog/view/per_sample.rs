@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::samples;
-use crate::catalog::dataset::item_extents;
-use crate::catalog::{Catalog, CatalogError, Entry, Extents, Kind};
+use crate::catalog::{Catalog, CatalogError, Entry, Kind};
+use crate::extents::Extents;
 use crate::namespace::time_of_ns;
 use crate::tree::Tree;
 
@@ -183,7 +183,9 @@ impl Catalog for PerSampleCatalog {
 
     fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError> {
         match self.nodes.get(id as usize) {
-            Some(Node::File(item)) => Ok(Some(item_extents(&self.tree.item(*item).data(), range))),
+            Some(Node::File(item)) => {
+                Ok(Some(Extents::of_item(&self.tree.item(*item).data(), range)))
+            }
             _ => Ok(None),
         }
     }

@@ -21,9 +21,9 @@ use std::time::SystemTime;
 use bytes::Bytes;
 
 use super::{samples, SampleMember, ShardCut, ShardOptions, TimelineSamples};
-use crate::catalog::dataset::item_extents;
-use crate::catalog::{Catalog, CatalogError, Entry, Extents, Kind, Source};
+use crate::catalog::{Catalog, CatalogError, Entry, Kind};
 use crate::engine::{ByteRangeMap, SourceIndex};
+use crate::extents::{Extents, Source};
 use crate::format::tar;
 use crate::namespace::time_of_ns;
 use crate::tree::Tree;
@@ -284,7 +284,7 @@ impl Catalog for ShardCatalog {
             }
             if let Some((within, dest)) = clip(data..pad) {
                 let item = self.tree.item(member.item);
-                extents.splice(dest, item_extents(&item.data(), within));
+                extents.splice(dest, Extents::of_item(&item.data(), within));
             }
             if let Some((within, dest)) = clip(pad..pad + tar::padding(tar_member.size)) {
                 extents.map.push_pad(dest, within.end - within.start);
