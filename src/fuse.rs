@@ -19,7 +19,8 @@ use parking_lot::Mutex;
 use tracing::debug;
 
 use crate::fs::{self, Fs, FsError, Opened, SetAttr, Stat};
-use crate::namespace::{Kind, NsError};
+use crate::kind::Kind;
+use crate::namespace::NsError;
 use crate::reader::ReadError;
 use crate::write::WriteError;
 

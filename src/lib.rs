@@ -52,6 +52,7 @@ pub mod fuse;
 pub mod gc;
 pub mod import;
 pub mod info;
+pub mod kind;
 pub mod metrics;
 pub mod mount;
 mod mountpoint;

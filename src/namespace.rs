@@ -21,8 +21,9 @@ use parking_lot::RwLock;
 use thiserror::Error;
 
 use crate::dataset::Item;
+use crate::format::{ns_of_time, time_of_ns, Attrs, FragmentEntry, TrackDir};
 use crate::format::{validate_item_name, validate_segment};
-use crate::format::{Attrs, FragmentEntry, TrackDir};
+use crate::kind::Kind;
 use crate::tree::{NodeId, NodeKind, Tree};
 
 /// An inode number.
@@ -65,8 +66,6 @@ pub enum NsError {
     #[error("cannot move between modalities in place")]
     CrossModality,
 }
-
-pub use crate::catalog::Kind;
 
 /// What `stat` shows of a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -291,7 +290,7 @@ impl Modes {
     /// where nothing else was recorded.
     pub fn default_for(writable: bool) -> Modes {
         let (file, dir) = match writable {
-            true => (0o644, 0o755),
+            true => (Attrs::DEFAULT_FILE_MODE, Attrs::DEFAULT_DIR_MODE),
             false => (0o444, 0o555),
         };
         Modes {
@@ -1417,24 +1416,6 @@ impl Change<'_> {
         dir.subdirs -= u32::from(is_dir);
         dir.mtime = SystemTime::now();
         Ok(())
-    }
-}
-
-/// A time as nanoseconds since the Unix epoch (negative before it).
-pub fn ns_of_time(t: SystemTime) -> i64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
-        Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
-    }
-}
-
-/// The time `ns` nanoseconds after (or before) the Unix epoch.
-pub fn time_of_ns(ns: i64) -> SystemTime {
-    let magnitude = Duration::from_nanos(ns.unsigned_abs());
-    if ns >= 0 {
-        UNIX_EPOCH + magnitude
-    } else {
-        UNIX_EPOCH - magnitude
     }
 }
 

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use packfs::array::Array;
 use packfs::cache::CacheOptions;
 use packfs::catalog::array::ArrayCatalog;
-use packfs::catalog::{Catalog, Kind};
+use packfs::catalog::Catalog;
+use packfs::kind::Kind;
 use packfs::reader::Reader;
 use packfs::store::{Store, StoreConfig};
 

@@ -16,7 +16,8 @@ use packfs::dataset::ItemSource;
 use packfs::engine::{ByteRangeMap, SourceIndex};
 use packfs::extents::{Extents, Source};
 use packfs::fs::{FsError, Opened, SetAttr};
-use packfs::namespace::{Kind, NsError, ROOT_INO};
+use packfs::kind::Kind;
+use packfs::namespace::{NsError, ROOT_INO};
 use packfs::reader::Reader;
 use packfs::write::WriteOptions;
 

@@ -20,7 +20,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::core::{Bench, Core};
 use packfs::fs::{FsError, Opened, SetAttr, Stat};
-use packfs::namespace::{Ino, Kind, NsError, ROOT_INO};
+use packfs::kind::Kind;
+use packfs::namespace::{Ino, NsError, ROOT_INO};
 use packfs::write::WriteOptions;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;

@@ -21,13 +21,14 @@ use bytes::Bytes;
 use futures::StreamExt;
 use parking_lot::Mutex;
 
-use super::{Catalog, CatalogError, Entry, Kind};
+use super::{Catalog, CatalogError, Entry};
 use crate::array::cells::{coords_of, read_tile, var_bounds, CellLoc, Cells, DenseLayout};
 use crate::array::{Array, ArrayError, Field, TileKind};
 use crate::cache::BlockCache;
 use crate::engine::{ByteRangeMap, SourceIndex};
 use crate::extents::{Extents, Source};
 use crate::format::tiledb::schema::ArrayType;
+use crate::kind::Kind;
 
 /// Ids of cell files start here; below are the root's entries.
 const FIRST_CELL: u64 = 1 << 20;

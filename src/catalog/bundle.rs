@@ -7,17 +7,19 @@ use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use parking_lot::Mutex;
 
-use super::{Catalog, CatalogError, Entry, Kind};
+use super::{Catalog, CatalogError, Entry};
 use crate::bundle::index::{IndexEntry, IndexRecord};
 use crate::bundle::{Bundle, BundleError};
 use crate::cache::{ObjectRef, RecordCodec, RecordRef};
 use crate::engine::{ByteRangeMap, SourceIndex};
 use crate::extents::{Extents, Source};
 use crate::format::bundle::Compression;
+use crate::format::time_of_ns;
+use crate::kind::Kind;
 
 /// Directory listings kept (a listing is read once per `readdir` batch).
 const LISTINGS: usize = 64;
@@ -196,13 +198,10 @@ fn join(dir: &str, name: &str) -> String {
 }
 
 fn mtime(entry: &IndexEntry) -> SystemTime {
-    match entry.meta.attributes() {
-        Some(a) if a.mtime_ns >= 0 => {
-            SystemTime::UNIX_EPOCH + Duration::from_nanos(a.mtime_ns as u64)
-        }
-        Some(a) => SystemTime::UNIX_EPOCH - Duration::from_nanos(a.mtime_ns.unsigned_abs()),
-        None => SystemTime::UNIX_EPOCH,
-    }
+    entry
+        .meta
+        .attributes()
+        .map_or(SystemTime::UNIX_EPOCH, |a| time_of_ns(a.mtime_ns))
 }
 
 impl Catalog for BundleCatalog {

@@ -9,10 +9,11 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 
-use super::{Catalog, CatalogError, Entry, Kind};
+use super::{Catalog, CatalogError, Entry};
 use crate::cache::Stats;
 use crate::extents::Extents;
 use crate::format::ObjectId;
+use crate::kind::Kind;
 
 /// The name it is attached at in the mount's root.
 pub const NAME: &str = crate::format::CONTROL_DIR;

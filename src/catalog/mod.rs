@@ -16,13 +16,7 @@ use std::ops::Range;
 use std::time::SystemTime;
 
 use crate::extents::Extents;
-
-/// File or directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    Dir,
-    File,
-}
+use crate::kind::Kind;
 
 /// What `stat` shows of a catalog entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,6 +16,7 @@ mod object_id;
 mod reference;
 pub mod tar;
 pub mod tiledb;
+mod time;
 mod track;
 
 pub use entry::{FragmentEntry, Placement};
@@ -27,6 +28,7 @@ pub use name::{
 };
 pub use object_id::ObjectId;
 pub use reference::{decode_ref, encode_ref};
+pub use time::{ns_of_time, time_of_ns};
 #[cfg(test)]
 pub(crate) use track::tests::item as packed_track_item;
 pub(crate) use track::{check_pack, read_columns, Columns, DEFAULT_MEDIA_TYPE};

@@ -30,7 +30,9 @@ use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
 
 use crate::dataset::{Dataset, DatasetError};
-use crate::namespace::{ns_of_time, Attr, Content, Ino, Kind, Namespace, NsError, SpoolFile};
+use crate::format::ns_of_time;
+use crate::kind::Kind;
+use crate::namespace::{Attr, Content, Ino, Namespace, NsError, SpoolFile};
 use crate::packer::PackError;
 use crate::reader::{ReadError, Reader};
 use journal::{Journal, Record};

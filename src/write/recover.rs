@@ -12,7 +12,8 @@ use tracing::warn;
 use super::journal::{self, Journal, Record};
 use super::{Spool, WriteError, WriteOptions, Writer};
 use crate::dataset::Dataset;
-use crate::namespace::{time_of_ns, Ino, Namespace, NsError, ROOT_INO};
+use crate::format::time_of_ns;
+use crate::namespace::{Ino, Namespace, NsError, ROOT_INO};
 use crate::reader::Reader;
 use crate::tree::Tree;
 

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use packfs::dataset::Dataset;
 use packfs::fs::{Fs, FsError, Opened, Stat};
 use packfs::import::ImportOptions;
+use packfs::kind::Kind;
 use packfs::mount::{open_fs, MountOptions};
-use packfs::namespace::{Ino, Kind, ROOT_INO};
+use packfs::namespace::{Ino, ROOT_INO};
 use packfs::store::Store;
 use packfs::write::WriteOptions;
 

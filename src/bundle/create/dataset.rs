@@ -12,7 +12,6 @@ use crate::dataset::{Dataset, ItemData, Revision};
 use crate::format::bundle::FileAttributes;
 use crate::format::Attrs;
 use crate::import::SourceIoError;
-use crate::namespace::Modes;
 use crate::reader::Reader;
 use crate::store::{Store, StoreConfig};
 use crate::tree::{NodeId, NodeKind, Tree};
@@ -92,7 +91,6 @@ impl DatasetTree {
     /// then the files in the dataset's item order, which is the order of
     /// their packs, so each shard writer reads its packs front to back.
     pub(super) fn entries(&self) -> Vec<Entry> {
-        let defaults = Modes::default_for(true);
         let look = |attrs: Attrs, mode: u16| FileAttributes {
             mtime_ns: attrs.mtime_ns.unwrap_or(self.tree.ts_unix_ns() as i64),
             mode: u32::from(attrs.mode.unwrap_or(mode)),
@@ -111,7 +109,7 @@ impl DatasetTree {
                     name: node.name.to_string(),
                     path: self.display(&join(&rel, node.name)),
                     file_size: None,
-                    attributes: look(self.tree.dir_attrs(child), defaults.dir),
+                    attributes: look(self.tree.dir_attrs(child), Attrs::DEFAULT_DIR_MODE),
                 };
                 match node.kind {
                     NodeKind::Dir(_) => {
@@ -121,7 +119,7 @@ impl DatasetTree {
                     NodeKind::File(item) => {
                         let attrs = self.tree.item(item).attrs();
                         entry.file_size = Some(self.tree.item(item).size());
-                        entry.attributes = look(attrs, defaults.file);
+                        entry.attributes = look(attrs, Attrs::DEFAULT_FILE_MODE);
                         files.push((item, entry));
                     }
                 }

@@ -313,9 +313,10 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::cache::CacheOptions;
-    use crate::catalog::{Catalog, Kind};
+    use crate::catalog::Catalog;
     use crate::dataset::{Item, ItemSource, Snapshot, SnapshotTrack};
     use crate::format::{Attrs, Manifest, ObjectId};
+    use crate::kind::Kind;
     use crate::reader::Reader;
     use crate::store::Store;
 

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::samples;
-use crate::catalog::{Catalog, CatalogError, Entry, Kind};
+use crate::catalog::{Catalog, CatalogError, Entry};
 use crate::extents::Extents;
-use crate::namespace::time_of_ns;
+use crate::format::{time_of_ns, Attrs};
+use crate::kind::Kind;
 use crate::tree::Tree;
 
 #[derive(Debug)]
@@ -152,7 +153,7 @@ impl Catalog for PerSampleCatalog {
                 Entry {
                     kind: Kind::File,
                     size: item.size(),
-                    perm: item.attrs().mode.unwrap_or(0o644) & !0o222,
+                    perm: item.attrs().mode.unwrap_or(Attrs::DEFAULT_FILE_MODE) & !0o222,
                     mtime: item.attrs().mtime_ns.map_or(self.mtime, time_of_ns),
                     volatile: false,
                 }

@@ -21,11 +21,11 @@ use std::time::SystemTime;
 use bytes::Bytes;
 
 use super::{samples, SampleMember, ShardCut, ShardOptions, TimelineSamples};
-use crate::catalog::{Catalog, CatalogError, Entry, Kind};
+use crate::catalog::{Catalog, CatalogError, Entry};
 use crate::engine::{ByteRangeMap, SourceIndex};
 use crate::extents::{Extents, Source};
-use crate::format::tar;
-use crate::namespace::time_of_ns;
+use crate::format::{tar, time_of_ns, Attrs};
+use crate::kind::Kind;
 use crate::tree::Tree;
 
 /// One member placed in a shard.
@@ -160,7 +160,7 @@ fn tar_member<'a>(tree: &Tree, member: &'a SampleMember) -> tar::Member<'a> {
     tar::Member {
         path: &member.path,
         size: item.size(),
-        mode: item.attrs().mode.unwrap_or(0o644),
+        mode: item.attrs().mode.unwrap_or(Attrs::DEFAULT_FILE_MODE),
         mtime: mtime_ns.div_euclid(1_000_000_000),
     }
 }

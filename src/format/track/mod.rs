@@ -46,6 +46,13 @@ pub struct Attrs {
     pub mtime_ns: Option<i64>,
 }
 
+impl Attrs {
+    /// The permission bits of a file whose writer recorded none.
+    pub const DEFAULT_FILE_MODE: u16 = 0o644;
+    /// The permission bits of a directory whose writer recorded none.
+    pub const DEFAULT_DIR_MODE: u16 = 0o755;
+}
+
 /// One item of a Track.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrackItem {
