@@ -61,6 +61,7 @@ pub mod packer;
 pub mod passthrough;
 pub mod private_dir;
 pub mod reader;
+pub mod source_tree;
 pub mod store;
 pub mod tree;
 pub mod units;

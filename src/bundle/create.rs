@@ -28,8 +28,8 @@ use crate::format::bundle::{
     file_key, shard_key, shard_name, BundleConfig, Compression, FileMetadata, FileType, CONFIG_KEY,
     INDEX_PATH, MAGIC, VERSION,
 };
-use crate::import::SourceIoError;
 use crate::packer::progress_bar;
+use crate::source_tree::SourceIoError;
 use crate::store::{Store, StoreConfig};
 pub use dataset::DatasetTree;
 use shard::Shard;

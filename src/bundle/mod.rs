@@ -16,7 +16,7 @@ use thiserror::Error;
 use crate::cache::ObjectRef;
 use crate::format::bundle::{check_shard_header, shard_name, INDEX_PATH, SHARD_HEADER_LEN};
 use crate::format::FormatError;
-use crate::import::SourceIoError;
+use crate::source_tree::SourceIoError;
 use crate::store::{Store, StoreError};
 use index::Index;
 

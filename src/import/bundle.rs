@@ -14,7 +14,7 @@ use thiserror::Error;
 
 use super::listing::{Groups, Listing};
 use super::scan::classify;
-use super::{problems_report, ImportError, Prepared};
+use super::{ImportError, Prepared};
 use crate::bundle::index::IndexEntry;
 use crate::bundle::{Bundle, BundleError};
 use crate::cache::CacheOptions;
@@ -23,6 +23,7 @@ use crate::format::bundle::crc32c;
 use crate::format::Attrs;
 use crate::packer::{FileReader, PackError, SourceFiles};
 use crate::reader::{ReadError, Reader};
+use crate::source_tree::problems_report;
 use crate::store::Store;
 
 /// Bytes of a file read from the bundle at a time (a chunk is read in

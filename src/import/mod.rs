@@ -30,7 +30,6 @@ use crate::packer::{upload, FileReader, LocalFiles, PackError, PackOptions, Sour
 use crate::store::{Store, StoreConfig, StoreError};
 pub use bundle::BundleFileError;
 use listing::NewItems;
-pub use scan::{check_root, list_dir, problems_report, SourceEntry, SourceIoError};
 
 /// Settings of an import. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]

@@ -11,8 +11,8 @@ use crate::cache::CacheOptions;
 use crate::dataset::{Dataset, ItemData, Revision};
 use crate::format::bundle::FileAttributes;
 use crate::format::Attrs;
-use crate::import::SourceIoError;
 use crate::reader::Reader;
+use crate::source_tree::SourceIoError;
 use crate::store::{Store, StoreConfig};
 use crate::tree::{NodeId, NodeKind, Tree};
 

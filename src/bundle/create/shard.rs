@@ -14,7 +14,7 @@ use crate::bundle::BundleError;
 use crate::format::bundle::{
     crc32c, shard_header, Compression, FileMetadata, FileType, ShardMetadata, LARGE_FILE,
 };
-use crate::import::SourceIoError;
+use crate::source_tree::SourceIoError;
 
 /// What a shard holds, for the index.
 pub(super) struct Shard {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::bundle::BundleError;
 use crate::format::bundle::FileAttributes;
-use crate::import::{check_root, list_dir, problems_report, SourceIoError};
+use crate::source_tree::{check_root, list_dir, problems_report, SourceIoError};
 
 /// A directory or file below SRC (SRC itself has no entry).
 pub(super) struct Entry {
