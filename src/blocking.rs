@@ -2,7 +2,7 @@
 //! on the runtime's blocking pool.
 //!
 //! A FUSE loop thread polls a request's future once before handing it to
-//! the runtime ([`crate::fuse`]). A read of a local file started in that
+//! the runtime (the FUSE adapter does). A read of a local file started in that
 //! poll can run right there, as `squashfuse_ll` serves its reads: the
 //! detour through the blocking pool costs two thread wake-ups per request,
 //! which on a cold shuffled scan of small files was a quarter of the time

@@ -10,8 +10,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use indicatif::HumanBytes;
 use packfs::array::Array;
-use packfs::bundle::create::{create, BundleSource, CreateOptions};
 use packfs::bundle::Bundle;
+use packfs::bundle_create::{create, BundleSource, CreateOptions};
 use packfs::cache::whole::WholeOptions;
 use packfs::cache::CacheOptions;
 use packfs::catalog::array::ArrayCatalog;
@@ -1212,7 +1212,7 @@ pub async fn run_verify(
 async fn verify_bundle(store: &Store) -> Result<bool, Box<dyn std::error::Error>> {
     let reader = Reader::new(store.clone(), CacheOptions::default(), None);
     let index_dir = packfs::mount::bundle_index_dir(None);
-    let report = packfs::bundle::verify::verify(store, &index_dir, reader).await?;
+    let report = packfs::verify::bundle::verify(store, &index_dir, reader).await?;
     for p in &report.problems {
         println!("FAIL {p}");
     }
@@ -1232,7 +1232,7 @@ async fn verify_bundle(store: &Store) -> Result<bool, Box<dyn std::error::Error>
 async fn verify_array(store: &Store, at: Option<u64>) -> Result<bool, Box<dyn std::error::Error>> {
     let array = packfs::array::Array::open(store, at).await?;
     let reader = Reader::new(store.clone(), CacheOptions::default(), None);
-    let report = packfs::array::verify::verify(&array, reader.cache()).await;
+    let report = packfs::verify::array::verify(&array, reader.cache()).await;
     for p in &report.problems {
         println!("FAIL {p}");
     }

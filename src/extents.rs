@@ -2,7 +2,7 @@
 //! [`ByteRangeMap`] from the file's bytes to [`Source`]s (a range of a store
 //! object, bytes held in memory, a decoded record) with explicit PAD.
 //! Dataset items ([`Extents::of_item`]) and catalog files alike are read
-//! through it by [`crate::reader::Reader`].
+//! through it by the reader.
 
 use std::ops::Range;
 use std::sync::Arc;

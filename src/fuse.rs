@@ -20,9 +20,6 @@ use tracing::debug;
 
 use crate::fs::{self, Fs, FsError, Opened, SetAttr, Stat};
 use crate::kind::Kind;
-use crate::namespace::NsError;
-use crate::reader::ReadError;
-use crate::write::WriteError;
 
 /// Attributes and names of stable nodes of a read-write mount may be
 /// cached this long: every change goes through the mount.
@@ -49,42 +46,9 @@ thread_local! {
     static REPLY_BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// The one mapping from errors to errno.
+/// The kernel's errno for `e` (chosen by [`FsError::errno`]).
 fn errno(e: &FsError) -> Errno {
-    match e {
-        // ENOSYS makes the kernel stop asking (open/opendir/flush on a
-        // read-only mount, xattrs that `ls -l` asks for per file).
-        FsError::Unsupported => Errno::ENOSYS,
-        FsError::UnsupportedFlags => Errno::EINVAL,
-        FsError::Namespace(e) => match e {
-            NsError::NotFound => Errno::ENOENT,
-            NsError::NotADirectory => Errno::ENOTDIR,
-            NsError::IsADirectory => Errno::EISDIR,
-            NsError::Exists => Errno::EEXIST,
-            NsError::NotEmpty => Errno::ENOTEMPTY,
-            NsError::NameTooLong => Errno::ENAMETOOLONG,
-            NsError::InvalidName(_) => Errno::EINVAL,
-            NsError::NotPermitted(_) => Errno::EPERM,
-            NsError::ReadOnly => Errno::EROFS,
-            // `mv` answers EXDEV by copying and deleting.
-            NsError::CrossModality => Errno::EXDEV,
-        },
-        FsError::Write(e) => match e {
-            WriteError::BadHandle => Errno::EBADF,
-            WriteError::SpoolFile { source, .. } | WriteError::Spool { source, .. }
-                if source.kind() == std::io::ErrorKind::StorageFull =>
-            {
-                Errno::ENOSPC
-            }
-            WriteError::SpoolFull { .. } => Errno::ENOSPC,
-            // Every other write failure keeps the data in the spool and
-            // tells the writer it is not stored.
-            _ => Errno::EIO,
-        },
-        FsError::SpoolRead { .. } | FsError::Catalog(_) => Errno::EIO,
-        // Data that cannot be produced exactly is an I/O error, never zeros.
-        FsError::Read(ReadError::Map(_) | ReadError::Execute(_)) => Errno::EIO,
-    }
+    Errno::from_i32(e.errno())
 }
 
 /// The kernel's view of `stat`.

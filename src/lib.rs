@@ -38,6 +38,7 @@
 pub mod array;
 pub mod blocking;
 pub mod bundle;
+pub mod bundle_create;
 pub mod cache;
 pub mod catalog;
 mod daemon;
@@ -58,7 +59,6 @@ pub mod mount;
 mod mountpoint;
 pub mod namespace;
 pub mod packer;
-pub mod passthrough;
 pub mod private_dir;
 pub mod reader;
 pub mod source_tree;

@@ -3,7 +3,6 @@
 //! decodes. The codecs are in [`crate::format::tiledb`].
 
 pub mod cells;
-pub mod verify;
 
 use std::sync::Arc;
 

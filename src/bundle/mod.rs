@@ -1,11 +1,9 @@
 //! DataBundles (`docs/DATABUNDLE.md`): a directory of `shard-%08d` files
 //! and an `index/` database, on a local disk or under a store prefix.
-//! The codecs are in [`crate::format::bundle`]; this module reads and
-//! writes bundles.
+//! The codecs are in [`crate::format::bundle`]; this module opens and reads
+//! bundles (and writes an index, for `bundle create`).
 
-pub mod create;
 pub mod index;
-pub mod verify;
 
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
@@ -16,12 +14,11 @@ use thiserror::Error;
 use crate::cache::ObjectRef;
 use crate::format::bundle::{check_shard_header, shard_name, INDEX_PATH, SHARD_HEADER_LEN};
 use crate::format::FormatError;
-use crate::source_tree::SourceIoError;
 use crate::store::{Store, StoreError};
 use index::Index;
 
-/// Why a bundle could not be read or written. Each names the file or
-/// object and what is wrong with it.
+/// Why a bundle could not be read, or its index written. Each names the
+/// file or object and what is wrong with it.
 #[derive(Debug, Error)]
 pub enum BundleError {
     /// The index database could not be opened or queried, or is not a
@@ -41,47 +38,6 @@ pub enum BundleError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// Entries of the source tree that cannot be bundled, each with its
-    /// path (and that nothing was written).
-    #[error("{}", .0.join("\n"))]
-    Source(Vec<String>),
-    /// A source directory or file could not be listed or read.
-    #[error(transparent)]
-    SourceIo(#[from] SourceIoError),
-    /// A source file's size changed between the scan and its reading, so
-    /// the bytes bundled would not be the file listed.
-    #[error(
-        "{} changed size while being bundled ({listed} bytes when listed, {now} now)",
-        path.display()
-    )]
-    Changed {
-        path: PathBuf,
-        listed: u64,
-        /// What was found: a number of bytes, or "more".
-        now: String,
-    },
-    /// The destination already holds a bundle, or part of one.
-    #[error("{location} already holds {what}: refusing to overwrite it (remove it, or choose another location)")]
-    Exists { location: String, what: String },
-    /// An option out of range, or a source or destination that cannot be
-    /// used.
-    #[error("{0}")]
-    Invalid(String),
-    /// A dataset, the source of a bundle, could not be read.
-    #[error(transparent)]
-    Dataset(#[from] crate::dataset::DatasetError),
-    /// A dataset's tree could not be built.
-    #[error(transparent)]
-    Tree(#[from] crate::tree::TreeError),
-    /// The path of a dataset's tree a bundle was asked of is not one of
-    /// its directories.
-    #[error("dataset {location} at {revision}: {source}")]
-    DatasetPath {
-        location: String,
-        revision: String,
-        #[source]
-        source: crate::tree::TreeError,
-    },
 }
 
 /// An open bundle: its index and its shard objects.

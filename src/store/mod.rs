@@ -630,7 +630,7 @@ impl Store {
     /// ago is uploaded again (the same bytes, so harmless to any reader) to
     /// make it young: the caller is about to commit something naming it,
     /// and `packfs gc` deletes unreachable objects older than its grace
-    /// (at least [`crate::gc::MIN_GRACE`]), which an old abandoned upload
+    /// (at least two hours), which an old abandoned upload
     /// that this writer happened to rebuild may well be. A refreshed object
     /// stays safe from gc for a grace after the refresh, and if gc deleted
     /// it between the HEAD and the refresh, the refresh puts it back.

@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::walk::Entry;
-use crate::bundle::BundleError;
+use super::CreateError;
 use crate::cache::CacheOptions;
 use crate::dataset::{Dataset, ItemData, Revision};
 use crate::format::bundle::FileAttributes;
@@ -40,7 +40,7 @@ impl DatasetTree {
         src: &str,
         revision: &Revision,
         config: &StoreConfig,
-    ) -> Result<Option<DatasetTree>, BundleError> {
+    ) -> Result<Option<DatasetTree>, CreateError> {
         for (location, path) in candidates(src)? {
             let is_local = Store::local_path(&location)?.is_some();
             // A local directory without `_packfs/refs` is no dataset: no
@@ -58,7 +58,7 @@ impl DatasetTree {
     }
 
     /// The subtree below `path` of the dataset at `store`, at `revision`.
-    async fn at(store: Store, revision: &Revision, path: &str) -> Result<DatasetTree, BundleError> {
+    async fn at(store: Store, revision: &Revision, path: &str) -> Result<DatasetTree, CreateError> {
         let location = store.location().to_owned();
         let dataset = Dataset::from_store(store.clone());
         let resolved = dataset.resolve_revision(revision).await?;
@@ -66,7 +66,7 @@ impl DatasetTree {
             .snapshot_at(resolved.id, &resolved.describe())
             .await?;
         let tree = Tree::build(snapshot)?;
-        let in_dataset = |source| BundleError::DatasetPath {
+        let in_dataset = |source| CreateError::DatasetPath {
             location: location.clone(),
             revision: revision.to_string(),
             source,
@@ -186,11 +186,11 @@ fn join(dir: &str, name: &str) -> String {
 
 /// The (location, path below it) pairs `src` may name a dataset as, the
 /// longest location first: `src` itself, then each parent.
-fn candidates(src: &str) -> Result<Vec<(String, String)>, BundleError> {
+fn candidates(src: &str) -> Result<Vec<(String, String)>, CreateError> {
     let mut pairs = Vec::new();
     match Store::local_path(src)? {
         Some(dir) => {
-            let dir = std::path::absolute(&dir).map_err(|source| BundleError::Io {
+            let dir = std::path::absolute(&dir).map_err(|source| CreateError::Io {
                 path: dir.clone(),
                 source,
             })?;

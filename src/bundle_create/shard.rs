@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use indicatif::ProgressBar;
 
 use super::walk::Entry;
+use super::CreateError;
 use super::{BundleSource, CreateOptions};
-use crate::bundle::BundleError;
 use crate::format::bundle::{
     crc32c, shard_header, Compression, FileMetadata, FileType, ShardMetadata, LARGE_FILE,
 };
@@ -39,8 +39,8 @@ pub(super) fn write(
     options: &CreateOptions,
     progress: &ProgressBar,
     stop: &AtomicBool,
-) -> Result<Option<Shard>, BundleError> {
-    let io = |source| BundleError::Io {
+) -> Result<Option<Shard>, CreateError> {
+    let io = |source| CreateError::Io {
         path: path.to_owned(),
         source,
     };
@@ -91,10 +91,10 @@ struct Out<'a> {
 }
 
 impl Out<'_> {
-    fn write(&mut self, bytes: &[u8]) -> Result<(), BundleError> {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), CreateError> {
         self.file
             .write_all(bytes)
-            .map_err(|source| BundleError::Io {
+            .map_err(|source| CreateError::Io {
                 path: self.path.to_owned(),
                 source,
             })?;
@@ -123,7 +123,7 @@ impl Writer<'_> {
         src: &BundleSource,
         entry: &Entry,
         progress: &ProgressBar,
-    ) -> Result<(u64, u32), BundleError> {
+    ) -> Result<(u64, u32), CreateError> {
         let size = entry.file_size.expect("shards hold files");
         // A large file starts a record: reading it then never needs the
         // tail of the record before it.
@@ -163,7 +163,7 @@ impl Writer<'_> {
 
     /// Ends the record being filled, if it holds anything: stores it and
     /// starts the next one where it ends.
-    fn end_record(&mut self) -> Result<(), BundleError> {
+    fn end_record(&mut self) -> Result<(), CreateError> {
         if self.filled == 0 {
             return Ok(());
         }
@@ -196,8 +196,8 @@ impl Writer<'_> {
     }
 }
 
-fn changed(entry: &Entry, now: String) -> BundleError {
-    BundleError::Changed {
+fn changed(entry: &Entry, now: String) -> CreateError {
+    CreateError::Changed {
         path: entry.path.clone(),
         listed: entry.file_size.unwrap_or(0),
         now,

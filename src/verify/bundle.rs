@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use super::index::IndexEntry;
-use super::{Bundle, BundleError};
+use crate::bundle::index::IndexEntry;
+use crate::bundle::{Bundle, BundleError};
 use crate::catalog::bundle::BundleCatalog;
 use crate::engine::{ByteRangeMap, SourceIndex};
 use crate::extents::{Extents, Source};

@@ -6,6 +6,9 @@
 //! path used twice; every object exists, hashes to its name, and data
 //! objects have exactly the length their entries require.
 
+pub mod array;
+pub mod bundle;
+
 use std::collections::BTreeMap;
 
 use futures::StreamExt;

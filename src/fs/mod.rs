@@ -1,5 +1,5 @@
 //! The filesystem core: every operation a mount answers, on inode numbers,
-//! names and byte ranges, with no kernel types. [`crate::fuse`] only
+//! names and byte ranges, with no kernel types. The FUSE adapter only
 //! translates kernel requests into these calls and [`FsError`]s into errno,
 //! so everything a mount decides (which node an inode is, what the control
 //! files show, whether a read comes from the store or the spool, how
@@ -12,22 +12,27 @@
 //! name but not listed, so `find`, `cp -r`, `tar` and `diff -r` see exactly
 //! the dataset.
 
+mod error;
+mod opened;
+pub mod passthrough;
+
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use thiserror::Error;
 use tracing::warn;
 
 use crate::cache::Stats;
-use crate::catalog::{Catalog, CatalogError};
+use crate::catalog::Catalog;
 use crate::extents::Extents;
 use crate::format::ObjectId;
 use crate::kind::Kind;
 use crate::namespace::{Attr, Content, Ino, Namespace, NsError, ROOT_INO};
-use crate::passthrough::Passthrough;
-use crate::reader::{ReadBytes, ReadError, Reader};
+use crate::reader::{ReadBytes, Reader};
 use crate::tree::Tree;
 use crate::write::{WriteError, Writer};
+pub use error::FsError;
+pub use opened::Opened;
+use passthrough::Passthrough;
 
 /// Inodes of attached catalogs start here, one span of ids each: above
 /// every inode of the namespace.
@@ -38,42 +43,6 @@ const CATALOG_FH: u64 = 0;
 /// A read that finds its spool version committed (and deleted) under it
 /// looks the file up again this many times.
 const SPOOL_RACE_RETRIES: usize = 3;
-
-/// Why an operation failed, before the FUSE layer makes it an errno.
-#[derive(Debug, Error)]
-pub enum FsError {
-    #[error(transparent)]
-    Namespace(#[from] NsError),
-    /// Not something this filesystem implements (xattrs; open and opendir
-    /// on a read-only mount, which the kernel then stops sending).
-    #[error("not implemented")]
-    Unsupported,
-    /// Rename flags the mount does not implement (`RENAME_EXCHANGE`, …).
-    #[error("unsupported rename flags")]
-    UnsupportedFlags,
-    #[error(transparent)]
-    Read(#[from] ReadError),
-    #[error(transparent)]
-    Write(WriteError),
-    /// A catalog's metadata of the entry is damaged.
-    #[error(transparent)]
-    Catalog(#[from] CatalogError),
-    #[error("reading spool file {}: {source}", path.display())]
-    SpoolRead {
-        path: std::path::PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-impl From<WriteError> for FsError {
-    fn from(e: WriteError) -> Self {
-        match e {
-            WriteError::Namespace(e) => FsError::Namespace(e),
-            e => FsError::Write(e),
-        }
-    }
-}
 
 /// Who owns every node of the mount.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,29 +59,6 @@ pub struct Stat {
     /// The node changes without going through the mount (the stats file):
     /// the kernel must not cache its attributes.
     pub volatile: bool,
-}
-
-/// How an open file is served.
-#[derive(Clone, Debug)]
-pub enum Opened {
-    /// No handle: reads need no per-open state. Only a read-only mount
-    /// answers this, as an error the kernel remembers (it then stops
-    /// sending OPEN and RELEASE at all, two round trips fewer per file).
-    Stateless,
-    /// A handle. With `direct_io` the kernel keeps no pages of the file
-    /// (its bytes change behind the mount's back); otherwise it keeps them
-    /// across opens (every change goes through this mount). With `flush`
-    /// the core hears of every `close(2)` of it ([`Fs::flush`]): a handle
-    /// open for writing journals its file then. One for reading needs no
-    /// such word, which spares every close a round trip.
-    Handle {
-        fh: u64,
-        direct_io: bool,
-        flush: bool,
-    },
-    /// A handle whose reads the kernel serves from `file`, a complete copy
-    /// of the file's bytes (passthrough), without the daemon.
-    Backing { fh: u64, file: Arc<std::fs::File> },
 }
 
 /// Changes `setattr` asks for.

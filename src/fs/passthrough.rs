@@ -23,10 +23,10 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tracing::{info, warn};
 
+use super::opened::Opened;
 use crate::cache::whole::{WholeCache, WholeKey};
 use crate::cache::Stats;
 use crate::dataset::{ItemData, ItemSource};
-use crate::fs::Opened;
 use crate::namespace::Ino;
 use crate::reader::ReadBytes;
 

@@ -20,9 +20,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use object_store::path::Path as ObjectPath;
+use thiserror::Error;
 
-use super::index::IndexWriter;
-use super::{index_path, Bundle, BundleError};
+use crate::bundle::index::IndexWriter;
+use crate::bundle::{index_path, Bundle, BundleError};
 use crate::dataset::Revision;
 use crate::format::bundle::{
     file_key, shard_key, shard_name, BundleConfig, Compression, FileMetadata, FileType, CONFIG_KEY,
@@ -30,7 +31,7 @@ use crate::format::bundle::{
 };
 use crate::packer::progress_bar;
 use crate::source_tree::SourceIoError;
-use crate::store::{Store, StoreConfig};
+use crate::store::{Store, StoreConfig, StoreError};
 pub use dataset::DatasetTree;
 use shard::Shard;
 use walk::Entry;
@@ -40,6 +41,67 @@ use walk::Entry;
 const DEFAULT_MAX_SHARDS: usize = 8;
 /// Largest `block_size` accepted: the shard header is one block.
 const MAX_BLOCK_SIZE: u64 = 64 << 20;
+
+/// Why a bundle could not be created. Each names the file or object and
+/// what is wrong with it.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum CreateError {
+    /// Writing the bundle's index, or reading a bundle already there,
+    /// failed.
+    #[error(transparent)]
+    Bundle(#[from] BundleError),
+    /// A local file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Entries of the source tree that cannot be bundled, each with its
+    /// path (and that nothing was written).
+    #[error("{}", .0.join("\n"))]
+    Source(Vec<String>),
+    /// A source directory or file could not be listed or read.
+    #[error(transparent)]
+    SourceIo(#[from] SourceIoError),
+    /// A source file's size changed between the scan and its reading, so
+    /// the bytes bundled would not be the file listed.
+    #[error(
+        "{} changed size while being bundled ({listed} bytes when listed, {now} now)",
+        path.display()
+    )]
+    Changed {
+        path: PathBuf,
+        listed: u64,
+        /// What was found: a number of bytes, or "more".
+        now: String,
+    },
+    /// The destination already holds a bundle, or part of one.
+    #[error("{location} already holds {what}: refusing to overwrite it (remove it, or choose another location)")]
+    Exists { location: String, what: String },
+    /// An option out of range, or a source or destination that cannot be
+    /// used.
+    #[error("{0}")]
+    Invalid(String),
+    /// A dataset, the source of a bundle, could not be read.
+    #[error(transparent)]
+    Dataset(#[from] crate::dataset::DatasetError),
+    /// A dataset's tree could not be built.
+    #[error(transparent)]
+    Tree(#[from] crate::tree::TreeError),
+    /// The path of a dataset's tree a bundle was asked of is not one of
+    /// its directories.
+    #[error("dataset {location} at {revision}: {source}")]
+    DatasetPath {
+        location: String,
+        revision: String,
+        #[source]
+        source: crate::tree::TreeError,
+    },
+}
 
 /// How a bundle is written. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]
@@ -104,13 +166,13 @@ impl BundleSource {
         src: &str,
         revision: &Revision,
         config: &StoreConfig,
-    ) -> Result<BundleSource, BundleError> {
+    ) -> Result<BundleSource, CreateError> {
         if let Some(tree) = DatasetTree::find(src, revision, config).await? {
             return Ok(BundleSource::Dataset(Box::new(tree)));
         }
         match Store::local_path(src)? {
             Some(dir) => Ok(BundleSource::Dir(dir)),
-            None => Err(BundleError::Invalid(format!(
+            None => Err(CreateError::Invalid(format!(
                 "{src}: no dataset there or above it (no refs under _packfs/refs); \
                  bundle create reads a local directory or a dataset"
             ))),
@@ -118,7 +180,7 @@ impl BundleSource {
     }
 
     /// Every entry of the tree, in the order its files go into the shards.
-    fn entries(&self) -> Result<Vec<Entry>, BundleError> {
+    fn entries(&self) -> Result<Vec<Entry>, CreateError> {
         match self {
             BundleSource::Dir(src) => walk::scan(src),
             BundleSource::Dataset(tree) => Ok(tree.entries()),
@@ -150,7 +212,7 @@ pub async fn create(
     location: &str,
     options: &CreateOptions,
     config: &StoreConfig,
-) -> Result<CreateReport, BundleError> {
+) -> Result<CreateReport, CreateError> {
     if let Some(dir) = Store::local_path(location)? {
         let options = options.clone();
         return crate::blocking::run(move || create_local(&src, &dir, &options)).await;
@@ -173,7 +235,7 @@ pub fn create_local(
     src: &BundleSource,
     dir: &Path,
     options: &CreateOptions,
-) -> Result<CreateReport, BundleError> {
+) -> Result<CreateReport, CreateError> {
     bundle_config(options, 0)?;
     if let BundleSource::Dir(src) = src {
         refuse_inside(src, dir)?;
@@ -220,9 +282,9 @@ pub fn create_local(
 /// `options`, checked as a reader checks it (packfs never writes a bundle
 /// it would refuse to read); the options that are not in it are checked
 /// too.
-fn bundle_config(options: &CreateOptions, shard_count: u32) -> Result<BundleConfig, BundleError> {
+fn bundle_config(options: &CreateOptions, shard_count: u32) -> Result<BundleConfig, CreateError> {
     use prost::Message;
-    let invalid = |m: String| Err(BundleError::Invalid(format!("invalid option: {m}")));
+    let invalid = |m: String| Err(CreateError::Invalid(format!("invalid option: {m}")));
     if options.shards == Some(0) {
         return invalid("--shards must be at least 1".into());
     }
@@ -288,7 +350,7 @@ fn write_shards(
     files: &[&Entry],
     parts: &[Range<usize>],
     options: &CreateOptions,
-) -> Result<Vec<Shard>, BundleError> {
+) -> Result<Vec<Shard>, CreateError> {
     let bytes = parts
         .iter()
         .flat_map(|p| &files[p.clone()])
@@ -342,7 +404,7 @@ fn write_shards(
     // failed with AlreadyExists, and that file is left alone.
     let mut first = None;
     for (i, result) in results {
-        let theirs = matches!(&result, Err(BundleError::Io { source, .. })
+        let theirs = matches!(&result, Err(CreateError::Io { source, .. })
             if source.kind() == std::io::ErrorKind::AlreadyExists);
         if !theirs {
             remove_shards(dir, i..i + 1);
@@ -368,7 +430,7 @@ fn write_index(
     config: &BundleConfig,
     entries: &[Entry],
     shards: &[Shard],
-) -> Result<u64, BundleError> {
+) -> Result<u64, CreateError> {
     let path = dir.join(INDEX_PATH);
     let index_dir = path.parent().expect("the index is in a directory");
     std::fs::create_dir_all(index_dir).map_err(io(index_dir))?;
@@ -405,9 +467,9 @@ fn write_index(
 }
 
 /// Fails if `dir` holds an index or a shard file.
-fn refuse_existing_files(dir: &Path) -> Result<(), BundleError> {
+fn refuse_existing_files(dir: &Path) -> Result<(), CreateError> {
     let exists = |what: String| {
-        Err(BundleError::Exists {
+        Err(CreateError::Exists {
             location: dir.display().to_string(),
             what,
         })
@@ -425,9 +487,9 @@ fn refuse_existing_files(dir: &Path) -> Result<(), BundleError> {
 }
 
 /// Fails if the bundle at `store`'s location has an index or a shard.
-async fn refuse_existing_objects(store: &Store, location: &str) -> Result<(), BundleError> {
+async fn refuse_existing_objects(store: &Store, location: &str) -> Result<(), CreateError> {
     let exists = |what: String| {
-        Err(BundleError::Exists {
+        Err(CreateError::Exists {
             location: location.to_string(),
             what,
         })
@@ -458,7 +520,7 @@ async fn upload(
     staging: &Path,
     shards: u32,
     progress: bool,
-) -> Result<(), BundleError> {
+) -> Result<(), CreateError> {
     let root = store.layout().root();
     let mut files: Vec<(PathBuf, ObjectPath)> = (0..shards)
         .map(|i| {
@@ -497,7 +559,7 @@ async fn upload(
 struct Staging(PathBuf);
 
 impl Staging {
-    fn new(parent: Option<&Path>) -> Result<Staging, BundleError> {
+    fn new(parent: Option<&Path>) -> Result<Staging, CreateError> {
         static COUNT: AtomicUsize = AtomicUsize::new(0);
         let parent = parent.map_or_else(std::env::temp_dir, Path::to_owned);
         std::fs::create_dir_all(&parent).map_err(io(&parent))?;
@@ -524,7 +586,7 @@ impl Drop for Staging {
 }
 
 /// Fails if `dir` is `src` or inside it: the bundle would bundle itself.
-fn refuse_inside(src: &Path, dir: &Path) -> Result<(), BundleError> {
+fn refuse_inside(src: &Path, dir: &Path) -> Result<(), CreateError> {
     let src = src.canonicalize().map_err(|source| SourceIoError {
         op: "read source",
         path: src.to_owned(),
@@ -551,7 +613,7 @@ fn refuse_inside(src: &Path, dir: &Path) -> Result<(), BundleError> {
         .rev()
         .fold(resolved, |path, name| path.join(name));
     if resolved.starts_with(&src) {
-        return Err(BundleError::Invalid(format!(
+        return Err(CreateError::Invalid(format!(
             "{} is inside the source {}: the bundle would contain itself",
             dir.display(),
             src.display()
@@ -560,15 +622,15 @@ fn refuse_inside(src: &Path, dir: &Path) -> Result<(), BundleError> {
     Ok(())
 }
 
-fn sync_dir(dir: &Path) -> Result<(), BundleError> {
+fn sync_dir(dir: &Path) -> Result<(), CreateError> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io(dir))
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BundleError {
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CreateError {
     let path = path.to_owned();
-    move |source| BundleError::Io { path, source }
+    move |source| CreateError::Io { path, source }
 }
 
 #[cfg(test)]

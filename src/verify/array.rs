@@ -5,8 +5,8 @@
 
 use futures::StreamExt;
 
-use super::cells::var_bounds;
-use super::{Array, Field, TileKind};
+use crate::array::cells::var_bounds;
+use crate::array::{Array, Field, TileKind};
 use crate::cache::BlockCache;
 use crate::format::tiledb::schema::ArrayType;
 

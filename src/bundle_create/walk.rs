@@ -4,7 +4,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::bundle::BundleError;
+use super::CreateError;
 use crate::format::bundle::FileAttributes;
 use crate::source_tree::{check_root, list_dir, problems_report, SourceIoError};
 
@@ -29,13 +29,13 @@ pub(super) struct Entry {
 /// shard. Fails with every entry that cannot be bundled (the rules of
 /// `packfs import`: names must be UTF-8, links to files are followed,
 /// links to directories and special files are refused).
-pub(super) fn scan(src: &Path) -> Result<Vec<Entry>, BundleError> {
+pub(super) fn scan(src: &Path) -> Result<Vec<Entry>, CreateError> {
     check_root(src)?;
     let mut entries = Vec::new();
     let mut problems = Vec::new();
     walk(src, "", &mut entries, &mut problems)?;
     match problems_report(problems) {
-        Some(report) => Err(BundleError::Source(report)),
+        Some(report) => Err(CreateError::Source(report)),
         None => Ok(entries),
     }
 }
@@ -114,7 +114,7 @@ mod tests {
         let fifo = std::ffi::CString::new(root.join("fifo").to_str().unwrap()).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
-        let Err(BundleError::Source(problems)) = scan(root) else {
+        let Err(CreateError::Source(problems)) = scan(root) else {
             panic!("scan accepted a link to a directory and a FIFO");
         };
         let text = problems.join("\n");
