@@ -13,7 +13,7 @@ use crate::cache::{FetchError, ObjectRef, RecordCodec, RecordRef};
 use crate::format::tiledb::filter::FilterPipeline;
 use crate::format::tiledb::fragment::{decode_u64_list, Footer, TileCodec, TimestampedName};
 use crate::format::tiledb::schema::{ArraySchema, ArrayType};
-use crate::format::tiledb::tile::TileType;
+use crate::format::tiledb::TileType;
 use crate::format::tiledb::{tile, Datatype, TileDbError};
 use crate::store::{Store, StoreError};
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use object_store::path::Path;
 
-use super::snapshot::{ChunkRef, Item, ItemData, ItemSource};
+use super::item::{ChunkRef, Item, ItemData, ItemSource};
 use crate::format::{
     check_pack, read_columns, Attrs, Columns, FormatError, FragmentEntry, ObjectId, Placement,
     Track, TrackDir, DEFAULT_MEDIA_TYPE,

@@ -6,6 +6,7 @@
 //! first, then Track objects, then the Manifest, and only then does the ref
 //! move. A crash at any point leaves the ref at a complete Manifest.
 
+mod item;
 mod items;
 mod merge;
 mod revision;
@@ -23,10 +24,11 @@ use crate::format::{
     FormatError, ItemManifest, Manifest, ObjectId, Track, TrackEntry, TRACK_KIND_FRAGMENT,
 };
 use crate::store::{Store, StoreConfig, StoreError};
+pub use item::{ChunkRef, Item, ItemData, ItemSource};
 pub use items::{ItemRef, ItemTable};
 pub use merge::{Conflict, MergeOutcome, MergePlan, MergeReport, MergedTracks};
 pub use revision::{Resolved, Revision, RevisionError, MIN_PREFIX};
-pub use snapshot::{ChunkRef, Item, ItemData, ItemSource, Snapshot, SnapshotTrack};
+pub use snapshot::{Snapshot, SnapshotTrack};
 pub use twins::Separated;
 
 /// Commits retried after losing a ref race to another writer.

@@ -27,8 +27,8 @@
 //! - Double delta packs a sign bit and `bitsize` magnitude bits per value
 //!   into `u64` words (little-endian) filled from the most significant bit.
 
-use super::tile::TileType;
-use super::{Cursor, Datatype, TileDbError};
+use super::datatype::{Datatype, TileType};
+use super::{Cursor, TileDbError};
 
 /// Filter type codes (`tiledb_filter_type_t`) as stored in a pipeline.
 mod code {

@@ -2,9 +2,9 @@
 //! `__fragment_metadata.tdb`, and the lists of tile offsets and sizes its
 //! generic tiles hold (format_spec/fragment.md).
 
+use super::datatype::TileType;
 use super::filter::FilterPipeline;
 use super::schema::{ArraySchema, MAX_VERSION, MIN_VERSION};
-use super::tile::TileType;
 use super::{Cursor, TileDbError};
 
 /// How the tiles of one data file decode: the file's filter pipeline and

@@ -8,13 +8,15 @@
 
 use thiserror::Error;
 
+mod datatype;
 pub mod filter;
 pub mod fragment;
 pub mod schema;
 pub mod tile;
 
+pub use datatype::{Datatype, TileType};
 pub use filter::{Filter, FilterPipeline};
-pub use tile::{decode_generic_tile, decode_tile, GenericTile, TileType};
+pub use tile::{decode_generic_tile, decode_tile, GenericTile};
 
 /// Why bytes of a TileDB array could not be decoded. `what` names the
 /// structure (and where known the file and offset) so a message points at
@@ -192,61 +194,5 @@ impl<'a> Cursor<'a> {
             ));
         }
         Ok(count as usize)
-    }
-}
-
-/// A TileDB datatype (`tiledb_datatype_t`), as stored in schemas and tile
-/// headers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Datatype(pub u8);
-
-impl Datatype {
-    // The codes packfs refers to by name; the others are handled by
-    // number (`size`, `is_integer`).
-    pub const INT32: Datatype = Datatype(0);
-    pub const INT64: Datatype = Datatype(1);
-    pub const FLOAT32: Datatype = Datatype(2);
-    pub const FLOAT64: Datatype = Datatype(3);
-    pub const CHAR: Datatype = Datatype(4);
-    pub const INT8: Datatype = Datatype(5);
-    pub const UINT8: Datatype = Datatype(6);
-    pub const INT16: Datatype = Datatype(7);
-    pub const UINT16: Datatype = Datatype(8);
-    pub const UINT32: Datatype = Datatype(9);
-    pub const UINT64: Datatype = Datatype(10);
-    pub const STRING_ASCII: Datatype = Datatype(11);
-    pub const STRING_UTF8: Datatype = Datatype(12);
-    pub const BLOB: Datatype = Datatype(40);
-    pub const BOOL: Datatype = Datatype(41);
-
-    /// Bytes of one value, or an error for a code TileDB does not define.
-    pub fn size(self) -> Result<usize, TileDbError> {
-        Ok(match self.0 {
-            0 | 2 | 9 => 4,
-            1 | 3 | 10 => 8,
-            4..=6 | 11 | 12 | 40 | 41 | 42 | 43 => 1,
-            7 | 8 | 13 | 15 => 2,
-            14 | 16 => 4,
-            17 => 1,
-            18..=39 => 8,
-            code => {
-                return Err(TileDbError::invalid(
-                    "datatype",
-                    format!("unknown datatype code {code}"),
-                ))
-            }
-        })
-    }
-
-    /// Whether values are integers (signed or not) of the datatype's size,
-    /// as the integer filters (delta, bit-width reduction) treat them.
-    /// Dates and times are 64-bit signed integers.
-    pub fn is_integer(self) -> bool {
-        matches!(self.0, 0 | 1 | 5..=10 | 18..=39)
-    }
-
-    /// Whether integer values are signed.
-    pub fn is_signed(self) -> bool {
-        matches!(self.0, 0 | 1 | 5 | 7 | 18..=39)
     }
 }

@@ -1,8 +1,9 @@
 //! The array schema (`__schema/<timestamped name>`): one generic tile
 //! whose bytes [`ArraySchema::decode`] reads (format_spec/array_schema.md).
 
+use super::datatype::Datatype;
 use super::filter::FilterPipeline;
-use super::{Cursor, Datatype, TileDbError};
+use super::{Cursor, TileDbError};
 
 /// `cell_val_num` of a var-sized attribute or dimension.
 pub const VAR_NUM: u32 = u32::MAX;

@@ -5,59 +5,9 @@
 //! given; neither panics on any input, so they are the fuzzing entry
 //! points of the format's binary side.
 
+use super::datatype::{Datatype, TileType};
 use super::filter::FilterPipeline;
-use super::{Cursor, Datatype, TileDbError};
-
-/// What the filters of a tile need to know of its values, as TileDB's
-/// reader has it: the filters' element width comes from the datatype, RLE
-/// repeats whole cells, and some filters changed with the format version.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TileType {
-    /// The field's datatype (the first filter's input type).
-    pub datatype: Datatype,
-    /// Bytes per cell: the datatype size times the values per cell for a
-    /// fixed-size field, the datatype size for var-sized data.
-    pub cell_size: u64,
-    /// Format version of the fragment (or generic tile) holding the tile.
-    pub format_version: u32,
-    /// Whether this is the data tile of a var-sized field, where TileDB
-    /// gives strings a layout of their own under RLE and dictionary.
-    pub var_data: bool,
-}
-
-impl TileType {
-    /// A tile of a fixed-size attribute or dimension.
-    pub fn fixed(datatype: Datatype, cell_size: u64, format_version: u32) -> TileType {
-        TileType {
-            datatype,
-            cell_size,
-            format_version,
-            var_data: false,
-        }
-    }
-
-    /// The data tile of a var-sized attribute or dimension.
-    pub fn var_data(datatype: Datatype, format_version: u32) -> Result<TileType, TileDbError> {
-        Ok(TileType {
-            datatype,
-            cell_size: datatype.size()? as u64,
-            format_version,
-            var_data: true,
-        })
-    }
-
-    /// The offsets tile of a var-sized field: one `u64` per cell, each
-    /// relative to the start of the var tile; the reader's extra closing
-    /// offset is not stored.
-    pub fn offsets(format_version: u32) -> TileType {
-        TileType::fixed(Datatype::UINT64, 8, format_version)
-    }
-
-    /// The validity tile of a nullable field: one `u8` per cell.
-    pub fn validity(format_version: u32) -> TileType {
-        TileType::fixed(Datatype::UINT8, 1, format_version)
-    }
-}
+use super::{Cursor, TileDbError};
 
 /// Bytes of a chunk header: original, filtered and metadata lengths.
 const CHUNK_HEADER: usize = 12;
