@@ -85,6 +85,8 @@ fn warm_page_cache(root: &Path, files: &Files) -> Result<()> {
 /// Measures the disk, tmpfs, fuse-ceiling, `--read-only` and the default
 /// mount in `config.runs` rounds, one after the other within a round.
 pub fn compare(bench: &Bench, tree: &ReadTree) -> Result<Comparison> {
+    // Built (if it must be) before the page cache is warmed, not after.
+    let ceiling_bin = bench.ceiling();
     warm_page_cache(&tree.src, &tree.files)?;
     let (ceiling_mnt, packfs_mnt) = (
         bench.mountpoint("mnt-ceiling")?,
@@ -94,8 +96,7 @@ pub fn compare(bench: &Bench, tree: &ReadTree) -> Result<Comparison> {
     let (src, files, bin) = (tree.src.as_path(), &tree.files, bench.bin.as_path());
     let small_pages = small_page_copy(src);
     let small_pages = small_pages.as_ref().map(|dir| dir.path());
-    let ceiling = bench
-        .ceiling()
+    let ceiling = ceiling_bin
         .map(|ceiling| move || FuseProcess::ceiling(ceiling, src, &ceiling_mnt))
         .map_err(Clone::clone);
     let packfs = || Daemon::mount(bin, &tree.dataset, &packfs_mnt);
