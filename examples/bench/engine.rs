@@ -1,5 +1,4 @@
-//! Issue 14's engine row: the copy direct write saves, in process (no
-//! mount). A shard-like 1 MiB read (tar-like members: a 512-byte header
+//! The engine: the copy direct write saves, in process (no mount). A shard-like 1 MiB read (tar-like members: a 512-byte header
 //! from memory, then the member's bytes from one of two packs, then PAD to
 //! the next 512 bytes) is executed over warm cached blocks of the real
 //! block cache, by the staging path every program took before direct write
@@ -8,11 +7,21 @@
 //! (`execute_into`, as the FUSE handler does) and into a new buffer
 //! (`execute`, as `Reader::read` does).
 
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use object_store::memory::InMemory;
+use object_store::path::Path as ObjectPath;
+use packfs::cache::CacheOptions;
 use packfs::engine::{ByteRangeMap, ByteRangeProgram, CoalesceLimits, Run, SourceIndex};
 use packfs::extents::{Extents, Source};
 use packfs::reader::Reader;
+use packfs::store::Store;
+use tokio::runtime::Runtime;
 
-use super::*;
+use crate::table::{print_table, row, show_ratio};
+use crate::{median_by, progress, Result};
 
 /// The destination of one read.
 const DEST_LEN: u64 = 1 << 20;
@@ -113,7 +122,7 @@ fn copied(program: &ByteRangeProgram, block_size: u64) -> Copied {
 }
 
 /// Runs the rows.
-pub fn engine_bench(runtime: &Runtime) -> Result<EngineBench> {
+pub fn measure(runtime: &Runtime) -> Result<EngineBench> {
     progress("engine: a shard-like 1 MiB read, staged against direct write");
     let store =
         Store::from_object_store(Arc::new(InMemory::new()), ObjectPath::default(), "memory");
@@ -188,8 +197,7 @@ pub fn engine_bench(runtime: &Runtime) -> Result<EngineBench> {
 }
 
 /// The engine table.
-pub fn print_issue14(bench: &EngineBench) {
-    println!("\n## Issue 14: direct write against staging, one shard-like read in process\n");
+pub fn print(bench: &EngineBench) {
     // The best round is the one least disturbed by the rest of the
     // machine; the median says how disturbed.
     let per_mib = |secs: &[f64]| {
@@ -217,18 +225,18 @@ pub fn print_issue14(bench: &EngineBench) {
     let rows = [
         timed(
             format!(
-                "14. 1 MiB shard read ({} runs, {} pieces, 2 packs + headers, PAD), \
+                "1 MiB shard read ({} runs, {} pieces, 2 packs + headers, PAD), \
                  direct into a reused buffer",
                 bench.runs, bench.pieces
             ),
             direct,
         ),
         timed(
-            "14. the same, direct into a new zeroed buffer (`execute`)".into(),
+            "the same, direct into a new zeroed buffer (`execute`)".into(),
             fresh,
         ),
         row(
-            "14. bytes written per MiB read (from the program)".into(),
+            "bytes written per MiB read (from the program)".into(),
             format!("direct {:.2} MiB", mib(bench.copied.direct)),
             format!("staged {:.2} MiB", mib(bench.copied.staged)),
             show_ratio(
@@ -239,8 +247,10 @@ pub fn print_issue14(bench: &EngineBench) {
             "—".into(),
         ),
     ];
-    print_table(&rows);
-    println!();
+    print_table(
+        "Engine: direct write against staging, one shard-like read in process",
+        &rows,
+    );
     println!(
         "Best (and median) of {ROUNDS} rounds of {READS_PER_ROUND} reads per path, paths taking \
          turns; ratios of the best. Every block is cached, so this is the engine's and the \

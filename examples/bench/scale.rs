@@ -1,13 +1,24 @@
-//! Issue 15's scale rows (`--only-scale` runs just these): mounts of 1M, 3M
-//! and 10M tiny items (`--quick`: 100k, 300k, 1M) — mount ready, `find |
-//! wc -l`, the daemon's VmHWM, and `ls -lR` at the smallest count — and
-//! `packfs import` of 1M small files (`--quick`: 100k) against `tar -cf` of
-//! the same tree on the same disk, with the peak RSS of each.
+//! Scale: mounts of 1M, 3M and 10M tiny items (`--quick`: 100k, 300k,
+//! 1M; `--scale-items` chooses) — mount ready, `find | wc -l`, the
+//! daemon's VmHWM, and `ls -lR` at the first count — and `packfs import`
+//! of as many small files as the first count (left out with `--no-import`)
+//! against `tar -cf` of the same tree on the same disk, with the peak RSS
+//! of each.
 //!
-//! Mounts of the smallest count run `--runs` rounds (medians shown); the
-//! larger ones and the import run once (each takes minutes).
+//! Mounts of the first count run `--runs` rounds (medians shown); the
+//! others and the import run once (each takes minutes).
 
-use super::*;
+use std::ffi::OsStr;
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::data::{build_many, tiny_paths, write_random_file, Rng};
+use crate::mounts::Daemon;
+use crate::readers::{time_ls_lr, timed_find};
+use crate::table::{met, mib, print_table, row, secs, show_ratio, thousands, Bar};
+use crate::{progress, Bench, Result};
 
 /// Items per directory level of the import tree.
 const IMPORT_DIRS: usize = 1000;
@@ -16,7 +27,7 @@ const IMPORT_MIN: u64 = 100;
 const IMPORT_MAX: u64 = 1000;
 
 /// One item count's figures (medians over its rounds).
-pub struct ScaleRow {
+struct ScaleRow {
     items: usize,
     rounds: usize,
     mount: Duration,
@@ -32,7 +43,7 @@ pub struct ScaleRow {
 type Pass = (Duration, Duration, u64, Option<(Duration, u64)>);
 
 /// `packfs import` against `tar -cf` of the same tree.
-pub struct ImportRow {
+struct ImportRow {
     files: usize,
     import_secs: f64,
     import_kib: u64,
@@ -40,24 +51,20 @@ pub struct ImportRow {
     tar_kib: u64,
 }
 
+/// What [`measure`] measured: a row per item count, and the import.
 pub struct ScaleBench {
     rows: Vec<ScaleRow>,
     import: Option<ImportRow>,
 }
 
-pub fn scale_bench(
-    config: &Config,
-    runtime: &Runtime,
-    bin: &Path,
-    work: &Path,
-    mountpoint: &dyn Fn(&str) -> Result<PathBuf>,
-) -> Result<ScaleBench> {
+pub fn measure(bench: &Bench) -> Result<ScaleBench> {
+    let (config, bin, work) = (&bench.config, bench.bin.as_path(), bench.work());
     let counts = match (&config.scale_items, config.quick) {
         (Some(counts), _) => counts.clone(),
         (None, false) => vec![1_000_000, 3_000_000, 10_000_000],
         (None, true) => vec![100_000, 300_000, 1_000_000],
     };
-    let mnt = mountpoint("mnt-scale")?;
+    let mnt = bench.mountpoint("mnt-scale")?;
     let mut rows = Vec::new();
     for (k, &n) in counts.iter().enumerate() {
         let dataset = work.join(format!("dataset-scale-{n}"));
@@ -65,7 +72,7 @@ pub fn scale_bench(
             "scale: building a dataset of {} items",
             thousands(n)
         ));
-        runtime.block_on(build_many(&dataset, n))?;
+        bench.runtime.block_on(build_many(&dataset, n))?;
         let rounds = if k == 0 { config.runs } else { 1 };
         let mut passes = Vec::new();
         for round in 0..rounds {
@@ -75,13 +82,7 @@ pub fn scale_bench(
                 round + 1
             ));
             let daemon = Daemon::mount(bin, &dataset, &mnt)?;
-            let start = Instant::now();
-            let lines = count_find_lines(&mnt)?;
-            let find = start.elapsed();
-            let expected = 3 + TINY_DIRS.min(n) + n;
-            if lines != expected {
-                return Err(format!("find listed {lines} paths, expected {expected}").into());
-            }
+            let find = timed_find(&mnt, tiny_paths(n))?;
             let (_, hwm) = daemon.memory_kib()?;
             let mount = daemon.mount_time;
             drop(daemon);
@@ -152,12 +153,11 @@ fn import_vs_tar(bin: &Path, work: &Path, files: usize) -> Result<ImportRow> {
         if i < IMPORT_DIRS {
             fs::create_dir_all(&dir)?;
         }
-        let len = (IMPORT_MIN + rng.next() % (IMPORT_MAX - IMPORT_MIN + 1)) as usize;
-        rng.fill(&mut buf[..len]);
-        fs::write(dir.join(format!("f{i:07}.bin")), &buf[..len])?;
+        let path = dir.join(format!("f{i:07}.bin"));
+        write_random_file(&path, IMPORT_MIN..=IMPORT_MAX, &mut rng, &mut buf)?;
     }
     // Both read the tree from a warm page cache and write to the same disk.
-    let timed = |what: &str, args: &[&std::ffi::OsStr]| -> Result<(f64, u64)> {
+    let timed = |what: &str, args: &[&OsStr]| -> Result<(f64, u64)> {
         let report = work.join("time-report");
         let start = Instant::now();
         let status = Command::new("/usr/bin/time")
@@ -217,8 +217,8 @@ fn import_vs_tar(bin: &Path, work: &Path, files: usize) -> Result<ImportRow> {
     })
 }
 
-pub fn print_issue15(b: &ScaleBench) {
-    println!("\n## Issue 15: 10 million items in one mount, import at scale\n");
+pub fn print(b: &ScaleBench) {
+    let title = "Scale: millions of items in one mount, import of many files";
     let blank = || "—".to_string();
     let mut rows = Vec::new();
     let largest = b.rows.iter().map(|r| r.items).max().unwrap_or(0);
@@ -227,7 +227,7 @@ pub fn print_issue15(b: &ScaleBench) {
         let at_target = r.items == largest;
         let per_item = r.find_hwm_kib as f64 * 1024.0 / r.items as f64;
         rows.push(row(
-            format!("15.2 {n} items: mount ready ({} rounds)", r.rounds),
+            format!("{n} items: mount ready ({} rounds)", r.rounds),
             secs(r.mount),
             blank(),
             blank(),
@@ -238,7 +238,7 @@ pub fn print_issue15(b: &ScaleBench) {
             },
         ));
         rows.push(row(
-            format!("15.2 {n} items: `find MNT | wc -l` (checked)"),
+            format!("{n} items: `find MNT | wc -l` (checked)"),
             secs(r.find),
             blank(),
             blank(),
@@ -249,7 +249,7 @@ pub fn print_issue15(b: &ScaleBench) {
             },
         ));
         rows.push(row(
-            format!("15.2 {n} items: daemon VmHWM after find"),
+            format!("{n} items: daemon VmHWM after find"),
             format!("{} ({per_item:.0} B/item)", mib(r.find_hwm_kib)),
             blank(),
             blank(),
@@ -264,7 +264,7 @@ pub fn print_issue15(b: &ScaleBench) {
         ));
         if let Some((ls, hwm)) = r.ls {
             rows.push(row(
-                format!("15.2 {n} items: `ls -lR MNT` (fresh mount; VmHWM after)"),
+                format!("{n} items: `ls -lR MNT` (fresh mount; VmHWM after)"),
                 format!("{} ({})", secs(ls), mib(hwm)),
                 blank(),
                 blank(),
@@ -274,13 +274,12 @@ pub fn print_issue15(b: &ScaleBench) {
         }
     }
     let Some(i) = &b.import else {
-        print_table(&rows);
-        return;
+        return print_table(title, &rows);
     };
     let ratio = i.tar_secs / i.import_secs;
     rows.push(row(
         format!(
-            "15.3 `packfs import` of {} files of {IMPORT_MIN}–{IMPORT_MAX} B (peak RSS)",
+            "`packfs import` of {} files of {IMPORT_MIN}–{IMPORT_MAX} B (peak RSS)",
             thousands(i.files)
         ),
         format!(
@@ -299,8 +298,7 @@ pub fn print_issue15(b: &ScaleBench) {
         "≥ 1.0×",
         met(Some(ratio), Bar::AtLeast(1.0)),
     ));
-    print_table(&rows);
-    println!();
+    print_table(title, &rows);
     println!(
         "Peak memory of the import per file: {:.0} B.",
         i.import_kib as f64 * 1024.0 / i.files as f64

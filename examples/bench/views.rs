@@ -1,12 +1,26 @@
-//! Issue 14's rows: the WebDataset view. A dataset of samples (an `image`
-//! of 16–64 KiB and a `caption` of ~100 B each) is read three ways on a
+//! Views: the WebDataset view. A dataset of samples (an `image` of
+//! 16–64 KiB and a `caption` of ~100 B each) is read three ways on a
 //! fresh mount each time, 1 reader: as files, sample by sample (image,
 //! then caption: what a loader over files does); as the view's tar shards
 //! in key order; and as shards of a seeded global shuffle. Once from the
 //! local directory store, once from a store that waits 20 ms per GET.
 
-use super::*;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use object_store::path::Path as ObjectPath;
 use packfs::catalog::view::NamedView;
+use packfs::dataset::Dataset;
+use packfs::mount::{self, MountOptions};
+use packfs::store::Store;
+
+use crate::cli::Config;
+use crate::data::{delayed_store, import_tree, Rng, GET_LATENCY, SMALL_MAX, SMALL_MIN};
+use crate::mounts::{counter, Daemon, Mounted};
+use crate::readers::{read_checked, Scan, READ_SIZE};
+use crate::table::{mb, met, print_table, row, show_ratio, thousands, Bar};
+use crate::{median_by, progress, Bench, Result};
 
 /// Samples in the benchmark dataset (`--quick`: a fifth).
 const SAMPLES: usize = 5_000;
@@ -21,7 +35,7 @@ struct Pass {
     gets: u64,
 }
 
-/// What [`views_bench`] measured, per store: files, shards, shuffled.
+/// What [`measure`] measured, per store: files, shards, shuffled.
 pub struct ViewsBench {
     local: [Vec<Pass>; 3],
     delayed: [Vec<Pass>; 3],
@@ -110,11 +124,7 @@ fn scan_shards(root: &Path, items: u64) -> Result<Scan> {
 /// GETs so far, from the mount's `.packfs/stats`.
 fn gets(root: &Path) -> Result<u64> {
     let stats = fs::read_to_string(root.join(".packfs/stats"))?;
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix("gets").map(|v| v.trim().parse()))
-        .ok_or("no gets in .packfs/stats")?
-        .map_err(Into::into)
+    Ok(counter(&stats, "gets").ok_or("no gets in .packfs/stats")?)
 }
 
 /// Pass `kind` (an index of [`KINDS`]) over the mount at `root`.
@@ -139,51 +149,38 @@ fn view_args(kind: usize) -> Vec<&'static str> {
 
 /// Writes and imports the samples, then in `config.runs` rounds each pass
 /// on a fresh mount of the local store and of a 20 ms-per-GET store.
-pub fn views_bench(
-    config: &Config,
-    runtime: &Runtime,
-    bin: &Path,
-    work: &Path,
-    mountpoint: &dyn Fn(&str) -> Result<PathBuf>,
-) -> Result<ViewsBench> {
+pub fn measure(bench: &Bench) -> Result<ViewsBench> {
+    let (config, bin, work) = (&bench.config, bench.bin.as_path(), bench.work());
     let count = if config.quick { SAMPLES / 5 } else { SAMPLES };
     progress(format!(
-        "issue 14: writing {} samples (image + caption)",
+        "views: writing {} samples (image + caption)",
         thousands(count)
     ));
     let src = work.join("views-src");
     let samples = write_samples(&src, count)?;
     let items: u64 = samples.iter().map(|(_, i, c)| i + c).sum();
     let dataset = work.join("views-dataset");
-    runtime.block_on(import_tree(&src, &dataset))?;
-    let memory = Arc::new(InMemory::new());
-    runtime.block_on(copy_into(&dataset, memory.as_ref()))?;
-    let delayed: Arc<dyn ObjectStore> = Arc::new(FaultyStore::new(
-        memory,
-        Arc::new(Faults {
-            get_delay: GET_LATENCY,
-            ..Faults::default()
-        }),
-    ));
-    let mnt = mountpoint("mnt-views")?;
-    let mut bench = ViewsBench {
+    bench.runtime.block_on(import_tree(&src, &dataset))?;
+    let delayed = delayed_store(&bench.runtime, &dataset)?;
+    let mnt = bench.mountpoint("mnt-views")?;
+    let mut measured = ViewsBench {
         local: Default::default(),
         delayed: Default::default(),
     };
     for round in 1..=config.runs {
         for (kind, name) in KINDS.iter().enumerate() {
             progress(format!(
-                "issue 14 (round {round} of {}): {name}, local store",
+                "views (round {round} of {}): {name}, local store",
                 config.runs
             ));
             let mut args = vec!["--read-only"];
             args.extend(view_args(kind));
             let daemon = Daemon::mount_with(bin, &dataset, &mnt, &args)?;
-            bench.local[kind].push(pass(kind, daemon.root(), &samples, items)?);
+            measured.local[kind].push(pass(kind, daemon.root(), &samples, items)?);
             drop(daemon);
 
             progress(format!(
-                "issue 14 (round {round} of {}): {name}, {GET_LATENCY:?} per GET",
+                "views (round {round} of {}): {name}, {GET_LATENCY:?} per GET",
                 config.runs
             ));
             let store = Store::from_object_store(
@@ -203,14 +200,13 @@ pub fn views_bench(
             let handle = mount::spawn(Dataset::from_store(store), &mnt, &options)?;
             let result = pass(kind, &mnt, &samples, items);
             handle.unmount()?;
-            bench.delayed[kind].push(result?);
+            measured.delayed[kind].push(result?);
         }
     }
-    Ok(bench)
+    Ok(measured)
 }
 
-pub fn print_issue14(config: &Config, b: &ViewsBench) {
-    println!("\n## Issue 14: WebDataset shards synthesized from the packs\n");
+pub fn print(config: &Config, b: &ViewsBench) {
     let mut rows = Vec::new();
     for (store, passes) in [("local store", &b.local), ("20 ms per GET", &b.delayed)] {
         let median = |kind: usize| *median_by(&passes[kind], |p| p.scan.mb_per_sec());
@@ -223,7 +219,7 @@ pub fn print_issue14(config: &Config, b: &ViewsBench) {
             )
         };
         rows.push(row(
-            format!("14. 1st pass, shards in key order, {store}"),
+            format!("1st pass, shards in key order, {store}"),
             show(&shards),
             format!("items as files {}", show(&files)),
             show_ratio(
@@ -236,7 +232,7 @@ pub fn print_issue14(config: &Config, b: &ViewsBench) {
         let ratio = shuffled.scan.mb_per_sec() / shards.scan.mb_per_sec();
         let target = store != "local store";
         rows.push(row(
-            format!("14. 1st pass, shuffled shards (shuffle=1), {store}"),
+            format!("1st pass, shuffled shards (shuffle=1), {store}"),
             show(&shuffled),
             format!("shards in key order {}", mb(shards.scan.mb_per_sec())),
             show_ratio(Some(ratio), "key order"),
@@ -247,8 +243,7 @@ pub fn print_issue14(config: &Config, b: &ViewsBench) {
             },
         ));
     }
-    print_table(&rows);
-    println!();
+    print_table("Views: WebDataset shards synthesized from the packs", &rows);
     println!(
         "Medians of {} rounds, 1 reader, each pass on a fresh mount (empty block cache). \
          Files: every sample's `image` (16–64 KiB) then its `caption` (~100 B), by key. \

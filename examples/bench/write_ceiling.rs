@@ -1,4 +1,4 @@
-//! The write ceiling of measurement 5: a FUSE filesystem that keeps what
+//! The write ceiling of the writes scenario: a FUSE filesystem that keeps what
 //! is written to it in RAM and does nothing else (no spool, no journal, no
 //! commit), mounted in this process with the same `fuser` settings as a
 //! read-write packfs mount. `cp -r` and `tar -x` into it cost only the

@@ -1,10 +1,25 @@
-//! Issue 13's rows: a sparse TileDB array of 5,000 `image` blobs (4–40
-//! KiB), written by the Python `tiledb` package, scanned through a packfs
-//! mount (every cell file read once, on a fresh mount) against TileDB
-//! reading the same cells in Python: one query for all of them, and one
-//! query per cell in id order, as a loader indexing samples reads.
+//! Arrays: a sparse TileDB array of 5,000 `image` blobs (4–40 KiB),
+//! written by the Python `tiledb` package, scanned through a packfs mount
+//! (every cell file read once, on a fresh mount) against TileDB reading
+//! the same cells in Python: one query for all of them, and one query per
+//! cell in id order, as a loader indexing samples reads. Without the
+//! package (`.ci-venv-tiledb`, which `.ci/run` makes, or
+//! `PACKFS_TILEDB_PYTHON`) the scenario says so and measures nothing.
 
-use super::*;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::cli::Config;
+use crate::data::path_str;
+use crate::mounts::{Daemon, Mounted};
+use crate::readers::{scan_dir, Scan, SCAN_READERS};
+use crate::table::{
+    mb, plain_row, print_table, readers_label, row, show_ratio, show_scan, thousands,
+};
+use crate::{median_by, progress, Bench, Result};
 
 /// Cells in the benchmark array.
 const CELLS: usize = 5_000;
@@ -16,7 +31,7 @@ struct TileDbPass {
     per_sample_secs: f64,
 }
 
-/// What [`array_bench`] measured.
+/// What [`measure`] measured.
 pub struct ArrayBench {
     scans1: Vec<Scan>,
     scans8: Vec<Scan>,
@@ -67,22 +82,18 @@ fn json_number(json: &str, key: &str) -> Result<f64> {
 /// Writes the array, then in `config.runs` rounds: a fresh mount scanned
 /// by 1 reader, a fresh mount scanned by 8, and TileDB's pass. `None`
 /// (with the reason printed) without the `tiledb` package.
-pub fn array_bench(
-    config: &Config,
-    bin: &Path,
-    work: &Path,
-    mountpoint: &dyn Fn(&str) -> Result<PathBuf>,
-) -> Result<Option<ArrayBench>> {
+pub fn measure(bench: &Bench) -> Result<Option<ArrayBench>> {
+    let (config, bin, work) = (&bench.config, bench.bin.as_path(), bench.work());
     let python = match python() {
         Ok(python) => python,
         Err(why) => {
-            progress(format!("issue 13: skipped: {why}"));
+            progress(format!("arrays: skipped: {why}"));
             return Ok(None);
         }
     };
     let array = work.join("tiledb-array");
     progress(format!(
-        "issue 13: writing a TileDB array of {} image cells",
+        "arrays: writing a TileDB array of {} image cells",
         thousands(CELLS)
     ));
     tiledb(
@@ -98,7 +109,7 @@ pub fn array_bench(
             Ok((OsString::from(name), size.parse()?))
         })
         .collect::<Result<_>>()?;
-    let mnt = mountpoint("mnt-tiledb")?;
+    let mnt = bench.mountpoint("mnt-tiledb")?;
     let mut bench = ArrayBench {
         scans1: Vec::new(),
         scans8: Vec::new(),
@@ -107,7 +118,7 @@ pub fn array_bench(
     };
     for round in 1..=config.runs {
         progress(format!(
-            "issue 13 (round {round} of {}): first passes over the image cells",
+            "arrays (round {round} of {}): first passes over the image cells",
             config.runs
         ));
         for readers in [1, SCAN_READERS] {
@@ -130,11 +141,15 @@ pub fn array_bench(
     Ok(Some(bench))
 }
 
-pub fn print_issue13(config: &Config, bench: Option<&ArrayBench>) {
-    println!("\n## Issue 13: a TileDB array through packfs against TileDB itself\n");
+/// The table; `None` when the Python `tiledb` package is missing.
+pub fn print(config: &Config, bench: Option<&ArrayBench>) {
+    let title = "Arrays: a TileDB array through packfs against TileDB itself";
     let Some(b) = bench else {
-        println!("Not measured: the Python `tiledb` package is missing (see the progress lines).");
-        return;
+        let skipped = plain_row(
+            "TileDB array scans".into(),
+            "skipped: the Python `tiledb` package is missing (see the progress lines)".into(),
+        );
+        return print_table(title, &[skipped]);
     };
     let t = median_by(&b.tiledb, |t| t.all_secs);
     let all = t.all_secs;
@@ -145,7 +160,7 @@ pub fn print_issue13(config: &Config, bench: Option<&ArrayBench>) {
         let s = median_by(scans, Scan::files_per_sec);
         rows.push(row(
             format!(
-                "13. 1st pass over {} `image` cells (4–40 KiB), {}",
+                "1st pass over {} `image` cells (4–40 KiB), {}",
                 thousands(s.files),
                 readers_label(readers)
             ),
@@ -165,16 +180,11 @@ pub fn print_issue13(config: &Config, bench: Option<&ArrayBench>) {
         ));
     }
     let mount = median_by(&b.mount_secs, |s| *s);
-    rows.push(row(
-        "13. mount ready (`packfs mount` returns)".into(),
+    rows.push(plain_row(
+        "mount ready (`packfs mount` returns)".into(),
         format!("{mount:.2} s"),
-        "—".into(),
-        "—".into(),
-        "—",
-        "—".into(),
     ));
-    print_table(&rows);
-    println!();
+    print_table(title, &rows);
     println!(
         "Medians of {} rounds. Each packfs pass is on a fresh mount (empty block cache) and \
          includes listing `image/`; TileDB's is a fresh process's first open, timed inside \

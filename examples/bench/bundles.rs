@@ -1,9 +1,28 @@
-//! Issue 12's rows: a DataBundle (zstd) against a packfs dataset of the
-//! same compressible tree, in the same run: how long each takes to write
-//! and how big it is, first-pass scans of the small files, random 4 KiB
-//! reads in the big file, and mount time and `find` of 1M tiny files.
+//! Bundles: a DataBundle (`packfs bundle create`, zstd) against a packfs
+//! dataset of the same compressible tree, in the same run: how long each
+//! takes to write and how big it is, first-pass scans of the small files,
+//! random 4 KiB reads in the big file, and mount time and `find` of 1M
+//! tiny files bundled, against the many-items dataset.
 
-use super::*;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::cli::Config;
+use crate::data::{Files, Rng, BIG_ITEM, SMALL_DIR, SMALL_MAX, SMALL_MIN, TINY_DIRS};
+use crate::many_items::ManyItems;
+use crate::mounts::{Daemon, Mounted};
+use crate::readers::{
+    random_preads, scan, timed_find, Preads, Scan, PREADS, READ_SIZE, SCAN_READERS,
+};
+use crate::table::{
+    gb, plain_row, print_table, readers_label, row, secs, show_preads, show_ratio, show_scan,
+    thousands,
+};
+use crate::{median_by, progress, Bench, Result};
 
 /// Figures of one side (dataset or bundle).
 #[derive(Default)]
@@ -15,7 +34,7 @@ struct Side {
     preads: Vec<Preads>,
 }
 
-/// What [`bundle_bench`] measured.
+/// What [`measure`] measured.
 pub struct BundleBench {
     source_bytes: u64,
     dataset: Side,
@@ -31,25 +50,21 @@ struct ManyBundle {
     find_time: Duration,
 }
 
-/// Writes a compressible tree shaped like the first table's (so the same
+/// Writes a compressible tree shaped like the read tree (so the same
 /// scans and reads run on it), imports it and bundles it, then measures
 /// both mounts in `config.runs` rounds, each on fresh mounts.
-pub fn bundle_bench(
-    config: &Config,
-    bin: &Path,
-    work: &Path,
-    mountpoint: &dyn Fn(&str) -> Result<PathBuf>,
-) -> Result<BundleBench> {
+pub fn measure(bench: &Bench) -> Result<BundleBench> {
+    let (config, bin, work) = (&bench.config, bench.bin.as_path(), bench.work());
     let src = work.join("bundle-src");
     let files = compressible_tree(&src, config)?;
     let source_bytes = files.big_len + files.small.values().sum::<u64>();
     let (dataset_dir, bundle_dir) = (work.join("bundle-dataset"), work.join("bundle"));
     let mut dataset = Side::default();
     let mut bundle = Side::default();
-    progress("issue 12: packfs import of the compressible tree");
+    progress("bundles: packfs import of the compressible tree");
     dataset.write_secs = timed_packfs(bin, &["import", "--no-progress"], &src, &dataset_dir)?;
     dataset.stored_bytes = tree_bytes(&dataset_dir)?;
-    progress("issue 12: packfs bundle create (zstd) of the same tree");
+    progress("bundles: packfs bundle create (zstd) of the same tree");
     bundle.write_secs = timed_packfs(
         bin,
         &["bundle", "create", "--no-progress"],
@@ -57,10 +72,13 @@ pub fn bundle_bench(
         &bundle_dir,
     )?;
     bundle.stored_bytes = tree_bytes(&bundle_dir)?;
-    let (ds_mnt, b_mnt) = (mountpoint("mnt-b-dataset")?, mountpoint("mnt-bundle")?);
+    let (ds_mnt, b_mnt) = (
+        bench.mountpoint("mnt-b-dataset")?,
+        bench.mountpoint("mnt-bundle")?,
+    );
     for round in 1..=config.runs {
         progress(format!(
-            "issue 12 (round {round} of {}): scans and preads",
+            "bundles (round {round} of {}): scans and preads",
             config.runs
         ));
         for (side, location, mnt) in [
@@ -84,7 +102,7 @@ pub fn bundle_bench(
         false => Some(many_bundle(
             bin,
             work,
-            &mountpoint("mnt-many-bundle")?,
+            &bench.mountpoint("mnt-many-bundle")?,
             config.tiny_items,
         )?),
     };
@@ -110,7 +128,7 @@ fn fill_compressible(rng: &mut Rng, buf: &mut [u8]) {
 
 fn compressible_tree(root: &Path, config: &Config) -> Result<Files> {
     progress(format!(
-        "issue 12: writing {} compressible small items and a {} MiB one under {}",
+        "bundles: writing {} compressible small items and a {} MiB one under {}",
         thousands(config.small_files),
         config.cold_big_bytes >> 20,
         root.display()
@@ -169,10 +187,10 @@ fn tree_bytes(dir: &Path) -> Result<u64> {
     Ok(total)
 }
 
-/// `items` tiny files (as in the first table's 1M-item rows, in
+/// `items` tiny files (as in the many-items dataset, in
 /// `TINY_DIRS` directories) bundled, mounted, and listed with `find`.
 fn many_bundle(bin: &Path, work: &Path, mnt: &Path, items: usize) -> Result<ManyBundle> {
-    progress(format!("issue 12: writing {} tiny files", thousands(items)));
+    progress(format!("bundles: writing {} tiny files", thousands(items)));
     let src = work.join("many-bundle-src");
     for d in 0..TINY_DIRS.min(items) {
         fs::create_dir_all(src.join(format!("d{d:04}")))?;
@@ -182,19 +200,14 @@ fn many_bundle(bin: &Path, work: &Path, mnt: &Path, items: usize) -> Result<Many
         let path = src.join(format!("d{:04}/item-{i:06}.jpg", i % TINY_DIRS));
         fs::write(path, bytes)?;
     }
-    progress("issue 12: bundling them");
+    progress("bundles: bundling them");
     let bundle = work.join("many-bundle");
     let create_secs = timed_packfs(bin, &["bundle", "create", "--no-progress"], &src, &bundle)?;
     fs::remove_dir_all(&src)?;
-    progress("issue 12: mounting the bundle and running find");
+    progress("bundles: mounting the bundle and running find");
     let daemon = Daemon::mount(bin, &bundle, mnt)?;
-    let start = Instant::now();
-    let lines = count_find_lines(mnt)?;
-    let find_time = start.elapsed();
-    let expected = 1 + TINY_DIRS.min(items) + items;
-    if lines != expected {
-        return Err(format!("find listed {lines} paths of the bundle, expected {expected}").into());
-    }
+    // The mountpoint, the directories and the files.
+    let find_time = timed_find(mnt, 1 + TINY_DIRS.min(items) + items)?;
     Ok(ManyBundle {
         files: items,
         create_secs,
@@ -211,13 +224,13 @@ fn median_preads(preads: &[Preads]) -> Preads {
     *median_by(preads, |p| p.per_sec)
 }
 
-/// The table of issue 12.
-pub fn print_issue12(config: &Config, b: &BundleBench, many: Option<&ManyItems>) {
+/// The table; `many` is the many-items dataset the 1M-file bundle is set
+/// against.
+pub fn print(config: &Config, b: &BundleBench, many: Option<&ManyItems>) {
     let (d, z) = (&b.dataset, &b.bundle);
-    let gb = |bytes: u64| format!("{:.3} GB", bytes as f64 / 1e9);
     let mut rows = vec![
         row(
-            "12. write the compressible tree: `bundle create` (zstd) vs `import`".into(),
+            "write the compressible tree: `bundle create` (zstd) vs `import`".into(),
             format!(
                 "{:.2} s, {} MB/s",
                 z.write_secs,
@@ -233,7 +246,7 @@ pub fn print_issue12(config: &Config, b: &BundleBench, many: Option<&ManyItems>)
             "—".into(),
         ),
         row(
-            "12. bytes stored (source: the tree's file bytes)".into(),
+            "bytes stored (source: the tree's file bytes)".into(),
             format!("bundle {}", gb(z.stored_bytes)),
             format!(
                 "dataset {} · source {}",
@@ -256,7 +269,7 @@ pub fn print_issue12(config: &Config, b: &BundleBench, many: Option<&ManyItems>)
         let (zs, ds) = (median_scan(zs), median_scan(ds));
         rows.push(row(
             format!(
-                "12. 1st pass over {} items of 16–64 KiB, {}",
+                "1st pass over {} items of 16–64 KiB, {}",
                 thousands(zs.files),
                 readers_label(readers)
             ),
@@ -270,7 +283,7 @@ pub fn print_issue12(config: &Config, b: &BundleBench, many: Option<&ManyItems>)
     let (zp, dp) = (median_preads(&z.preads), median_preads(&d.preads));
     rows.push(row(
         format!(
-            "12. {} random 4 KiB preads in the {} MiB item, 1st pass",
+            "{} random 4 KiB preads in the {} MiB item, 1st pass",
             thousands(PREADS),
             config.cold_big_bytes >> 20
         ),
@@ -286,7 +299,7 @@ pub fn print_issue12(config: &Config, b: &BundleBench, many: Option<&ManyItems>)
         });
         rows.push(row(
             format!(
-                "12. {} tiny files: mount ready (`packfs mount` returns)",
+                "{} tiny files: mount ready (`packfs mount` returns)",
                 thousands(m.files)
             ),
             secs(m.mount_time),
@@ -299,7 +312,7 @@ pub fn print_issue12(config: &Config, b: &BundleBench, many: Option<&ManyItems>)
             "—".into(),
         ));
         rows.push(row(
-            format!("12. {} tiny files: `find MNT | wc -l`", thousands(m.files)),
+            format!("{} tiny files: `find MNT | wc -l`", thousands(m.files)),
             secs(m.find_time),
             many.map_or("dataset: not measured".into(), |d| {
                 format!("dataset {}", secs(d.find_time))
@@ -311,26 +324,17 @@ pub fn print_issue12(config: &Config, b: &BundleBench, many: Option<&ManyItems>)
             "—",
             "—".into(),
         ));
-        rows.push(row(
-            format!(
-                "12. {} tiny files: `packfs bundle create`",
-                thousands(m.files)
-            ),
+        rows.push(plain_row(
+            format!("{} tiny files: `packfs bundle create`", thousands(m.files)),
             format!("{:.1} s", m.create_secs),
-            "—".into(),
-            "—".into(),
-            "—",
-            "—".into(),
         ));
     }
-    println!("\n## Issue 12: DataBundle against a packfs dataset\n");
-    print_table(&rows);
-    println!();
+    print_table("Bundles: a DataBundle against a packfs dataset", &rows);
     println!(
         "Both mounts --read-only, each figure on a fresh mount; the tree compresses about 2:1 \
          (each 64-byte span random or a repeat of the one before); bundle: `packfs bundle create` \
          defaults (zstd level 3, 256 KiB records); medians of {} round(s). Ratios above 1 favour \
-         the bundle. The 1M-file dataset is the first table's (built by the bench, not imported).",
+         the bundle. The 1M-item dataset is the many-items scenario's (built by the bench, not imported).",
         config.runs
     );
 }
