@@ -9,11 +9,11 @@
 
 use std::path::{Path, PathBuf};
 
-use packfs::dataset::Dataset;
-use packfs::import::{import, ImportOptions};
-use packfs::mount::{mount, MountOptions};
-use packfs::reader::Reader;
-use packfs::tree::Tree;
+use packfs_core::dataset::Dataset;
+use packfs_core::import::{import, ImportOptions};
+use packfs_core::reader::Reader;
+use packfs_core::tree::Tree;
+use packfs_fs::mount::{mount, MountOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let work = PathBuf::from(
@@ -80,14 +80,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         println!("  {cmd}");
     }
-    let options = MountOptions {
-        foreground: true,
-        ..MountOptions::default()
-    };
     mount(
         dataset_dir.to_str().ok_or("non-UTF-8 path")?,
         &mnt,
-        &options,
+        &MountOptions::default(),
+        || {},
     )?;
     println!("unmounted");
     Ok(())

@@ -11,10 +11,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use packfs::dataset::{writer_string, Dataset, MergeOutcome};
-use packfs::import::{import, ImportOptions};
-use packfs::reader::Reader;
-use packfs::tree::Tree;
+use packfs_core::dataset::{writer_string, Dataset, MergeOutcome};
+use packfs_core::import::{import, ImportOptions};
+use packfs_core::reader::Reader;
+use packfs_core::tree::Tree;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -62,9 +62,8 @@ async fn run(dataset_dir: &Path, slices: &[std::path::PathBuf], files: usize) ->
     let seed = dataset_dir.with_file_name("seed");
     std::fs::create_dir_all(seed.join("train/image"))?;
     std::fs::write(seed.join("train/image/README.txt"), b"sharded ingest\n")?;
-    let mut quiet = ImportOptions::default();
-    quiet.pack.progress = false;
-    import(&dataset, &seed, &quiet).await?;
+    let options = ImportOptions::default();
+    import(&dataset, &seed, &options).await?;
 
     let started = Instant::now();
     let branches: Vec<String> = (0..slices.len()).map(|w| format!("ingest-w{w}")).collect();
@@ -78,7 +77,7 @@ async fn run(dataset_dir: &Path, slices: &[std::path::PathBuf], files: usize) ->
             let (dataset, slice) = (dataset.clone(), slice.clone());
             let options = ImportOptions {
                 ref_name: branch.clone(),
-                ..quiet.clone()
+                ..options.clone()
             };
             tokio::spawn(async move { import(&dataset, &slice, &options).await })
         })
@@ -122,7 +121,7 @@ async fn run(dataset_dir: &Path, slices: &[std::path::PathBuf], files: usize) ->
             checked += 1;
         }
     }
-    let verified = packfs::verify::verify(&dataset, "main").await?;
+    let verified = packfs_core::verify::verify(&dataset, "main").await?;
     if !verified.problems.is_empty() {
         return Err(format!("verify failed: {:?}", verified.problems).into());
     }

@@ -7,29 +7,30 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::progress::Bar;
 use clap::{Args, Parser, Subcommand};
 use indicatif::HumanBytes;
-use packfs::array::Array;
-use packfs::bundle::Bundle;
-use packfs::bundle_create::{create, BundleSource, CreateOptions};
-use packfs::cache::whole::WholeOptions;
-use packfs::cache::CacheOptions;
-use packfs::catalog::array::ArrayCatalog;
-use packfs::catalog::bundle::BundleCatalog;
-use packfs::catalog::view::{NamedView, ViewSpec};
-use packfs::catalog::Catalog;
-use packfs::dataset::{writer_string, Conflict, Dataset, MergeOutcome, Revision};
-use packfs::format::bundle::Compression;
-use packfs::import::{import_files, prepare_source, ImportOptions};
-use packfs::kind::Kind;
-use packfs::mount::MountOptions;
-use packfs::packer::PackOptions;
-use packfs::reader::Reader;
-use packfs::store::faults::Faults;
-use packfs::store::{parse_duration, Store, StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
-use packfs::tree::{NodeKind, Tree};
-use packfs::units::parse_size;
-use packfs::write::WriteOptions;
+use packfs_core::array::Array;
+use packfs_core::bundle::Bundle;
+use packfs_core::bundle_create::{create, BundleSource, CreateOptions};
+use packfs_core::cache::whole::WholeOptions;
+use packfs_core::cache::CacheOptions;
+use packfs_core::catalog::array::ArrayCatalog;
+use packfs_core::catalog::bundle::BundleCatalog;
+use packfs_core::catalog::view::{NamedView, ViewSpec};
+use packfs_core::catalog::Catalog;
+use packfs_core::dataset::{writer_string, Conflict, Dataset, MergeOutcome, Revision};
+use packfs_core::import::{import_files, prepare_source, ImportOptions};
+use packfs_core::kind::Kind;
+use packfs_core::packer::PackOptions;
+use packfs_core::reader::Reader;
+use packfs_core::store::faults::Faults;
+use packfs_core::store::{parse_duration, Store, StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
+use packfs_core::tree::{NodeKind, Tree};
+use packfs_core::units::parse_size;
+use packfs_format::bundle::Compression;
+use packfs_fs::mount::MountOptions;
+use packfs_fs::write::WriteOptions;
 
 /// Mount packed datasets in object storage as ordinary files.
 ///
@@ -551,14 +552,12 @@ impl MountArgs {
         MountOptions {
             store,
             revision: self.revision.clone(),
-            foreground: self.foreground,
             threads: self.threads,
             allow_other: self.allow_other,
             uid: self.uid,
             gid: self.gid,
             file_mode: self.file_mode,
             dir_mode: self.dir_mode,
-            log_file: self.log_file.clone(),
             cache: CacheOptions {
                 cache_bytes: self.cache_bytes,
                 prefetch: !self.no_prefetch,
@@ -654,16 +653,16 @@ pub async fn run_import(args: ImportArgs, config: &StoreConfig) -> CliResult {
             pack_bytes: args.pack_bytes,
             chunk_bytes: args.chunk_bytes,
             concurrency: args.concurrency,
-            progress: !args.no_progress,
             ..PackOptions::default()
         },
     };
     // Check the source before creating a dataset directory for it.
-    let index_dir = packfs::mount::bundle_index_dir(None);
+    let index_dir = packfs_fs::mount::bundle_index_dir(None);
     let prepared = prepare_source(&args.src, &options, config, &index_dir).await?;
     let dataset = Dataset::open_with(&args.dataset, true, config)?;
     dataset.store().ensure_atomic_refs().await?;
-    let report = import_files(&dataset, prepared, &options).await?;
+    let progress = Bar::new("import", !args.no_progress);
+    let report = import_files(&dataset, prepared, &options, &progress).await?;
     let outcome = match report.manifest {
         Some(id) => format!("committed manifest {} to ref {}", id, options.ref_name),
         None => format!(
@@ -687,10 +686,10 @@ pub async fn run_bundle_create(args: BundleCreateArgs, config: &StoreConfig) -> 
         block_size: args.block_size,
         shards: args.shards,
         staging_dir: args.staging_dir,
-        progress: !args.no_progress,
     };
     let source = BundleSource::open(&args.src, &args.revision, config).await?;
-    let report = create(source, &args.bundle, &options, config).await?;
+    let progress = Arc::new(Bar::new("bundle create", !args.no_progress));
+    let report = create(source, &args.bundle, &options, config, progress).await?;
     eprintln!(
         "created bundle {}: {} files and {} directories, {} bytes in, {} bytes stored in {} \
          shards and the index (ratio {:.2}), in {:.1}s",
@@ -730,7 +729,7 @@ async fn open_catalog(
     // A probe that fails leaves the location to the dataset path, whose
     // errors name the ref it could not read and say why.
     if Bundle::is_bundle(store).await.unwrap_or(false) {
-        let index_dir = packfs::mount::bundle_index_dir(None);
+        let index_dir = packfs_fs::mount::bundle_index_dir(None);
         let bundle = Bundle::open(store, &index_dir).await?;
         let catalog = BundleCatalog::new(Arc::new(bundle), std::time::SystemTime::now());
         return Ok(Some((Arc::new(catalog), reader)));
@@ -759,7 +758,7 @@ async fn open_view(
         return Ok(None);
     };
     let (dataset, tree) = load_tree(at, config).await?;
-    let catalog = packfs::catalog::view::open(Arc::new(tree), spec)?;
+    let catalog = packfs_core::catalog::view::open(Arc::new(tree), spec)?;
     let reader = Reader::new(dataset.store().clone(), CacheOptions::default(), None);
     Ok(Some((catalog, reader)))
 }
@@ -909,7 +908,7 @@ pub async fn run_cat(
 pub async fn run_info(at: DatasetAt, json: bool, config: &StoreConfig) -> CliResult {
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
     let resolved = dataset.resolve_revision(&at.revision).await?;
-    let info = packfs::info::info(&dataset, &resolved).await?;
+    let info = packfs_core::info::info(&dataset, &resolved).await?;
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut out, &info)?;
@@ -941,7 +940,7 @@ pub async fn run_info(at: DatasetAt, json: bool, config: &StoreConfig) -> CliRes
         "PACK SIZES",
         "FILL",
     ];
-    let row = |timeline: &str, modality: &str, c: &packfs::info::Counts| -> [String; 10] {
+    let row = |timeline: &str, modality: &str, c: &packfs_core::info::Counts| -> [String; 10] {
         let sizes = match c.packs {
             0 => "-".to_string(),
             _ => format!("{}–{}", HumanBytes(c.pack_min), HumanBytes(c.pack_max)),
@@ -1018,33 +1017,16 @@ pub async fn run_log(at: DatasetAt, max_count: usize, config: &StoreConfig) -> C
     Ok(())
 }
 
-/// A bar counting the objects a long command works through, drawn on a
-/// terminal only (indicatif hides it otherwise), ticking while the count
-/// is not known yet.
-fn counting_bar(prefix: &str) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(0);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} {prefix} [{bar:30}] {pos}/{len} {msg} ({elapsed})",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    bar.set_prefix(prefix.to_string());
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    bar
-}
-
 pub async fn run_gc(
     dataset: String,
     dry_run: bool,
     grace: Duration,
     config: &StoreConfig,
 ) -> CliResult {
-    packfs::gc::check_grace(grace)?;
+    packfs_core::gc::check_grace(grace)?;
     let dataset = Dataset::open_with(&dataset, false, config)?;
-    let progress = counting_bar("gc");
-    let report = packfs::gc::gc_with(&dataset, grace, dry_run, &progress).await?;
+    let progress = Bar::new("gc", true);
+    let report = packfs_core::gc::gc_with(&dataset, grace, dry_run, &progress).await?;
     let verb = if dry_run { "would delete" } else { "deleted" };
     let mut out = std::io::stdout().lock();
     for (path, size) in &report.unreachable {
@@ -1077,12 +1059,12 @@ pub async fn run_diff(
     nul: bool,
     config: &StoreConfig,
 ) -> CliResult {
-    use packfs::diff::{quote_path, Change};
+    use packfs_core::diff::{quote_path, Change};
     let dataset = Dataset::open_with(&dataset, false, config)?;
     let from = dataset.resolve_revision(&from).await?;
     let to = dataset.resolve_revision(&to).await?;
     let reader = Reader::new(dataset.store().clone(), CacheOptions::default(), None);
-    let report = packfs::diff::diff(&dataset, &from, &to, &reader).await?;
+    let report = packfs_core::diff::diff(&dataset, &from, &to, &reader).await?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let written = report.differences.iter().try_for_each(|d| match nul {
         true => write!(out, "{}\0{}\0", d.change.marker(), d.path),
@@ -1185,12 +1167,12 @@ pub async fn run_verify(
     if Bundle::is_bundle(dataset.store()).await? {
         return verify_bundle(dataset.store()).await;
     }
-    if packfs::array::Array::is_array(dataset.store()).await {
+    if packfs_core::array::Array::is_array(dataset.store()).await {
         return verify_array(dataset.store(), at.at).await;
     }
-    let progress = counting_bar("verifying objects");
+    let progress = Bar::new("verifying objects", true);
     let revision = at.revision.to_string();
-    let report = packfs::verify::verify_with(&dataset, &revision, &progress).await?;
+    let report = packfs_core::verify::verify_with(&dataset, &revision, &progress).await?;
     for p in &report.problems {
         println!("FAIL {p}");
     }
@@ -1211,8 +1193,8 @@ pub async fn run_verify(
 /// `packfs verify` of a DataBundle.
 async fn verify_bundle(store: &Store) -> Result<bool, Box<dyn std::error::Error>> {
     let reader = Reader::new(store.clone(), CacheOptions::default(), None);
-    let index_dir = packfs::mount::bundle_index_dir(None);
-    let report = packfs::verify::bundle::verify(store, &index_dir, reader).await?;
+    let index_dir = packfs_fs::mount::bundle_index_dir(None);
+    let report = packfs_core::verify::bundle::verify(store, &index_dir, reader).await?;
     for p in &report.problems {
         println!("FAIL {p}");
     }
@@ -1230,9 +1212,9 @@ async fn verify_bundle(store: &Store) -> Result<bool, Box<dyn std::error::Error>
 
 /// `packfs verify` of a TileDB array (as of `at`, milliseconds).
 async fn verify_array(store: &Store, at: Option<u64>) -> Result<bool, Box<dyn std::error::Error>> {
-    let array = packfs::array::Array::open(store, at).await?;
+    let array = packfs_core::array::Array::open(store, at).await?;
     let reader = Reader::new(store.clone(), CacheOptions::default(), None);
-    let report = packfs::verify::array::verify(&array, reader.cache()).await;
+    let report = packfs_core::verify::array::verify(&array, reader.cache()).await;
     for p in &report.problems {
         println!("FAIL {p}");
     }

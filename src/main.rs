@@ -1,5 +1,8 @@
 mod cli;
+mod daemon;
+mod mount;
 mod mount_helper;
+mod progress;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -7,7 +10,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{BundleCommand, Cli, Command};
 use mount_helper::Helper;
-use packfs::store::StoreConfig;
+use packfs_core::store::StoreConfig;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -42,11 +45,7 @@ fn main() -> ExitCode {
 
     let result = match cli.command {
         // Mounting may fork, so it runs before any runtime thread exists.
-        Command::Mount(args) => {
-            packfs::mount::mount(&args.dataset, &args.mountpoint, &args.options(config))
-                .map(|()| true)
-                .map_err(Into::into)
-        }
+        Command::Mount(args) => mount::run(&args, config).map(|()| true),
         Command::Completions { shell } => cli::run_completions(shell).map(|()| true),
         Command::InstallHelper { dir } => cli::run_install_helper(&dir).map(|()| true),
         Command::Man { dir } => cli::run_man(dir).map(|()| true),

@@ -10,13 +10,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use packfs::array::Array;
-use packfs::cache::CacheOptions;
-use packfs::catalog::array::ArrayCatalog;
-use packfs::catalog::Catalog;
-use packfs::kind::Kind;
-use packfs::reader::Reader;
-use packfs::store::{Store, StoreConfig};
+use packfs_core::array::Array;
+use packfs_core::cache::CacheOptions;
+use packfs_core::catalog::array::ArrayCatalog;
+use packfs_core::catalog::Catalog;
+use packfs_core::kind::Kind;
+use packfs_core::reader::Reader;
+use packfs_core::store::{Store, StoreConfig};
 
 use common::{run_ok, walk, Rng};
 

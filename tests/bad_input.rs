@@ -8,7 +8,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use packfs::format::{Manifest, ObjectId};
+use packfs_format::{Manifest, ObjectId};
 
 /// What a run of the binary did.
 struct Run {

@@ -12,7 +12,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
 use common::*;
-use packfs::bundle::index::Index;
+use packfs_core::bundle::index::Index;
 
 /// SRC/<timeline>/<modality>/<path…>: 2,000+ files from empty to several
 /// MiB, files over 1 MiB, files of zeros, non-ASCII names, nested

@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use packfs::bundle::index::Index;
+use packfs_core::bundle::index::Index;
 
 /// A tree of 2,000+ files: empty to several MiB, files over 1 MiB, files
 /// of zeros, empty directories, non-ASCII names and names with " # ".

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use object_store::path::Path;
-use packfs::cache::{BlockCache, CacheOptions, ObjectRef};
-use packfs::store::Store;
+use packfs_core::cache::{BlockCache, CacheOptions, ObjectRef};
+use packfs_core::store::Store;
 
 /// The system allocator, counting the bytes currently allocated.
 struct Counting;

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use common::core::Bench;
 use common::Rng;
-use packfs::fs::{Fs, FsError};
-use packfs::namespace::{Ino, NsError, ROOT_INO};
-use packfs::write::WriteOptions;
+use packfs_fs::fs::{Fs, FsError};
+use packfs_fs::namespace::{Ino, NsError, ROOT_INO};
+use packfs_fs::write::WriteOptions;
 use parking_lot::Mutex;
 
 const THREADS: usize = 4;
@@ -149,8 +149,8 @@ impl Worker {
                 .runtime
                 .block_on(self.fs.open(stat.attr.ino, true, true))?
             {
-                packfs::fs::Opened::Handle { fh, .. } => fh,
-                packfs::fs::Opened::Stateless | packfs::fs::Opened::Backing { .. } => {
+                packfs_fs::fs::Opened::Handle { fh, .. } => fh,
+                packfs_fs::fs::Opened::Stateless | packfs_fs::fs::Opened::Backing { .. } => {
                     panic!("a read-write mount opened no daemon handle")
                 }
             },
@@ -418,7 +418,7 @@ fn a_flush_during_a_write_open_keeps_the_stored_file() {
     core.block_on(core.fs().fsync(None)).unwrap();
     // Opening y for writing copies its bytes: reads of their pack take 2 s.
     let pack = [[b'x'; 1000], [b'y'; 1000]].concat();
-    let pack = packfs::format::ObjectId::of(&pack).to_hex();
+    let pack = packfs_format::ObjectId::of(&pack).to_hex();
     bench.control.slow_gets(&pack, Duration::from_secs(2));
     let y = core.path("t/m/y").unwrap();
     let fs = core.fs().clone();
@@ -429,7 +429,7 @@ fn a_flush_during_a_write_open_keeps_the_stored_file() {
     // Meanwhile x gets a new version and a flush commits it: nothing of
     // the pack is left but y.
     let x = core.path("t/m/x").unwrap();
-    let Ok(packfs::fs::Opened::Handle { fh, .. }) = core.block_on(core.fs().open(x, true, true))
+    let Ok(packfs_fs::fs::Opened::Handle { fh, .. }) = core.block_on(core.fs().open(x, true, true))
     else {
         panic!("no handle")
     };
@@ -444,7 +444,7 @@ fn a_flush_during_a_write_open_keeps_the_stored_file() {
         "a flush during y's write-open left y out of the commit (committed: {:?} bytes)",
         committed.map(|b| b.len())
     );
-    let Ok(packfs::fs::Opened::Handle { fh: y_fh, .. }) = core.block_on(opening).unwrap() else {
+    let Ok(packfs_fs::fs::Opened::Handle { fh: y_fh, .. }) = core.block_on(opening).unwrap() else {
         panic!("no handle")
     };
     // The next commit of modality m must still describe y's pack whole.

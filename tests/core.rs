@@ -11,15 +11,15 @@ use std::time::{Duration, UNIX_EPOCH};
 use bytes::Bytes;
 use common::core::Bench;
 use common::Rng;
-use packfs::cache::ObjectRef;
-use packfs::dataset::ItemSource;
-use packfs::engine::{ByteRangeMap, SourceIndex};
-use packfs::extents::{Extents, Source};
-use packfs::fs::{FsError, Opened, SetAttr};
-use packfs::kind::Kind;
-use packfs::namespace::{NsError, ROOT_INO};
-use packfs::reader::Reader;
-use packfs::write::WriteOptions;
+use packfs_core::cache::ObjectRef;
+use packfs_core::dataset::ItemSource;
+use packfs_core::extents::{Extents, Source};
+use packfs_core::kind::Kind;
+use packfs_core::reader::Reader;
+use packfs_format::engine::{ByteRangeMap, SourceIndex};
+use packfs_fs::fs::{FsError, Opened, SetAttr};
+use packfs_fs::namespace::{NsError, ROOT_INO};
+use packfs_fs::write::WriteOptions;
 
 fn small_dataset() -> Bench {
     let mut rng = Rng::new(1);
@@ -394,7 +394,7 @@ fn extents_mix_store_ranges_memory_and_pad() {
     let bench = small_dataset();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let snapshot = runtime.block_on(bench.dataset.snapshot("main")).unwrap();
-    let tree = packfs::tree::Tree::build(snapshot).unwrap();
+    let tree = packfs_core::tree::Tree::build(snapshot).unwrap();
     let item = tree.resolve_file("t/m/f03").unwrap().data();
     let ItemSource::Packed {
         pack,

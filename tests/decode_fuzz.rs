@@ -3,10 +3,8 @@
 //! announce huge strings, arrays and maps all end in an error naming what
 //! was being decoded (or, for a lucky mutation, a valid value).
 
-use packfs::engine::{ByteRangeMap, SourceIndex};
-use packfs::format::{
-    FragmentEntry, ItemManifest, Manifest, ObjectId, Placement, Track, TrackItem,
-};
+use packfs_format::engine::{ByteRangeMap, SourceIndex};
+use packfs_format::{FragmentEntry, ItemManifest, Manifest, ObjectId, Placement, Track, TrackItem};
 use proptest::prelude::*;
 
 /// Every decoder of the on-store format, run on `bytes`.
@@ -14,7 +12,7 @@ fn decode_all(bytes: &[u8]) {
     let _ = Manifest::decode(bytes, "fuzz");
     let _ = Track::decode(bytes, "fuzz");
     let _ = ItemManifest::decode(bytes, "fuzz");
-    let _ = packfs::format::decode_ref(bytes, "fuzz");
+    let _ = packfs_format::decode_ref(bytes, "fuzz");
 }
 
 /// Valid encodings to mutate: a Manifest, a Track with each entry shape,
@@ -46,7 +44,7 @@ fn seeds() -> Vec<Vec<u8>> {
     let manifest = Manifest {
         parents: vec![id],
         timelines: vec!["t".into()],
-        tracks: vec![packfs::format::TrackEntry {
+        tracks: vec![packfs_format::TrackEntry {
             timeline: "t".into(),
             modality: "m".into(),
             kind: "fragment".into(),
@@ -56,7 +54,7 @@ fn seeds() -> Vec<Vec<u8>> {
         writer: "seed".into(),
     };
     let item_manifest = ItemManifest {
-        chunks: vec![packfs::format::Chunk {
+        chunks: vec![packfs_format::Chunk {
             address: id,
             size: 5,
         }],

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use common::*;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
-use packfs::dataset::Dataset;
-use packfs::import::{import, ImportOptions};
-use packfs::mount::{self, MountOptions};
-use packfs::store::faults::{Faults, FaultyStore};
-use packfs::store::{Store, StoreOptions};
+use packfs_core::dataset::Dataset;
+use packfs_core::import::{import, ImportOptions};
+use packfs_core::store::faults::{Faults, FaultyStore};
+use packfs_core::store::{Store, StoreOptions};
+use packfs_fs::mount::{self, MountOptions};
 
 /// A dataset on an in-memory store behind `faults`.
 fn faulty_dataset(faults: &Arc<Faults>) -> Dataset {
@@ -74,7 +74,7 @@ fn mount_read_only(
 
 fn import_options() -> ImportOptions {
     ImportOptions {
-        pack: packfs::packer::PackOptions {
+        pack: packfs_core::packer::PackOptions {
             pack_items: 10,
             chunk_bytes: 1 << 20,
             ..Default::default()
@@ -118,10 +118,10 @@ fn an_object_that_keeps_failing_is_eio_for_its_items_only_and_promptly() {
     let faults = Arc::new(Faults::default());
     let (files, dataset, runtime) = imported(tmp.path(), &faults);
     // Find the pack holding f00 and make every GET of it fail.
-    let tree =
-        packfs::tree::Tree::build(runtime.block_on(dataset.snapshot("main")).unwrap()).unwrap();
+    let tree = packfs_core::tree::Tree::build(runtime.block_on(dataset.snapshot("main")).unwrap())
+        .unwrap();
     let pack = match &tree.resolve_file("t/m/f00").unwrap().source() {
-        packfs::dataset::ItemSource::Packed { pack, .. } => pack.to_string(),
+        packfs_core::dataset::ItemSource::Packed { pack, .. } => pack.to_string(),
         other => panic!("f00 should be packed: {other:?}"),
     };
     faults.fail_gets_of.lock().push(pack.clone());
@@ -145,7 +145,7 @@ fn an_object_that_keeps_failing_is_eio_for_its_items_only_and_promptly() {
 /// `packfs verify` of main finds no problem.
 fn assert_verifies(runtime: &tokio::runtime::Runtime, dataset: &Dataset) {
     let report = runtime
-        .block_on(packfs::verify::verify(dataset, "main"))
+        .block_on(packfs_core::verify::verify(dataset, "main"))
         .unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
@@ -172,7 +172,7 @@ fn writable_faulty_mount(dir: &std::path::Path) -> Writable {
     let mnt = dir.join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let options = MountOptions {
-        write: packfs::write::WriteOptions {
+        write: packfs_fs::write::WriteOptions {
             spool_dir: Some(dir.join("spool")),
             idle_flush: Duration::from_secs(3600),
             ..Default::default()
@@ -232,7 +232,7 @@ fn a_commit_failing_at_each_step_leaves_a_valid_ref_and_lands_later() {
             "{step}"
         );
         let report = runtime
-            .block_on(packfs::verify::verify(&dataset, "main"))
+            .block_on(packfs_core::verify::verify(&dataset, "main"))
             .unwrap();
         assert!(report.problems.is_empty(), "{step}: {:?}", report.problems);
         // The file is still there for the writer, and commits once PUTs work.
@@ -481,13 +481,13 @@ fn gc_lists_through_transient_failures() {
         dataset
             .store()
             .layout()
-            .data_object("t", "m", &packfs::format::ObjectId::of(b"stray"));
+            .data_object("t", "m", &packfs_format::ObjectId::of(b"stray"));
     runtime
         .block_on(dataset.store().put_immutable(&stray, "stray".into()))
         .unwrap();
     faults.fail_next_lists.store(2, Ordering::SeqCst);
     let report = runtime
-        .block_on(packfs::gc::gc(&dataset, Duration::ZERO, false))
+        .block_on(packfs_core::gc::gc(&dataset, Duration::ZERO, false))
         .expect("gc through failing lists");
     assert_eq!(faults.fail_next_lists.load(Ordering::SeqCst), 0);
     assert_eq!(report.unreachable.len(), 1, "{report:?}");

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use ciborium::value::Value;
-use packfs::format::{
+use packfs_format::{
     encode_ref, Chunk, FragmentEntry, ItemManifest, Manifest, ObjectId, Placement, Track,
     TrackEntry, TrackItem,
 };
@@ -93,7 +93,7 @@ fn decoder_seeds_decode() {
                 "manifest" => Manifest::decode(&seed, target).map(drop),
                 "track" => Track::decode(&seed, target).map(drop),
                 "item_manifest" => ItemManifest::decode(&seed, target).map(drop),
-                "reference" => packfs::format::decode_ref(&seed, target).map(drop),
+                "reference" => packfs_format::decode_ref(&seed, target).map(drop),
                 _ => continue,
             };
             decoded.unwrap_or_else(|e| panic!("{target} seed: {e}"));

@@ -10,10 +10,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::*;
 use object_store::path::Path as ObjectPath;
-use packfs::dataset::{Dataset, TrackContent, TrackUpdate};
-use packfs::format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
-use packfs::gc::gc;
-use packfs::verify::verify;
+use packfs_core::dataset::{Dataset, TrackContent, TrackUpdate};
+use packfs_core::gc::gc;
+use packfs_core::verify::verify;
+use packfs_format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
 
 /// Writes an object nobody references at `rel` below the dataset, dated
 /// `age` ago (`touch -d`).
@@ -120,7 +120,7 @@ fn gc_deletes_old_unreachable_objects_and_keeps_all_history() {
     assert!(young.exists());
     let out = Command::new(PACKFS)
         .args(["gc", ds, "--grace", "0s"])
-        .env(packfs::gc::UNSAFE_GRACE_ENV, "1")
+        .env(packfs_core::gc::UNSAFE_GRACE_ENV, "1")
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -228,7 +228,7 @@ fn a_commit_between_gc_plan_and_delete_keeps_its_objects() {
         let (id, bytes, _) = old_orphan(&dataset, &dir, b"chosen by gc, then committed").await;
         let (_, _, other) = old_orphan(&dataset, &dir, b"chosen by gc, nobody wants it").await;
 
-        let plan = packfs::gc::plan(&dataset, GRACE).await.unwrap();
+        let plan = packfs_core::gc::plan(&dataset, GRACE).await.unwrap();
         assert_eq!(plan.report().unreachable.len(), 2, "{:?}", plan.report());
         commit_item(&dataset, id, bytes.len()).await;
         let report = plan.delete().await.unwrap();
@@ -248,7 +248,7 @@ fn a_victim_reused_between_gc_plan_and_delete_survives() {
     on_new_dataset(|dataset, dir| async move {
         let (id, bytes, object) = old_orphan(&dataset, &dir, b"chosen by gc, then reused").await;
 
-        let plan = packfs::gc::plan(&dataset, GRACE).await.unwrap();
+        let plan = packfs_core::gc::plan(&dataset, GRACE).await.unwrap();
         assert_eq!(plan.report().unreachable.len(), 1, "{:?}", plan.report());
         dataset
             .store()

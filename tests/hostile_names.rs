@@ -9,8 +9,8 @@ use std::path::Path;
 
 use ciborium::Value;
 use common::*;
-use packfs::dataset::Dataset;
-use packfs::format::ObjectId;
+use packfs_core::dataset::Dataset;
+use packfs_format::ObjectId;
 
 /// Replaces every byte string equal to `old` in `value` with `new`.
 fn replace_bytes(value: &mut Value, old: &[u8], new: &[u8]) {

@@ -6,13 +6,13 @@ mod common;
 use std::path::Path;
 
 use common::{write_file, Rng};
-use packfs::dataset::{Dataset, ItemSource};
-use packfs::import::{import, ImportOptions};
-use packfs::tree::Tree;
+use packfs_core::dataset::{Dataset, ItemSource};
+use packfs_core::import::{import, ImportOptions};
+use packfs_core::tree::Tree;
 
 fn options() -> ImportOptions {
     ImportOptions {
-        pack: packfs::packer::PackOptions {
+        pack: packfs_core::packer::PackOptions {
             pack_items: 10,
             ..Default::default()
         },
@@ -88,7 +88,8 @@ async fn reimport_adds_and_replaces_by_name_and_keeps_other_tracks() {
     assert!(report.manifest.is_some());
 
     let t = tree(&dataset).await;
-    let reader = packfs::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    let reader =
+        packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
     for (path, want) in [
         ("train/image/x.jpg", &b"new x"[..]),
         ("train/image/y.jpg", b"y"),
@@ -209,7 +210,8 @@ async fn packs_with_the_same_bytes_cut_differently_are_kept_apart() {
     opts.pack.pack_items = 2;
     import(&dataset, &src, &opts).await.unwrap();
     let t = tree(&dataset).await;
-    let reader = packfs::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    let reader =
+        packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
     let mut whole = 0;
     for (i, size) in sizes.iter().enumerate() {
         let item = t.resolve_file(&format!("t/m/{i}")).unwrap().data();
@@ -258,7 +260,8 @@ async fn a_pack_the_track_holds_cut_another_way_is_kept_apart_on_reimport() {
         "the pack is the first import's; 8, 4 and 2 zeros are new objects"
     );
     let t = tree(&dataset).await;
-    let reader = packfs::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    let reader =
+        packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
     for (name, size) in &want {
         let item = t.resolve_file(name).unwrap().data();
         let whole = matches!(item.source, ItemSource::Whole { .. });
@@ -299,7 +302,8 @@ async fn unchanged_reimport_commits_nothing_and_renamed_copies_share_bytes() {
     let copies = import(&dataset, &b, &options()).await.unwrap();
     assert_eq!(copies.objects_written, 0);
     let t = tree(&dataset).await;
-    let reader = packfs::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    let reader =
+        packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
     for name in ["t/m/07", "t/m/copy-07"] {
         let item = t.resolve_file(name).unwrap();
         assert_eq!(

@@ -216,7 +216,7 @@ fn a_conflict_between_two_mounts_is_logged_and_in_the_history() {
     assert_eq!(cat(&dataset, renamed, "main"), b"from b");
 
     let daemon_log = std::fs::read_to_string(&b_log).unwrap();
-    let warning = "WARN packfs::write::flush: t/m/same.txt was also written by another writer";
+    let warning = "WARN packfs_fs::write::flush: t/m/same.txt was also written by another writer";
     assert!(daemon_log.contains(warning), "{daemon_log}");
 }
 

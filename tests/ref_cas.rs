@@ -7,9 +7,9 @@ use std::sync::{Arc, Barrier};
 
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use packfs::dataset::{Dataset, DatasetError, TrackUpdate};
-use packfs::format::ObjectId;
-use packfs::store::{Store, StoreError};
+use packfs_core::dataset::{Dataset, DatasetError, TrackUpdate};
+use packfs_core::store::{Store, StoreError};
+use packfs_format::ObjectId;
 
 const ROUNDS: usize = 50;
 const RACERS: usize = 8;
@@ -412,7 +412,7 @@ async fn memory_conflicts_leave_ref_unchanged() {
 /// that says why and how to override.
 #[test]
 fn a_store_whose_conditional_puts_are_not_atomic_is_refused() {
-    use packfs::store::faults::{Faults, FaultyStore};
+    use packfs_core::store::faults::{Faults, FaultyStore};
     let faults = Faults::default();
     faults
         .ignore_conditions

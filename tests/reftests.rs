@@ -19,10 +19,10 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::core::{Bench, Core};
-use packfs::fs::{FsError, Opened, SetAttr, Stat};
-use packfs::kind::Kind;
-use packfs::namespace::{Ino, NsError, ROOT_INO};
-use packfs::write::WriteOptions;
+use packfs_core::kind::Kind;
+use packfs_fs::fs::{FsError, Opened, SetAttr, Stat};
+use packfs_fs::namespace::{Ino, NsError, ROOT_INO};
+use packfs_fs::write::WriteOptions;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 

@@ -14,10 +14,10 @@ use bytes::Bytes;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
-use packfs::dataset::{writer_string, Dataset, TrackContent, TrackUpdate};
-use packfs::format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
-use packfs::import::{import, ImportOptions};
-use packfs::store::faults::{Faults, FaultyStore};
+use packfs_core::dataset::{writer_string, Dataset, TrackContent, TrackUpdate};
+use packfs_core::import::{import, ImportOptions};
+use packfs_core::store::faults::{Faults, FaultyStore};
+use packfs_format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
 use tokio::runtime::Runtime;
 
 use crate::readers::READ_SIZE;
@@ -140,12 +140,11 @@ pub fn write_big_item(path: &Path, bytes: u64, rng: &mut Rng) -> Result<()> {
     Ok(())
 }
 
-/// `packfs::import` of `src` into a new local dataset at `dataset_dir`.
+/// `packfs_core::import` of `src` into a new local dataset at `dataset_dir`.
 pub async fn import_tree(src: &Path, dataset_dir: &Path) -> Result<()> {
     progress(format!("importing into {}", dataset_dir.display()));
     let dataset = Dataset::open(path_str(dataset_dir)?, true)?;
-    let mut options = ImportOptions::default();
-    options.pack.progress = false;
+    let options = ImportOptions::default();
     let report = import(&dataset, src, &options).await?;
     progress(format!(
         "imported {} items into {} objects",

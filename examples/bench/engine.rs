@@ -13,11 +13,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
-use packfs::cache::CacheOptions;
-use packfs::engine::{ByteRangeMap, ByteRangeProgram, CoalesceLimits, Run, SourceIndex};
-use packfs::extents::{Extents, Source};
-use packfs::reader::Reader;
-use packfs::store::Store;
+use packfs_core::cache::CacheOptions;
+use packfs_core::extents::{Extents, Source};
+use packfs_core::reader::Reader;
+use packfs_core::store::Store;
+use packfs_format::engine::{ByteRangeMap, ByteRangeProgram, CoalesceLimits, Run, SourceIndex};
 use tokio::runtime::Runtime;
 
 use crate::table::{print_table, row, show_ratio};
@@ -140,7 +140,7 @@ pub fn measure(runtime: &Runtime) -> Result<EngineBench> {
     for pack in 0..2u8 {
         let path = Arc::new(ObjectPath::from(format!("engine/pack-{pack}")));
         runtime.block_on(store.put_immutable(&path, pack_bytes(pack)))?;
-        sources.push(Source::Object(packfs::cache::ObjectRef {
+        sources.push(Source::Object(packfs_core::cache::ObjectRef {
             path,
             len: PACK_LEN,
             drop_behind: false,
@@ -155,7 +155,8 @@ pub fn measure(runtime: &Runtime) -> Result<EngineBench> {
         &CoalesceLimits::default(),
     );
     let opened = reader.sources(extents.sources.clone());
-    let sources: Vec<&dyn packfs::engine::SeekableSource> = opened.iter().map(|s| &**s).collect();
+    let sources: Vec<&dyn packfs_format::engine::SeekableSource> =
+        opened.iter().map(|s| &**s).collect();
     // Warm the cache, and check that every path gives the same bytes.
     let expected = runtime.block_on(reader.read(extents))?;
     let mut buf = vec![0; DEST_LEN as usize];

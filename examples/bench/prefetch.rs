@@ -6,10 +6,10 @@
 //! against the warm 1-reader scan on the local store.
 
 use object_store::path::Path as ObjectPath;
-use packfs::cache::CacheOptions;
-use packfs::dataset::Dataset;
-use packfs::mount::{self, MountOptions};
-use packfs::store::Store;
+use packfs_core::cache::CacheOptions;
+use packfs_core::dataset::Dataset;
+use packfs_core::store::Store;
+use packfs_fs::mount::{self, MountOptions};
 
 use crate::cli::Config;
 use crate::data::{delayed_store, ReadTree, GET_LATENCY};

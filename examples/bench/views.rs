@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use object_store::path::Path as ObjectPath;
-use packfs::catalog::view::NamedView;
-use packfs::dataset::Dataset;
-use packfs::mount::{self, MountOptions};
-use packfs::store::Store;
+use packfs_core::catalog::view::NamedView;
+use packfs_core::dataset::Dataset;
+use packfs_core::store::Store;
+use packfs_fs::mount::{self, MountOptions};
 
 use crate::cli::Config;
 use crate::data::{delayed_store, import_tree, Rng, GET_LATENCY, SMALL_MAX, SMALL_MIN};

@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use packfs::cache::CacheOptions;
+use packfs_core::cache::CacheOptions;
 
 use crate::cli::Config;
 use crate::data::{Files, ReadTree, BIG_ITEM, SMALL_DIR};

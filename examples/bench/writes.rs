@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use packfs::mount;
+use packfs_fs::mount;
 
 use crate::data::{path_str, write_random_file, Rng};
 use crate::mounts::Daemon;

@@ -10,16 +10,14 @@
 use std::ops::Range;
 
 use futures::executor::block_on;
-use packfs::engine::{
+use packfs_format::engine::{
     ByteRangeMap, ByteRangeProgram, CoalesceLimits, ExecuteError, MapError, MemorySource,
     NormalizedMap, Piece, Run, Segment, SegmentKind, SourceIndex, Uncovered,
 };
-use packfs::format::tiledb::fragment::{decode_u64_list, Footer};
-use packfs::format::tiledb::schema::ArraySchema;
-use packfs::format::tiledb::{
-    decode_generic_tile, decode_tile, Datatype, FilterPipeline, TileType,
-};
-use packfs::format::{decode_ref, encode_ref, ItemManifest, Manifest, Track};
+use packfs_format::tiledb::fragment::{decode_u64_list, Footer};
+use packfs_format::tiledb::schema::ArraySchema;
+use packfs_format::tiledb::{decode_generic_tile, decode_tile, Datatype, FilterPipeline, TileType};
+use packfs_format::{decode_ref, encode_ref, ItemManifest, Manifest, Track};
 
 /// A target's body: runs one input.
 pub type Body = fn(&[u8]);
@@ -493,7 +491,7 @@ fn execute(program: &ByteRangeProgram, map: &NormalizedMap, source_lens: &[u64],
         .enumerate()
         .map(|(i, &len)| MemorySource::new((0..len).map(|o| source_byte(i, o)).collect::<Vec<_>>()))
         .collect();
-    let sources: Vec<&dyn packfs::engine::SeekableSource> =
+    let sources: Vec<&dyn packfs_format::engine::SeekableSource> =
         sources.iter().map(|s| s as _).collect();
     let got = block_on(program.execute(&sources));
     if !sources_ok {

@@ -7,14 +7,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use packfs::dataset::Dataset;
-use packfs::fs::{Fs, FsError, Opened, Stat};
-use packfs::import::ImportOptions;
-use packfs::kind::Kind;
-use packfs::mount::{open_fs, MountOptions};
-use packfs::namespace::{Ino, ROOT_INO};
-use packfs::store::Store;
-use packfs::write::WriteOptions;
+use packfs_core::dataset::Dataset;
+use packfs_core::import::ImportOptions;
+use packfs_core::kind::Kind;
+use packfs_core::store::Store;
+use packfs_fs::fs::{Fs, FsError, Opened, Stat};
+use packfs_fs::mount::{open_fs, MountOptions};
+use packfs_fs::namespace::{Ino, ROOT_INO};
+use packfs_fs::write::WriteOptions;
 
 use super::store::{TestStore, TestStoreControl};
 use super::write_file;
@@ -43,11 +43,11 @@ impl Bench {
         ));
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime
-            .block_on(packfs::import::import(
+            .block_on(packfs_core::import::import(
                 &dataset,
                 &src,
                 &ImportOptions {
-                    pack: packfs::packer::PackOptions {
+                    pack: packfs_core::packer::PackOptions {
                         pack_items: 4,
                         ..Default::default()
                     },

@@ -1,0 +1,442 @@
+//! Datasets: refs → Manifests → Tracks → items, and the commit that moves a
+//! ref to a new Manifest.
+//!
+//! The durability rule of the whole project lives in [`Dataset::commit`]:
+//! data objects (packs, chunks, ItemManifests) are written by the caller
+//! first, then Track objects, then the Manifest, and only then does the ref
+//! move. A crash at any point leaves the ref at a complete Manifest.
+
+mod item;
+mod items;
+mod merge;
+mod revision;
+mod snapshot;
+#[cfg(test)]
+mod testing;
+mod twins;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use thiserror::Error;
+
+use crate::store::{Store, StoreConfig, StoreError};
+pub use item::{ChunkRef, Item, ItemData, ItemSource};
+pub use items::{ItemRef, ItemTable};
+pub use merge::{Conflict, MergeOutcome, MergePlan, MergeReport, MergedTracks};
+use packfs_format::{
+    FormatError, ItemManifest, Manifest, ObjectId, Track, TrackEntry, TRACK_KIND_FRAGMENT,
+};
+pub use revision::{Resolved, Revision, RevisionError, MIN_PREFIX};
+pub use snapshot::{Snapshot, SnapshotTrack};
+pub use twins::Separated;
+
+/// Commits retried after losing a ref race to another writer.
+pub const MAX_COMMIT_ATTEMPTS: usize = 10;
+
+/// How many metadata objects are fetched at once when loading a snapshot.
+const METADATA_CONCURRENCY: usize = 32;
+
+/// Errors of the dataset layer.
+#[derive(Debug, Error)]
+pub enum DatasetError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("ref {name:?} does not exist in dataset {location} (create it with `packfs import`)")]
+    RefNotFound { name: String, location: String },
+    /// A revision (`--ref`) that names no Manifest.
+    #[error(transparent)]
+    Revision(#[from] RevisionError),
+    #[error("{referrer} names {what} {id}, but object {path} does not exist")]
+    Missing {
+        referrer: String,
+        what: &'static str,
+        id: ObjectId,
+        path: String,
+    },
+    /// A content-addressed object whose bytes hash to something else than
+    /// the id it was fetched by (and is named by).
+    #[error("object {path} is damaged: its content hashes to {actual}, not to its id {expected}")]
+    Damaged {
+        path: String,
+        expected: ObjectId,
+        actual: ObjectId,
+    },
+    /// A data object read whose length is not the one its entries give.
+    #[error(
+        "object {path} is {actual} bytes long, but the dataset's entries say it must be {expected}"
+    )]
+    Length {
+        path: String,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("{path}: ItemManifest chunks add up to {actual} bytes but the entry says {expected}")]
+    ChunkedSize {
+        path: String,
+        expected: u64,
+        actual: u64,
+    },
+    /// A merge or branch operation that cannot be done as asked.
+    #[error("{0}")]
+    Merge(String),
+    #[error(
+        "manifest {id} is not a fragment dataset: track {timeline}/{modality} has kind {kind:?}"
+    )]
+    UnsupportedTrackKind {
+        id: ObjectId,
+        timeline: String,
+        modality: String,
+        kind: String,
+    },
+}
+
+/// A Track to include in a new Manifest: unchanged from the parent, or new.
+pub enum TrackContent {
+    Existing(ObjectId),
+    New(Track),
+}
+
+/// One (timeline, modality) of a Manifest being committed.
+pub struct TrackUpdate {
+    pub timeline: String,
+    pub modality: String,
+    pub content: TrackContent,
+}
+
+/// What a new Manifest holds: its parents, its Tracks, the conflicts a
+/// merge resolved (recorded in it), and who wrote it.
+struct Commit<'a> {
+    parents: Vec<ObjectId>,
+    tracks: Vec<TrackUpdate>,
+    conflicts: &'a [Conflict],
+    writer: &'a str,
+}
+
+/// A dataset on a store.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    store: Store,
+}
+
+impl Dataset {
+    /// Opens the dataset at `location` with the default store settings
+    /// (see [`Store::open`]).
+    pub fn open(location: &str, create: bool) -> Result<Self, DatasetError> {
+        Self::open_with(location, create, &StoreConfig::default())
+    }
+
+    /// Opens the dataset at `location` with the store settings `config`.
+    pub fn open_with(
+        location: &str,
+        create: bool,
+        config: &StoreConfig,
+    ) -> Result<Self, DatasetError> {
+        Ok(Dataset {
+            store: Store::open(location, create, config)?,
+        })
+    }
+
+    pub fn from_store(store: Store) -> Self {
+        Dataset { store }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The Manifest `ref_name` points at; an error if the ref does not exist.
+    pub async fn resolve(&self, ref_name: &str) -> Result<ObjectId, DatasetError> {
+        self.store
+            .read_ref(ref_name)
+            .await?
+            .ok_or_else(|| DatasetError::RefNotFound {
+                name: ref_name.to_string(),
+                location: self.store.location().to_string(),
+            })
+    }
+
+    /// Fetches an object that `referrer` names, turning "not found" into an
+    /// error that says who pointed at it.
+    async fn fetch(
+        &self,
+        path: &Path,
+        what: &'static str,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<Bytes, DatasetError> {
+        self.store.get(path).await.map_err(|e| match e {
+            StoreError::NotFound { path } => DatasetError::Missing {
+                referrer: referrer.to_string(),
+                what,
+                id: *id,
+                path,
+            },
+            e => e.into(),
+        })
+    }
+
+    /// Manifests, Tracks and ItemManifests are checked against their id
+    /// before they are decoded, so a damaged one is reported as damaged
+    /// (not as whatever its changed bytes happen to decode to), and one
+    /// damaged into another valid object is never served.
+    pub async fn manifest(&self, id: &ObjectId, referrer: &str) -> Result<Manifest, DatasetError> {
+        let path = self.store.layout().manifest(id);
+        let bytes = self.fetch(&path, "manifest", id, referrer).await?;
+        check_content(&path, id, &bytes)?;
+        Ok(Manifest::decode(&bytes, &format!("manifest {path}"))?)
+    }
+
+    pub async fn track(&self, id: &ObjectId, referrer: &str) -> Result<Track, DatasetError> {
+        let path = self.store.layout().track(id);
+        let bytes = self.fetch(&path, "track", id, referrer).await?;
+        let id = *id;
+        // Tracks can be tens of MB: hash and decode off the async threads.
+        tokio::task::spawn_blocking(move || {
+            check_content(&path, &id, &bytes)?;
+            Ok(Track::decode_owned(bytes, &format!("track {path}"))?)
+        })
+        .await
+        .expect("track decode panicked")
+    }
+
+    pub async fn item_manifest(
+        &self,
+        timeline: &str,
+        modality: &str,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<ItemManifest, DatasetError> {
+        let path = self.store.layout().data_object(timeline, modality, id);
+        let bytes = self.fetch(&path, "ItemManifest", id, referrer).await?;
+        check_content(&path, id, &bytes)?;
+        Ok(ItemManifest::decode(
+            &bytes,
+            &format!("ItemManifest {path}"),
+        )?)
+    }
+
+    /// Loads the Manifest `revision` names (a ref, a Manifest id or prefix,
+    /// `~N` back: see [`Revision`]), all its Tracks and the ItemManifests
+    /// of chunked items: everything a mount needs, so opening and reading
+    /// files costs no further metadata round trip.
+    pub async fn snapshot(&self, revision: &str) -> Result<Snapshot, DatasetError> {
+        let resolved = self.resolve_revision(&revision.parse()?).await?;
+        self.snapshot_at(resolved.id, &resolved.describe()).await
+    }
+
+    /// Like [`Dataset::snapshot`], for a given Manifest.
+    pub async fn snapshot_at(
+        &self,
+        id: ObjectId,
+        referrer: &str,
+    ) -> Result<Snapshot, DatasetError> {
+        let manifest = self.manifest(&id, referrer).await?;
+        if let Some(t) = manifest
+            .tracks
+            .iter()
+            .find(|t| t.kind != TRACK_KIND_FRAGMENT)
+        {
+            return Err(DatasetError::UnsupportedTrackKind {
+                id,
+                timeline: t.timeline.clone(),
+                modality: t.modality.clone(),
+                kind: t.kind.clone(),
+            });
+        }
+        let referrer = format!("manifest {id}");
+        let tracks = futures::stream::iter(&manifest.tracks)
+            .map(|entry| SnapshotTrack::load(self, entry, &referrer))
+            .buffered(METADATA_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(Snapshot {
+            manifest_id: id,
+            manifest,
+            tracks,
+        })
+    }
+
+    /// Manifests reachable from `revision` along first parents, newest
+    /// first.
+    pub async fn history(
+        &self,
+        revision: &str,
+        limit: usize,
+    ) -> Result<Vec<(ObjectId, Manifest)>, DatasetError> {
+        let resolved = self.resolve_revision(&revision.parse()?).await?;
+        let mut next = Some(resolved.id);
+        let mut referrer = resolved.describe();
+        let mut out = Vec::new();
+        while let Some(id) = next.filter(|_| out.len() < limit) {
+            let manifest = self.manifest(&id, &referrer).await?;
+            next = manifest.parents.first().copied();
+            referrer = format!("manifest {id}");
+            out.push((id, manifest));
+        }
+        Ok(out)
+    }
+
+    /// Stores a Track object (content-addressed) and returns its id.
+    pub async fn put_track(&self, track: &Track) -> Result<ObjectId, DatasetError> {
+        self.put_encoded_track(Bytes::from(track.encode())).await
+    }
+
+    /// [`Dataset::put_track`] of a Track already encoded
+    /// ([`Track::encode`]), for a writer that needs its id before it
+    /// decides to store it.
+    pub async fn put_encoded_track(&self, bytes: Bytes) -> Result<ObjectId, DatasetError> {
+        let id = ObjectId::of(&bytes);
+        self.store
+            .put_immutable(&self.store.layout().track(&id), bytes)
+            .await?;
+        Ok(id)
+    }
+
+    /// Commits a new Manifest with `tracks` and moves `ref_name` from
+    /// `parent` to it by compare-and-swap.
+    ///
+    /// The caller must already have written every data object the new Tracks
+    /// address. Here the Tracks are written, then the Manifest, then the ref:
+    /// each step only after the previous one is durable, so the ref never
+    /// names anything missing. A concurrent commit makes this fail with
+    /// [`StoreError::RefConflict`] and leaves the ref untouched.
+    pub async fn commit(
+        &self,
+        ref_name: &str,
+        parent: Option<ObjectId>,
+        tracks: Vec<TrackUpdate>,
+        writer: &str,
+    ) -> Result<ObjectId, DatasetError> {
+        let parents = parent.into_iter().collect();
+        self.commit_with_parents(ref_name, parent, parents, tracks, writer)
+            .await
+    }
+
+    /// Like [`Dataset::commit`] for a Manifest with any `parents` (a
+    /// merge); the ref must still point at `expected`.
+    pub async fn commit_with_parents(
+        &self,
+        ref_name: &str,
+        expected: Option<ObjectId>,
+        parents: Vec<ObjectId>,
+        tracks: Vec<TrackUpdate>,
+        writer: &str,
+    ) -> Result<ObjectId, DatasetError> {
+        let commit = Commit {
+            parents,
+            tracks,
+            conflicts: &[],
+            writer,
+        };
+        self.commit_manifest(ref_name, expected, commit).await
+    }
+
+    /// Writes the Manifest of `commit` and moves `ref_name` from
+    /// `expected` to it.
+    async fn commit_manifest(
+        &self,
+        ref_name: &str,
+        expected: Option<ObjectId>,
+        commit: Commit<'_>,
+    ) -> Result<ObjectId, DatasetError> {
+        let (id, _) = self.write_commit(commit).await?;
+        self.store.update_ref(ref_name, expected, id).await?;
+        Ok(id)
+    }
+
+    /// Writes the new Tracks of `tracks`, then a Manifest listing them with
+    /// `parents`, each durable before the next; moves no ref. Returns the
+    /// Manifest's id and the Manifest.
+    pub async fn write_manifest(
+        &self,
+        parents: Vec<ObjectId>,
+        tracks: Vec<TrackUpdate>,
+        writer: &str,
+    ) -> Result<(ObjectId, Manifest), DatasetError> {
+        let commit = Commit {
+            parents,
+            tracks,
+            conflicts: &[],
+            writer,
+        };
+        self.write_commit(commit).await
+    }
+
+    /// [`Dataset::write_manifest`] of a `commit`.
+    async fn write_commit(&self, commit: Commit<'_>) -> Result<(ObjectId, Manifest), DatasetError> {
+        let Commit {
+            parents,
+            tracks,
+            conflicts,
+            writer,
+        } = commit;
+        let mut entries = Vec::with_capacity(tracks.len());
+        for update in tracks {
+            let track = match update.content {
+                TrackContent::Existing(id) => id,
+                TrackContent::New(track) => self.put_track(&track).await?,
+            };
+            entries.push(TrackEntry {
+                timeline: update.timeline,
+                modality: update.modality,
+                kind: TRACK_KIND_FRAGMENT.to_string(),
+                track,
+            });
+        }
+        entries.sort_by(|a, b| (&a.timeline, &a.modality).cmp(&(&b.timeline, &b.modality)));
+        let mut timelines: Vec<String> = entries.iter().map(|e| e.timeline.clone()).collect();
+        timelines.dedup();
+        let manifest = Manifest {
+            parents,
+            timelines,
+            tracks: entries,
+            ts_unix_ns: now_unix_ns(),
+            writer: writer.to_string(),
+        };
+        let bytes = Bytes::from(manifest.encode_with_conflicts(conflicts));
+        let id = ObjectId::of(&bytes);
+        self.store
+            .put_immutable(&self.store.layout().manifest(&id), bytes)
+            .await?;
+        Ok((id, manifest))
+    }
+}
+
+/// Fails with [`DatasetError::Damaged`] unless `bytes`, fetched from `path`
+/// by `id`, hash to `id`.
+pub(crate) fn check_content(path: &Path, id: &ObjectId, bytes: &[u8]) -> Result<(), DatasetError> {
+    check_hash(path, id, ObjectId::of(bytes))
+}
+
+/// Fails with [`DatasetError::Damaged`] unless `actual`, the hash of the
+/// object at `path`, is `expected`, the id it is named by.
+pub(crate) fn check_hash(
+    path: &Path,
+    expected: &ObjectId,
+    actual: ObjectId,
+) -> Result<(), DatasetError> {
+    if actual == *expected {
+        return Ok(());
+    }
+    Err(DatasetError::Damaged {
+        path: path.to_string(),
+        expected: *expected,
+        actual,
+    })
+}
+
+fn now_unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The `writer` string packfs records in Manifests.
+pub fn writer_string(command: &str) -> String {
+    format!("packfs/{} {command}", env!("CARGO_PKG_VERSION"))
+}

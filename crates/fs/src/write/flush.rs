@@ -1,0 +1,529 @@
+//! A flush: export the namespace's changes, upload the closed spool files
+//! as packs, build the changed modalities' Tracks, commit, and point the
+//! committed files at their new items.
+
+use std::collections::{HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures::FutureExt;
+use tracing::{info, warn};
+
+use super::journal::{Journal, Record};
+use super::{WriteError, WriteOptions};
+use crate::namespace::{
+    CommittedItem, Content, Export, ExportedFile, ExportedModality, Ino, Namespace, SpoolFile,
+    ROOT_INO,
+};
+use packfs_core::dataset::{
+    writer_string, ChunkRef, Dataset, DatasetError, Item, ItemSource, TrackContent, TrackUpdate,
+    MAX_COMMIT_ATTEMPTS,
+};
+use packfs_core::packer::{media_type, upload, LocalFiles, PackOptions, SourceFile};
+use packfs_core::progress::Quiet;
+use packfs_core::store::StoreError;
+use packfs_format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
+
+/// A spooled file just committed: its inode, the uploaded version and its
+/// generation, and the item it now is.
+type Committed = (Ino, SpoolFile, u64, Arc<CommittedItem>);
+
+/// Tracks of the mounted Manifest, by id, indexed by item name.
+type BaseTracks = HashMap<ObjectId, HashMap<String, TrackItem>>;
+
+/// What the last commit of this mount left.
+struct State {
+    /// The Manifest this mount's namespace corresponds to: its own last
+    /// commit (never a merge made on its behalf), so the next commit's
+    /// changes are exactly this mount's.
+    own_tip: ObjectId,
+    /// The Track of each modality directory in `own_tip`.
+    tracks: HashMap<Ino, ObjectId>,
+}
+
+/// Commits a read-write mount's changes, one flush at a time.
+pub(super) struct Flusher {
+    ns: Arc<Namespace>,
+    dataset: Dataset,
+    ref_name: String,
+    upload_options: PackOptions,
+    state: tokio::sync::Mutex<State>,
+    /// The namespace change counter the last commit covered.
+    committed_changes: AtomicU64,
+    journal: Arc<Journal>,
+}
+
+impl Flusher {
+    pub(super) fn new(
+        ns: Arc<Namespace>,
+        dataset: Dataset,
+        ref_name: &str,
+        journal: Arc<Journal>,
+        options: &WriteOptions,
+    ) -> Self {
+        let tree = ns.tree().clone();
+        let tracks = tree
+            .tracks()
+            .iter()
+            .filter_map(|span| {
+                let t = ns.lookup(ROOT_INO, span.timeline.as_bytes()).ok()?;
+                Some((ns.lookup(t, span.modality.as_bytes()).ok()?, span.track))
+            })
+            .collect();
+        Flusher {
+            upload_options: PackOptions {
+                pack_items: options.pack_items,
+                pack_bytes: options.pack_bytes,
+                chunk_bytes: options.chunk_bytes,
+                ..PackOptions::default()
+            },
+            state: tokio::sync::Mutex::new(State {
+                own_tip: tree.manifest_id(),
+                tracks,
+            }),
+            committed_changes: AtomicU64::new(ns.changes()),
+            journal,
+            ns,
+            dataset,
+            ref_name: ref_name.to_string(),
+        }
+    }
+
+    /// Whether anything changed since the last commit.
+    pub(super) fn has_changes(&self) -> bool {
+        self.ns.changes() != self.committed_changes.load(Ordering::SeqCst)
+    }
+
+    /// Commits every change so far; returns the spool files it made unused.
+    /// Unless `full`, new files that would only fill a partial pack wait for
+    /// a later flush (the one after the next idle delay at the latest), so
+    /// a stream of files becomes full packs.
+    /// `session_records` gives the journal records of files open for
+    /// writing, to carry across the journal's compaction.
+    pub(super) async fn flush(
+        &self,
+        full: bool,
+        session_records: impl FnOnce() -> Vec<Record>,
+    ) -> Result<Vec<SpoolFile>, WriteError> {
+        let mut state = self.state.lock().await;
+        let known: HashSet<Ino> = state.tracks.keys().copied().collect();
+        // Journal records up to the mark are exactly those this export
+        // covers.
+        let ((export, open), mark) = self
+            .journal
+            .snapshot(|| (self.ns.export(&known), session_records()));
+        let mut export = export?;
+        if export.changes == self.committed_changes.load(Ordering::SeqCst) {
+            return Ok(Vec::new());
+        }
+        let (deferred, deferred_puts) = match full {
+            true => (Vec::new(), Vec::new()),
+            false => self.defer_partial_packs(&mut export),
+        };
+        // A panic is a failed commit too: the changes stay marked for the
+        // next attempt, and whoever waits for this flush hears of it.
+        let started = std::time::Instant::now();
+        let committed = AssertUnwindSafe(self.commit(&mut state, &export))
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| Err(WriteError::Panicked(panic_message(&*panic))));
+        let files = committed.as_ref().map_or(0, Vec::len);
+        packfs_core::metrics::global().commit(committed.is_ok(), files, started.elapsed());
+        let done = match committed {
+            Ok(done) => done,
+            Err(e) => {
+                self.ns.restore_dirty(&export.dirty);
+                return Err(e);
+            }
+        };
+        if deferred.is_empty() {
+            self.committed_changes
+                .store(export.changes, Ordering::SeqCst);
+        } else {
+            self.ns.restore_dirty(&deferred);
+        }
+        // The journal moves to the new base before committed spool files
+        // go: a crash in between replays nothing that is gone. Deferred
+        // files are journaled again, as they were at the export.
+        let mut carried = deferred_puts;
+        carried.extend(open);
+        let (journal, base) = (self.journal.clone(), state.own_tip);
+        let compacted =
+            tokio::task::spawn_blocking(move || journal.compact(base, &carried, mark)).await;
+        let compacted = compacted.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        if let Err(e) = compacted {
+            warn!("rewriting the spool journal after a commit: {e}");
+            self.ns.restore_dirty(&export.dirty);
+            return Ok(Vec::new()); // keep the spool files the journal names
+        }
+        Ok(self.ns.mark_committed(done))
+    }
+
+    /// Leaves out of `export` the new spooled files beyond the last full
+    /// pack of each modality; returns the modalities that keep some, and
+    /// journal records of the files left out.
+    fn defer_partial_packs(&self, export: &mut Export) -> (Vec<Ino>, Vec<Record>) {
+        let per_pack = self.upload_options.pack_items.max(1);
+        let (mut deferred, mut puts) = (Vec::new(), Vec::new());
+        for m in &mut export.modalities {
+            let Some(files) = &mut m.files else { continue };
+            let mut fresh: Vec<&str> = files
+                .iter()
+                .filter(|f| !f.stored && matches!(f.content, Content::Spool(_)))
+                .map(|f| f.name.as_str())
+                .collect();
+            let wait = fresh.len() % per_pack;
+            if wait == 0 {
+                continue;
+            }
+            // The packer packs in name order: the last names would fill
+            // the partial pack.
+            fresh.sort_unstable();
+            let later: HashSet<String> = fresh[fresh.len() - wait..]
+                .iter()
+                .map(|n| n.to_string())
+                .collect();
+            files.retain(|f| {
+                if !later.contains(&f.name) {
+                    return true;
+                }
+                if let Content::Spool(spool) = &f.content {
+                    let file = spool.path.file_name().unwrap_or_default();
+                    // The export does not know the size of a version kept
+                    // for a file still open; the spool file does.
+                    let size = std::fs::metadata(&spool.path).map_or(f.size, |m| m.len());
+                    puts.push(Record::Put {
+                        path: format!("{}/{}/{}", m.timeline, m.modality, f.name),
+                        file: file.to_string_lossy().into_owned(),
+                        size,
+                        attrs: f.attrs,
+                    });
+                }
+                false
+            });
+            deferred.push(m.ino);
+        }
+        (deferred, puts)
+    }
+
+    /// Uploads, builds Tracks, commits; returns the files now committed.
+    async fn commit(
+        &self,
+        state: &mut State,
+        export: &Export,
+    ) -> Result<Vec<Committed>, WriteError> {
+        // 1. Upload the spool versions, sorted as the packer wants them.
+        let mut uploads: Vec<(SourceFile, Ino, SpoolFile, u64)> = Vec::new();
+        for m in &export.modalities {
+            for f in m.files.iter().flatten() {
+                if let Content::Spool(spool) = &f.content {
+                    let size = std::fs::metadata(&spool.path)
+                        .map_err(WriteError::file(&spool.path))?
+                        .len();
+                    let source = SourceFile {
+                        timeline: m.timeline.clone(),
+                        modality: m.modality.clone(),
+                        name: f.name.clone(),
+                        path: spool.path.clone(),
+                        size,
+                    };
+                    uploads.push((source, f.ino, spool.clone(), f.generation));
+                }
+            }
+        }
+        uploads.sort_by(|a, b| {
+            (&a.0.timeline, &a.0.modality, &a.0.name).cmp(&(
+                &b.0.timeline,
+                &b.0.modality,
+                &b.0.name,
+            ))
+        });
+        let sources: Vec<SourceFile> = uploads.iter().map(|u| u.0.clone()).collect();
+        let uploaded = upload(
+            &self.dataset,
+            &sources,
+            &LocalFiles,
+            &self.upload_options,
+            &Quiet,
+        )
+        .await?;
+        let mut new_entries: HashMap<Ino, FragmentEntry> = HashMap::new();
+        for (u, entry) in uploads.iter().zip(&uploaded.entries) {
+            new_entries.insert(u.1, entry.clone());
+        }
+
+        // 2. New Tracks for the changed modalities.
+        let mut base_tracks = BaseTracks::default();
+        let mut updates = Vec::new();
+        for m in &export.modalities {
+            let content = match &m.files {
+                None => TrackContent::Existing(state.tracks[&m.ino]),
+                Some(files) => {
+                    let previous = state.tracks.get(&m.ino).copied();
+                    let track = self
+                        .build_track(m, files, previous, &mut new_entries, &mut base_tracks)
+                        .await?;
+                    TrackContent::New(track)
+                }
+            };
+            updates.push(TrackUpdate {
+                timeline: m.timeline.clone(),
+                modality: m.modality.clone(),
+                content,
+            });
+        }
+
+        // 3. Commit; merge onto the ref if another writer moved it.
+        let writer = writer_string("mount");
+        let (id, manifest) = self
+            .dataset
+            .write_manifest(vec![state.own_tip], updates, &writer)
+            .await?;
+        self.move_ref(state.own_tip, id, &writer).await?;
+        info!(
+            "committed manifest {} to ref {} ({} files uploaded)",
+            id.short(),
+            self.ref_name,
+            uploads.len()
+        );
+        let ino_of: HashMap<(&str, &str), Ino> = export
+            .modalities
+            .iter()
+            .map(|m| ((m.timeline.as_str(), m.modality.as_str()), m.ino))
+            .collect();
+        state.own_tip = id;
+        state.tracks = manifest
+            .tracks
+            .iter()
+            .filter_map(|t| {
+                Some((
+                    *ino_of.get(&(t.timeline.as_str(), t.modality.as_str()))?,
+                    t.track,
+                ))
+            })
+            .collect();
+
+        // 4. Committed files now read from their items.
+        let mut pack_lens: HashMap<ObjectId, u64> = HashMap::new();
+        for e in &uploaded.entries {
+            if let Placement::Packed { .. } = e.placement {
+                *pack_lens.entry(e.address).or_default() += e.byte_size;
+            }
+        }
+        let mut done = Vec::with_capacity(uploads.len());
+        for (source, ino, spool, generation) in uploads {
+            let entry = new_entries[&ino].clone();
+            let item = self.item(&source, &entry, &pack_lens).await?;
+            done.push((
+                ino,
+                spool,
+                generation,
+                Arc::new(CommittedItem { item, entry }),
+            ));
+        }
+        Ok(done)
+    }
+
+    /// The Track of modality `m` holding `files`: stored files keep their
+    /// entries under their current names, spooled ones get the entries just
+    /// uploaded (`new_entries`, numbered here after the others). Entries of
+    /// the modality's previous Track that are no longer live are passed as
+    /// retired: `Track::new` keeps those their packs still need.
+    async fn build_track(
+        &self,
+        m: &ExportedModality,
+        files: &[ExportedFile],
+        previous: Option<ObjectId>,
+        new_entries: &mut HashMap<Ino, FragmentEntry>,
+        base_tracks: &mut BaseTracks,
+    ) -> Result<Track, WriteError> {
+        let mut retired = Vec::new();
+        if let Some(id) = previous {
+            let track = self.dataset.track(&id, "this mount's last commit").await?;
+            retired.extend(track.items().iter().map(|i| i.entry.clone()));
+            retired.extend(track.retired().iter().cloned());
+        }
+        let mut items = Vec::with_capacity(files.len());
+        let mut fresh = Vec::new();
+        for f in files {
+            let (media_type, entry) = match &f.content {
+                Content::Base(i) => {
+                    let base = self.base_item(*i, base_tracks, &mut retired).await?;
+                    (base.media_type.clone(), base.entry.clone())
+                }
+                Content::Committed(c) => (c.item.media_type.clone(), c.entry.clone()),
+                Content::Spool(_) => {
+                    fresh.push(f);
+                    continue;
+                }
+            };
+            items.push(TrackItem {
+                name: f.name.clone(),
+                media_type,
+                entry,
+                attrs: f.attrs,
+            });
+        }
+        let first = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
+        let stored = items.len();
+        for (t, f) in (first..).zip(&fresh) {
+            let entry = new_entries
+                .get_mut(&f.ino)
+                .expect("every spooled file was uploaded");
+            entry.t_start = t;
+            entry.t_end = t + 1;
+            items.push(TrackItem {
+                name: f.name.clone(),
+                media_type: media_type(&f.name).into(),
+                entry: entry.clone(),
+                attrs: f.attrs,
+            });
+        }
+        // A new pack the Track already holds cut another way: its files
+        // become objects of their own, and are read from those once
+        // committed.
+        let (old, new) = items.split_at_mut(stored);
+        let existing = old.iter().map(|i| &i.entry).chain(&retired);
+        let apart = self
+            .dataset
+            .separate_twin_packs(&m.timeline, &m.modality, existing, new)
+            .await?;
+        if apart.items > 0 {
+            for (f, item) in fresh.iter().zip(&*new) {
+                new_entries.insert(f.ino, item.entry.clone());
+            }
+        }
+        let what = format!("track {}/{}", m.timeline, m.modality);
+        let track =
+            Track::new(items, retired, &what).and_then(|t| t.with_dirs(m.dirs.clone(), &what));
+        Ok(track.map_err(DatasetError::from)?)
+    }
+
+    /// The Track item of tree item `index` in the mounted Manifest (its
+    /// Track fetched once per flush; its entries join `retired`).
+    async fn base_item<'a>(
+        &self,
+        index: u32,
+        base_tracks: &'a mut BaseTracks,
+        retired: &mut Vec<FragmentEntry>,
+    ) -> Result<&'a TrackItem, WriteError> {
+        let tree = self.ns.tree();
+        let span = tree.track_of(index);
+        let by_name = match base_tracks.entry(span.track) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let track = self
+                    .dataset
+                    .track(&span.track, "the mounted manifest")
+                    .await?;
+                retired.extend(track.items().iter().map(|i| i.entry.clone()));
+                let (items, _, _) = track.into_parts();
+                e.insert(items.into_iter().map(|i| (i.name.clone(), i)).collect())
+            }
+        };
+        Ok(&by_name[tree.item(index).name()])
+    }
+
+    /// Moves the ref from `parent` to `id`, or merges `id` onto wherever
+    /// another writer moved it.
+    async fn move_ref(
+        &self,
+        parent: ObjectId,
+        id: ObjectId,
+        writer: &str,
+    ) -> Result<(), WriteError> {
+        let store = self.dataset.store();
+        match store.update_ref(&self.ref_name, Some(parent), id).await {
+            Err(StoreError::RefConflict { .. }) => {}
+            other => return Ok(other.map_err(DatasetError::from)?),
+        }
+        for attempt in 1.. {
+            let head = self.dataset.resolve(&self.ref_name).await?;
+            info!(
+                "ref {} moved (now {}); merging this mount's commit",
+                self.ref_name,
+                head.short()
+            );
+            match self
+                .dataset
+                .merge_into(&self.ref_name, head, &[id], writer)
+                .await
+            {
+                Err(DatasetError::Store(StoreError::RefConflict { .. }))
+                    if attempt < MAX_COMMIT_ATTEMPTS => {}
+                result => {
+                    let report = result?;
+                    for c in &report.conflicts {
+                        tracing::warn!(
+                            "{}/{}/{} was also written by another writer; this mount's version is {}",
+                            c.timeline, c.modality, c.name, c.renamed_to
+                        );
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// How to read a file just committed as `entry`.
+    async fn item(
+        &self,
+        source: &SourceFile,
+        entry: &FragmentEntry,
+        pack_lens: &HashMap<ObjectId, u64>,
+    ) -> Result<Item, WriteError> {
+        let layout = self.dataset.store().layout();
+        let path =
+            |id: &ObjectId| Arc::new(layout.data_object(&source.timeline, &source.modality, id));
+        let source_of = match entry.placement {
+            Placement::Whole => ItemSource::Whole {
+                object: path(&entry.address),
+            },
+            Placement::Packed { offset } => ItemSource::Packed {
+                pack: path(&entry.address),
+                offset,
+                pack_len: pack_lens[&entry.address],
+            },
+            Placement::Chunked => {
+                let manifest = self
+                    .dataset
+                    .item_manifest(
+                        &source.timeline,
+                        &source.modality,
+                        &entry.address,
+                        "a flush",
+                    )
+                    .await?;
+                ItemSource::Chunked {
+                    chunks: manifest
+                        .chunks
+                        .iter()
+                        .map(|c| ChunkRef {
+                            object: path(&c.address),
+                            size: c.size,
+                        })
+                        .collect(),
+                }
+            }
+        };
+        Ok(Item {
+            name: source.name.clone(),
+            size: entry.byte_size,
+            media_type: media_type(&source.name).into(),
+            source: source_of,
+            // The file's node in the overlay keeps showing its own.
+            attrs: Default::default(),
+        })
+    }
+}
+
+/// The message of a caught panic.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
