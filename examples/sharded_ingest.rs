@@ -1,4 +1,4 @@
-//! Sharded ingest (seed `dreamdb-sharded-ingest-union-merge.txt`): N
+//! Sharded ingest by branches and a union merge: N
 //! workers each import a disjoint slice of a source tree into a branch of
 //! their own, all at once, then one union merge brings every branch into
 //! `main` as a single Manifest with N + 1 parents. The result is checked

@@ -1,4 +1,4 @@
-//! History (issue 14): `--ref` takes a Manifest id, a unique prefix of one
+//! History: `--ref` takes a Manifest id, a unique prefix of one
 //! or `REF~N`; such mounts are read-only and show the old content, and
 //! `packfs diff` lists what changed between two revisions. Real FUSE
 //! mounts of a local dataset, changed through a read-write mount.

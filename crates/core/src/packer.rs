@@ -343,8 +343,8 @@ pub async fn upload(
     let mut chunked: BTreeMap<usize, BTreeMap<usize, Chunk>> = BTreeMap::new();
     for d in done {
         match d {
-            // A one-item "pack" is simply that item's own object (seed §4:
-            // pack_items = 1 writes single-item fragments).
+            // A one-item "pack" is simply that item's own object
+            // (pack_items = 1 writes single-item fragments).
             Done::Pack {
                 files: members,
                 address,
@@ -417,8 +417,8 @@ pub async fn upload(
 
 /// Two packs of different files can have the same bytes (files of zeros
 /// whose sizes add up alike, in another order): they are then one object
-/// cut two ways, which no Track may hold (seed 0022 §3.4: a pack's
-/// entries are disjoint). The pack of the lowest-numbered files keeps the
+/// cut two ways, which no Track may hold (a pack's entries are disjoint
+/// and tile it). The pack of the lowest-numbered files keeps the
 /// object; each file of the others is stored as an object of its own.
 /// Returns the units and how many objects that wrote.
 async fn separate_twin_packs(

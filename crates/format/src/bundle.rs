@@ -1,6 +1,6 @@
 //! DataBundle: the index's keys and values, the shard header, and record
 //! compression. Codecs only; `docs/DATABUNDLE.md` is the specification
-//! (seed `databundle-format.md`) and `proto/databundle.proto` the schema
+//! and `proto/databundle.proto` the schema
 //! of the values, which the messages here mirror field for field.
 
 use std::io::{Read, Write};

@@ -116,8 +116,8 @@ impl FragmentEntry {
                     return Err(unknown(n));
                 }
             } else if is_manifest {
-                // Seed §5: is_manifest=false without a pack_offset is a
-                // single-item fragment, like the 4-element shape.
+                // is_manifest=false without a pack_offset is a
+                // single-item fragment (`docs/FORMAT.md`), like the 4-element shape.
                 placement = Placement::Chunked;
             }
         }

@@ -21,7 +21,8 @@ pub enum FormatError {
         name: String,
         reason: &'static str,
     },
-    /// Packed entries that share one pack violate the pack invariants (seed §3.4).
+    /// Packed entries that share one pack violate the pack invariants
+    /// (disjoint, tiling the pack from offset 0; `docs/FORMAT.md`).
     #[error("{what}: pack {pack}: {detail}")]
     Pack {
         what: String,

@@ -7,7 +7,7 @@
 //! the file is known before it is asked for. So runs are tracked per
 //! *file* here, and a file read front to back has the next window of its
 //! map fetched ahead: its source ranges sorted by object and offset,
-//! neighbours merged (the seed's source-ordered window schedule), fetched
+//! neighbours merged (a source-ordered window schedule), fetched
 //! as prefetch GETs into the block cache, where the demand reads find them.
 //!
 //! The evidence and window rules are the per-object prefetcher's: two

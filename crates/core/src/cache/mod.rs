@@ -64,7 +64,8 @@ impl Default for CacheOptions {
 /// to every reader that waited for it.
 #[derive(Clone, Debug, Error)]
 pub enum FetchError {
-    /// The object's real length disagrees with the metadata (seed 0022 §3.4).
+    /// The object's real length disagrees with the metadata (a pack's
+    /// length is the sum of its entries').
     #[error("object {object} is {actual} bytes long, but the dataset's entries say it must be {expected}")]
     LengthMismatch {
         object: String,

@@ -18,8 +18,8 @@
 //! On a run the read-ahead window doubles with every read that moves it
 //! on, from one block up to `max_window`; an object no larger than
 //! `max_window` is read ahead to its end once the run has gone on for
-//! [`WHOLE_OBJECT_EVIDENCE`] reads (the seed's hint: a sequential scan may
-//! fetch the whole pack once). A run that reaches the end of an object
+//! [`WHOLE_OBJECT_EVIDENCE`] reads: a sequential scan of a pack's items
+//! fetches the whole pack once. A run that reaches the end of an object
 //! with a successor (the next chunk of a big item) carries on into it. Read-ahead is topped up when less than half
 //! a window is left, so GETs stay large. Prefetch GETs in flight hold
 //! permits of one global semaphore, so their memory is bounded by

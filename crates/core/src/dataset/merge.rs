@@ -1,5 +1,5 @@
-//! Union merge of diverged Manifests (seed
-//! `dreamdb-sharded-ingest-union-merge.txt`, Fragment tracks).
+//! Union merge of diverged Manifests (`docs/SEMANTICS.md`, "Branches and
+//! merge").
 //!
 //! Given the Manifest a ref points at (*ours*) and one or more other tips
 //! (*theirs*), the merge finds their lowest common ancestor and, per
@@ -10,7 +10,7 @@
 //! The result is one Manifest whose parents are ours followed by theirs,
 //! in order.
 //!
-//! Choices where the seed is silent (also in `docs/SEMANTICS.md`):
+//! Choices of packfs's own (also in `docs/SEMANTICS.md`):
 //! - A name changed on two sides to different entries is a *conflict*: ours
 //!   (or the earlier branch) keeps the name, the later side's item stays
 //!   under `<stem>.conflict-<short manifest id>[.<ext>]`, logged as a
@@ -32,8 +32,8 @@ use packfs_format::{
     TRACK_KIND_FRAGMENT,
 };
 
-/// Manifests visited per tip while looking for the common ancestor (the
-/// seed's bound on the LCA walk).
+/// Manifests visited per tip while looking for the common ancestor: a
+/// bound on the walk, so a deep history is refused, not walked for ever.
 const MAX_ANCESTORS: usize = 1000;
 
 /// What a merge found to do.
@@ -59,7 +59,7 @@ pub struct MergedTracks {
 impl Dataset {
     /// Every Manifest reachable from `tip` through all parents, nearest
     /// first (breadth-first), `tip` included. Refuses histories deeper than
-    /// the seed's bound rather than walking them forever.
+    /// [`MAX_ANCESTORS`] rather than walking them forever.
     async fn ancestors(&self, tip: ObjectId) -> Result<Vec<ObjectId>, DatasetError> {
         let mut order = Vec::new();
         let mut seen = HashSet::new();
@@ -208,8 +208,8 @@ impl Dataset {
 impl Dataset {
     /// `side` as a Track merge can take it beside the `entries` it holds
     /// so far, which tile each of their packs: a pack that a side holds
-    /// cut another way (the same bytes packed from other files, seed 0022
-    /// §3.4) cannot be in one Track. The side's items in such a pack are
+    /// cut another way (the same bytes packed from other files) cannot be
+    /// in one Track. The side's items in such a pack are
     /// stored apart ([`Dataset::separate_twin_packs`]), and its retired
     /// entries of a pack `entries` tile are dropped unless they are the
     /// same ranges (those entries keep the pack whole). A side that cuts
@@ -503,8 +503,8 @@ impl TrackMerge {
             .expect("some suffix is free")
     }
 
-    /// The merged Track: items in `t_start` order (the seed's order for
-    /// Fragment unions), ties by name.
+    /// The merged Track: items in `t_start` order (the order of a union of
+    /// Fragment tracks), ties by name.
     fn finish(self, what: &str) -> Result<Track, packfs_format::FormatError> {
         let mut items: Vec<TrackItem> = self.items.into_values().collect();
         items.sort_by(|a, b| (a.entry.t_start, &a.name).cmp(&(b.entry.t_start, &b.name)));

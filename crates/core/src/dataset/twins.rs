@@ -39,8 +39,7 @@ impl Dataset {
     /// by the hash of those bytes, so packs of different files can be one
     /// object: 1024 files of 4 KiB of zeros and 512 files of 8 KiB of
     /// zeros are both the same 4 MiB of zeros. A Track cannot hold one
-    /// object cut two ways (seed 0022 §3.4: a pack's entries are disjoint
-    /// and tile it; `Track::new` refuses "entries overlap"), so a flush,
+    /// object cut two ways (a pack's entries are disjoint and tile it; `Track::new` refuses "entries overlap"), so a flush,
     /// import or rebase that adds such a pack to a Track already holding
     /// it would fail every time. The packer keeps the packs of one upload
     /// apart (`separate_twin_packs` in `packer.rs`); this does it against

@@ -53,8 +53,8 @@ pub enum ExecuteError {
 
 impl ByteRangeProgram {
     /// Whether [`ByteRangeProgram::execute_into`] writes straight into the
-    /// caller's buffer: unless the program has a strided run (the seed's
-    /// direct-write gating).
+    /// caller's buffer: unless the program has a strided run, whose pieces
+    /// are packed through a staging buffer.
     pub fn writes_directly(&self) -> bool {
         !self
             .runs()
@@ -97,8 +97,8 @@ impl ByteRangeProgram {
     /// `dest` ([`SeekableSource::read_scatter_at`]) and PAD runs zero their
     /// own bytes, so every byte of `dest` is written exactly once whatever
     /// it held before, with no staging buffer to zero and copy out of.
-    /// A program containing any strided run does not write directly (the
-    /// seed's direct-write gating): it is staged as by
+    /// A program containing any strided run does not write directly: it
+    /// is staged as by
     /// [`ByteRangeProgram::execute_staged`] and copied into `dest`. On an
     /// error `dest` holds unspecified bytes.
     pub async fn execute_into(

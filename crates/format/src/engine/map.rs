@@ -64,8 +64,8 @@ pub enum MapError {
         first: Range<u64>,
         second: Range<u64>,
     },
-    /// Sources do not hold bytes the map reads (the seed's UNAVAILABLE,
-    /// with its partial-coverage detail): every destination range left
+    /// Sources do not hold bytes the map reads (unavailable, with the
+    /// partial-coverage detail): every destination range left
     /// uncovered, with the source bytes it needed. Found before a program
     /// is built; no bytes are produced.
     #[error("unavailable: {}", describe(.missing))]

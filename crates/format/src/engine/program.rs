@@ -75,7 +75,7 @@ pub enum Run {
         src: Range<u64>,
         pieces: Vec<Piece>,
     },
-    /// The seed's StridedRun: a coalesced read whose pieces repeat at a
+    /// A strided run: a coalesced read whose pieces repeat at a
     /// fixed stride (a row of a dense array crossing many tiles), kept as
     /// its pattern instead of a list: piece `i` takes `len` bytes at
     /// `src_start + i * src_stride` to `dest_start + i * dest_stride`.

@@ -4,8 +4,8 @@
 //! CBOR map: `{"kind": "fragment", "object_index": [entry…],
 //! "names": [text…], "media_type_table": [text…], "media_types": [uint…]}`.
 //! `names` and `media_types` are parallel to `object_index`; they are extra
-//! keys, so each FragmentEntry keeps exactly the positional encoding of the
-//! seed and a Track written by another DreamDB writer (no names) still
+//! keys, so each FragmentEntry keeps exactly the positional encoding of
+//! Fragment Packs (`docs/FORMAT.md`) and a Track written by another DreamDB writer (no names) still
 //! decodes, with names synthesized as `item-<index>`.
 //!
 //! Optional keys record what a filesystem shows of items and directories:
@@ -83,7 +83,8 @@ pub struct Track {
     retired: Vec<FragmentEntry>,
     /// Recorded directories, sorted by name.
     dirs: Vec<TrackDir>,
-    /// Length every pack must have: the sum of its entries' sizes (seed §3.4).
+    /// Length every pack must have: the sum of its entries' sizes, which
+    /// tile it.
     pack_lengths: PackLengths,
 }
 
