@@ -83,7 +83,8 @@ impl Faults {
                     .parse::<u64>()
                     .map_err(|_| format!("{key} wants a whole number, not {value:?}"))
             };
-            let duration = || super::parse_duration(value).map_err(|e| format!("{key}: {e}"));
+            let duration =
+                || crate::units::parse_duration(value).map_err(|e| format!("{key}: {e}"));
             match key {
                 "get-delay" => faults.get_delay = duration()?,
                 "put-delay" => faults.put_delay = duration()?,

@@ -28,7 +28,7 @@ use object_store::{
 use thiserror::Error;
 
 pub use layout::{Layout, ObjectKind};
-pub use options::{parse_duration, StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
+pub use options::{StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
 use packfs_format::{FormatError, ObjectId};
 use refs::RefBackend;
 use remote::Remote;
