@@ -58,6 +58,50 @@ fn every_module_uses_only_layers_below_it_and_no_file_is_in_a_loop() {
     );
 }
 
+/// Embedders (a Python binding, a Kubernetes driver) depend on
+/// packfs-core alone: it brings no FUSE, no command line and no terminal
+/// drawing (the metrics endpoint's HTTP server is packfs-fs's); without
+/// its `cloud` feature, no HTTP stack at all.
+#[test]
+fn the_core_crate_needs_no_fuse_command_line_or_http_server() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let tree = |extra: &[&str]| -> BTreeSet<String> {
+        let out = std::process::Command::new(&cargo)
+            .current_dir(ROOT)
+            .args(["tree", "--locked", "--offline", "-p", "packfs-core"])
+            .args(["-e", "normal", "--prefix", "none", "--format", "{p}"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|line| line.split_whitespace().next().map(str::to_string))
+            .collect()
+    };
+    let forbidden = |crates: &BTreeSet<String>, names: &[&str]| -> Vec<String> {
+        names
+            .iter()
+            .filter(|name| crates.contains(**name))
+            .map(|name| name.to_string())
+            .collect()
+    };
+    let default = tree(&[]);
+    assert!(default.contains("object_store"), "{default:?}");
+    let found = forbidden(&default, &["fuser", "clap", "indicatif"]);
+    assert!(found.is_empty(), "packfs-core depends on {found:?}");
+    let local = tree(&["--no-default-features"]);
+    let found = forbidden(&local, &["fuser", "clap", "indicatif", "hyper", "reqwest"]);
+    assert!(
+        found.is_empty(),
+        "packfs-core without `cloud` depends on {found:?}"
+    );
+}
+
 /// The `layers` block of ARCHITECTURE.md: per crate, its layers top to
 /// bottom, each a list of module names.
 fn layers_of_architecture_md() -> BTreeMap<String, Vec<Vec<String>>> {

@@ -12,7 +12,7 @@
 //!   uploaded (import and a mount's flusher both use it).
 //! - [`catalog`]: read-only trees whose files are [`extents::Extents`]: the
 //!   control directory, a DataBundle, a TileDB array, the loader views.
-//! - [`array`] and [`bundle`]: TileDB arrays and DataBundles on any store.
+//! - [`array`](mod@array) and [`bundle`]: TileDB arrays and DataBundles on any store.
 //! - [`reader`]: executes [`extents::Extents`], the one description of a
 //!   file's bytes, through the byte-range engine against the cache.
 //! - [`tree`]: the dataset's `/<timeline>/<modality>/<name…>` tree of a

@@ -1,6 +1,6 @@
 //! The FUSE adapter: translates kernel requests into calls of the
-//! filesystem core ([`crate::fs`]) and its errors into errno — in
-//! [`errno`], the one place that does. It decides nothing about files.
+//! filesystem core ([`crate::fs`]) and its errors into the errno the core
+//! chose ([`crate::fs::FsError::errno`]). It decides nothing about files.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;

@@ -11,7 +11,7 @@
 //! - [`fs`]: the filesystem core: every operation a mount answers, on
 //!   inodes, names and byte ranges, with no kernel types; tests drive it
 //!   without `/dev/fuse`.
-//! - [`write`]: read-write mounts: open handles, the spool of written
+//! - [`write`](mod@write): read-write mounts: open handles, the spool of written
 //!   files, its journal, and the flusher that packs and commits them.
 //! - [`namespace`]: inodes, names and attributes of the dataset's tree
 //!   plus, on a read-write mount, an overlay of the changes.

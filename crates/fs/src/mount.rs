@@ -660,7 +660,7 @@ fn lazy_unmount(path: &Path) {
 }
 
 /// The mountpoint's canonical path, if it can take a mount now (see
-/// [`mountpoint::check`]).
+/// `mountpoint::check`).
 pub fn check_mountpoint(path: &Path, options: &MountOptions) -> Result<PathBuf, MountError> {
     mountpoint::check(path, options.allow_non_empty).map_err(|(path, refusal)| {
         MountError::Mountpoint {

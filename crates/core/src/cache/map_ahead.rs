@@ -1,6 +1,6 @@
 //! Read-ahead that follows a file's map instead of its objects.
 //!
-//! The per-object prefetcher ([`super::prefetch`]) sees a run only where a
+//! The per-object prefetcher (`prefetch.rs`) sees a run only where a
 //! file's bytes lie in object order. A synthesized file (a shuffled tar
 //! shard: each member from anywhere in any pack) reads its objects in no
 //! order at all, yet its whole map is known: what comes after byte `n` of

@@ -233,7 +233,7 @@ impl WholeCache {
     }
 
     /// Bytes `offset..` of the item `key` (`size` bytes long), as a read
-    /// served them: fed to its copy. Waits at most [`QUEUE_WAIT`].
+    /// served them: fed to its copy. Waits at most `QUEUE_WAIT`.
     pub async fn served(&self, key: WholeKey, size: u64, offset: u64, bytes: &Bytes) {
         if size < self.shared.options.min_size
             || size > self.shared.options.max_bytes

@@ -8,7 +8,7 @@
 //!
 //! A store gets faults only through `StoreConfig::faults`: tests set it,
 //! and so does the daemon's hidden `--inject-faults SPEC` diagnostic
-//! option, in the syntax of [`Faults::parse`].
+//! option, in the syntax of [`Faults::parse`](crate::store::faults::Faults::parse).
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -12,6 +12,10 @@ pub mod faults;
 mod layout;
 mod options;
 mod refs;
+#[cfg(feature = "cloud")]
+mod remote;
+#[cfg(not(feature = "cloud"))]
+#[path = "no_remote.rs"]
 mod remote;
 
 use std::ops::Range;
@@ -144,7 +148,7 @@ fn refresh_age() -> chrono::Duration {
 ///   of a request: connection and transport errors, time-outs of safe
 ///   requests, 5xx/429/408 answers, and GET bodies broken mid-stream
 ///   (resumed with a ranged GET of the same ETag); up to
-///   [`CLIENT_RETRIES`] times, with its own backoff, until the deadline.
+///   10 times (`remote.rs`), with its own backoff, until the deadline.
 ///   What it gives up on is final here.
 /// - **packfs** ([`retrying`]) retries what that client cannot see: a body
 ///   that ended cleanly but shorter than the range the store announced,
@@ -157,9 +161,6 @@ fn refresh_age() -> chrono::Duration {
 /// are final in both layers.
 const ATTEMPTS: u32 = 4;
 const FIRST_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Retries of one request by object_store's HTTP client (see [`ATTEMPTS`]).
-const CLIENT_RETRIES: usize = 10;
 
 /// The `store` names of object_store's HTTP backends, whose errors come
 /// out of the client's own retries (see [`ATTEMPTS`]).
@@ -532,7 +533,7 @@ impl Store {
             .map_err(|e| StoreError::NoCredentials {
                 location: self.location.clone(),
                 detail: e.to_string(),
-                hint: remote.service.credentials_hint(),
+                hint: remote.credentials_hint(),
             })
     }
 

@@ -249,11 +249,7 @@ pub(super) async fn probe_conditional_puts(store: &Store) -> Result<(), StoreErr
     };
     let failed = |e| match (e, &remote) {
         // A PUT finds no object missing: its bucket is.
-        (object_store::Error::NotFound { .. }, Some(remote)) => StoreError::NoSuchBucket {
-            context: location.clone(),
-            bucket: remote.bucket.clone(),
-            endpoint: remote.endpoint.clone(),
-        },
+        (object_store::Error::NotFound { .. }, Some(remote)) => remote.no_such_bucket(location),
         (object_store::Error::NotImplemented { .. }, _) => {
             not_atomic("the backend does not implement conditional puts")
         }

@@ -11,7 +11,11 @@ use object_store::client::{HttpError, HttpErrorKind};
 use object_store::path::Path;
 use object_store::ObjectStore;
 
-use super::{StoreConfig, StoreError, CLIENT_RETRIES};
+use super::{StoreConfig, StoreError};
+
+/// Retries of one request by object_store's HTTP client (the store
+/// module's docs say who retries what).
+const CLIENT_RETRIES: usize = 10;
 
 /// Which service a remote store is, for its credential advice.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,6 +199,20 @@ impl Remote {
     /// there are none (no keys, and no instance or container credentials).
     pub(super) async fn check_credentials(&self) -> object_store::Result<()> {
         (self.credentials)().await
+    }
+
+    /// Where this store's credentials come from.
+    pub(super) fn credentials_hint(&self) -> &'static str {
+        self.service.credentials_hint()
+    }
+
+    /// The error for a request, made doing `context`, that found no bucket.
+    pub(super) fn no_such_bucket(&self, context: &str) -> StoreError {
+        StoreError::NoSuchBucket {
+            context: context.to_string(),
+            bucket: self.bucket.clone(),
+            endpoint: self.endpoint.clone(),
+        }
     }
 
     /// The same store known to have its credentials (fetched by

@@ -428,7 +428,7 @@ impl Fs {
 
     /// Opens file `ino`. A read-only mount with passthrough on answers
     /// [`Opened::Backing`] for an item with a whole-file copy and a handle
-    /// for every other file; otherwise see [`Self::open_daemon`].
+    /// for every other file; otherwise see `Fs::open_daemon`.
     pub async fn open(&self, ino: Ino, write: bool, truncate: bool) -> Result<Opened, FsError> {
         let passthrough = self.passthrough.as_ref().filter(|p| p.is_on());
         let (Some(passthrough), false) = (passthrough, write) else {

@@ -12,7 +12,7 @@ pub enum Opened {
     /// A handle. With `direct_io` the kernel keeps no pages of the file
     /// (its bytes change behind the mount's back); otherwise it keeps them
     /// across opens (every change goes through this mount). With `flush`
-    /// the core hears of every `close(2)` of it ([`Fs::flush`]): a handle
+    /// the core hears of every `close(2)` of it ([`crate::fs::Fs::flush`]): a handle
     /// open for writing journals its file then. One for reading needs no
     /// such word, which spares every close a round trip.
     Handle {

@@ -986,7 +986,7 @@ impl Writer {
         }
     }
 
-    /// One flush: commits every change so far (see [`flush::Flusher`]).
+    /// One flush: commits every change so far (see `flush.rs`).
     pub async fn flush(&self) -> Result<(), WriteError> {
         self.flush_some(true).await
     }
