@@ -22,6 +22,7 @@ use packfs_core::catalog::Catalog;
 use packfs_core::dataset::{writer_string, Conflict, Dataset, MergeOutcome, Revision};
 use packfs_core::import::{import_files, prepare_source, ImportOptions};
 use packfs_core::kind::Kind;
+use packfs_core::location::LocationKind;
 use packfs_core::packer::PackOptions;
 use packfs_core::reader::Reader;
 use packfs_core::store::faults::Faults;
@@ -728,24 +729,29 @@ async fn open_catalog(
     let reader = Reader::new(store.clone(), CacheOptions::default(), None);
     // A probe that fails leaves the location to the dataset path, whose
     // errors name the ref it could not read and say why.
-    if Bundle::is_bundle(store).await.unwrap_or(false) {
-        let index_dir = packfs_fs::mount::bundle_index_dir(None);
-        let bundle = Bundle::open(store, &index_dir).await?;
-        let catalog = BundleCatalog::new(Arc::new(bundle), std::time::SystemTime::now());
-        return Ok(Some((Arc::new(catalog), reader)));
+    match LocationKind::of(store)
+        .await
+        .unwrap_or(LocationKind::Dataset)
+    {
+        LocationKind::Bundle => {
+            let index_dir = packfs_fs::mount::bundle_index_dir(None);
+            let bundle = Bundle::open(store, &index_dir).await?;
+            let catalog = BundleCatalog::new(Arc::new(bundle), std::time::SystemTime::now());
+            Ok(Some((Arc::new(catalog), reader)))
+        }
+        LocationKind::Array => {
+            let array = Array::open(store, at.at).await?;
+            let runtime = tokio::runtime::Handle::current();
+            let catalog = ArrayCatalog::new(
+                Arc::new(array),
+                reader.cache().clone(),
+                runtime,
+                &Default::default(),
+            )?;
+            Ok(Some((Arc::new(catalog), reader)))
+        }
+        _ => Ok(None),
     }
-    if Array::is_array(store).await {
-        let array = Array::open(store, at.at).await?;
-        let runtime = tokio::runtime::Handle::current();
-        let catalog = ArrayCatalog::new(
-            Arc::new(array),
-            reader.cache().clone(),
-            runtime,
-            &Default::default(),
-        )?;
-        return Ok(Some((Arc::new(catalog), reader)));
-    }
-    Ok(None)
 }
 
 /// View `spec` of the dataset `at` names, and a reader of its store.
@@ -1164,11 +1170,10 @@ pub async fn run_verify(
     config: &StoreConfig,
 ) -> Result<bool, Box<dyn std::error::Error>> {
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
-    if Bundle::is_bundle(dataset.store()).await? {
-        return verify_bundle(dataset.store()).await;
-    }
-    if packfs_core::array::Array::is_array(dataset.store()).await {
-        return verify_array(dataset.store(), at.at).await;
+    match LocationKind::of(dataset.store()).await? {
+        LocationKind::Bundle => return verify_bundle(dataset.store()).await,
+        LocationKind::Array => return verify_array(dataset.store(), at.at).await,
+        _ => {}
     }
     let progress = Bar::new("verifying objects", true);
     let revision = at.revision.to_string();

@@ -39,6 +39,7 @@ pub mod gc;
 pub mod import;
 pub mod info;
 pub mod kind;
+pub mod location;
 pub mod metrics;
 pub mod packer;
 pub mod private_dir;

@@ -25,6 +25,7 @@ use packfs_core::catalog::bundle::BundleCatalog;
 use packfs_core::catalog::view::{self, NamedView, ViewSpec};
 use packfs_core::catalog::Catalog;
 use packfs_core::dataset::{Dataset, DatasetError, Revision};
+use packfs_core::location::LocationKind;
 use packfs_core::reader::Reader;
 use packfs_core::store::{Store, StoreConfig};
 use packfs_core::tree::{Tree, TreeError};
@@ -335,18 +336,17 @@ fn open_session(
     runtime: &tokio::runtime::Runtime,
 ) -> Result<fuser::Session<PackFs>, MountError> {
     let store = dataset.store();
-    let bundle = runtime.block_on(Bundle::is_bundle(store))?;
-    let array = !bundle && runtime.block_on(Array::is_array(store));
-    if (bundle || array) && !options.views.is_empty() {
+    let kind = runtime.block_on(LocationKind::of(store))?;
+    if kind != LocationKind::Dataset && !options.views.is_empty() {
         return Err(MountError::View(format!(
             "{} is a {}; views show the items of a packfs dataset",
             store.location(),
-            if bundle { "DataBundle" } else { "TileDB array" }
+            kind.describe()
         )));
     }
-    let fs = match (bundle, array) {
-        (true, _) => open_bundle_fs(store, options, runtime.handle())?,
-        (_, true) => open_array_fs(store, options, runtime.handle())?,
+    let fs = match kind {
+        LocationKind::Bundle => open_bundle_fs(store, options, runtime.handle())?,
+        LocationKind::Array => open_array_fs(store, options, runtime.handle())?,
         _ => {
             let spool_dir = options.write.spool_dir.clone().unwrap_or_else(|| {
                 default_spool_dir(store.location(), &options.revision.to_string(), mountpoint)

@@ -24,8 +24,9 @@ use object_store::path::Path as ObjectPath;
 use thiserror::Error;
 
 use crate::bundle::index::IndexWriter;
-use crate::bundle::{index_path, Bundle, BundleError};
+use crate::bundle::{index_path, BundleError};
 use crate::dataset::Revision;
+use crate::location::LocationKind;
 use crate::progress::{Progress, Unit};
 use crate::source_tree::SourceIoError;
 use crate::store::{Store, StoreConfig, StoreError};
@@ -495,7 +496,7 @@ async fn refuse_existing_objects(store: &Store, location: &str) -> Result<(), Cr
             what,
         })
     };
-    if Bundle::is_bundle(store).await? {
+    if LocationKind::of(store).await? == LocationKind::Bundle {
         return exists(format!("a bundle index ({INDEX_PATH})"));
     }
     for object in store.list_dir(store.layout().root()).await? {

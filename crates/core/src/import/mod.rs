@@ -19,10 +19,11 @@ use bytes::Bytes;
 use thiserror::Error;
 use tracing::info;
 
-use crate::bundle::{Bundle, BundleError};
+use crate::bundle::BundleError;
 use crate::dataset::{
     writer_string, Dataset, DatasetError, Separated, TrackContent, TrackUpdate, MAX_COMMIT_ATTEMPTS,
 };
+use crate::location::LocationKind;
 pub use crate::packer::{media_type, SourceFile};
 use crate::packer::{upload, FileReader, LocalFiles, PackError, PackOptions, SourceFiles};
 use crate::progress::{Progress, Quiet};
@@ -130,7 +131,7 @@ pub fn prepare(src: &Path, options: &ImportOptions) -> Result<Prepared, ImportEr
 /// told apart by the bundle's index. A bundle's tree, read from its index,
 /// is mapped onto timelines and modalities as a directory's is; the index
 /// of a bundle on an object store is downloaded into `index_dir` (as
-/// [`Bundle::open`] does).
+/// [`Bundle::open`](crate::bundle::Bundle::open) does).
 pub async fn prepare_source(
     src: &str,
     options: &ImportOptions,
@@ -146,7 +147,7 @@ pub async fn prepare_source(
         Err(e) => return Err(BundleError::from(e).into()),
     };
     if let Some(store) = store {
-        if Bundle::is_bundle(&store).await? {
+        if LocationKind::of(&store).await? == LocationKind::Bundle {
             check_options(options)?;
             return bundle::prepare(&store, index_dir, options.timeline.as_deref()).await;
         }
