@@ -29,7 +29,7 @@ use thiserror::Error;
 use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
 
-use crate::namespace::{Attr, Content, Ino, Namespace, NsError, SpoolFile};
+use crate::namespace::{Attr, Content, Edit, Ino, Joined, Namespace, NsError, SpoolFile};
 use journal::{Journal, Record};
 use packfs_core::dataset::{Dataset, DatasetError};
 use packfs_core::kind::Kind;
@@ -393,21 +393,17 @@ impl Writer {
             // A spool version is opened right here: a flush that commits
             // it may delete it before the copy starts.
             let tree = self.ns.tree().clone();
-            let joined = self.ns.update_file(ino, false, |f| match f.writers {
-                0 if truncate => Some(Ok(None)),
-                0 => Some(copy_from(&self.spool, &tree, &f.content).map(Some)),
-                _ => {
-                    f.writers += 1;
-                    None
-                }
+            let joined = self.ns.join_writers(ino, |content| match truncate {
+                true => Ok(None),
+                false => copy_from(&self.spool, &tree, content).map(Some),
             });
-            let first = matches!(joined, Ok(Some(_)));
+            let first = matches!(joined, Ok(Joined::First(_)));
             let session = match joined {
-                Ok(None) => self.session_of(ino).inspect_err(|_| {
-                    let _ = self.ns.update_file(ino, false, |f| f.writers -= 1);
+                Ok(Joined::Session) => self.session_of(ino).inspect_err(|_| {
+                    let _ = self.ns.cancel_join(ino);
                 }),
-                Ok(Some(Ok(from))) => self.new_session(ino, from).await,
-                Ok(Some(Err(e))) => Err(e),
+                Ok(Joined::First(Ok(from))) => self.new_session(ino, from).await,
+                Ok(Joined::First(Err(e))) => Err(e),
                 Err(e) => Err(e.into()),
             };
             self.ns.remove_reader(ino);
@@ -424,16 +420,7 @@ impl Writer {
             session: Some(session.clone()),
         });
         if truncate && !first {
-            let emptied = self.change(
-                ino,
-                &session,
-                |file| file.set_len(0),
-                |f| {
-                    f.size = 0;
-                    f.generation += 1;
-                    f.mtime = SystemTime::now();
-                },
-            );
+            let emptied = self.change(ino, &session, |file| file.set_len(0), Edit::Resized(0));
             if let Err(e) = emptied.await {
                 self.release(fh);
                 return Err(e);
@@ -468,17 +455,7 @@ impl Writer {
         if truncate {
             self.journal_open(ino, &spool);
         }
-        self.ns.update_file(ino, truncate, |f| {
-            f.writers += 1;
-            // Its content now, not `old`: a flush may have committed that
-            // version meanwhile (the same bytes, as an item).
-            f.origin = Some(std::mem::replace(&mut f.content, Content::Spool(spool)));
-            if truncate {
-                f.size = 0;
-                f.generation += 1;
-                f.mtime = SystemTime::now();
-            }
-        })?;
+        self.ns.start_session(ino, spool, truncate)?;
         self.sessions.lock().insert(ino, session.clone());
         Ok(session)
     }
@@ -498,22 +475,22 @@ impl Writer {
         sessions.iter().map(|(i, s)| (*i, s.clone())).collect()
     }
 
-    /// Changes the live version of `ino` through `apply` and its node
-    /// through `update`, once the journal says the live version is being
-    /// written (see [`Said`]).
+    /// Changes the live version of `ino` through `apply`, as `edit` says,
+    /// once the journal says the live version is being written (see
+    /// [`Said`]).
     async fn change(
         &self,
         ino: Ino,
         session: &Session,
         mut apply: impl FnMut(&File) -> std::io::Result<()>,
-        update: impl FnOnce(&mut crate::namespace::FileNode),
+        edit: Edit,
     ) -> Result<(), WriteError> {
         loop {
             {
                 let said = session.said.read();
                 if *said == Said::Writing {
                     apply(&session.file).map_err(WriteError::file(&session.spool.path))?;
-                    self.ns.update_file(ino, true, update)?;
+                    self.ns.edit(ino, edit)?;
                     return Ok(());
                 }
             }
@@ -549,7 +526,7 @@ impl Writer {
             return Ok(());
         }
         // Unchanged during the copy: the live version is the copy's twin.
-        let generation = self.ns.update_existing_file(ino, |f| f.generation);
+        let generation = self.ns.generation(ino);
         let (copy, to) = self.new_spool_file()?;
         let from = self.spool.open_pinned(&session.spool);
         let to = Arc::try_unwrap(to).expect("a new spool file has one owner");
@@ -575,14 +552,7 @@ impl Writer {
                 Said::Unchanged | Said::Synced => None,
                 _ => self
                     .ns
-                    .update_file(ino, true, |f| {
-                        let live = f.writers > 0
-                            && matches!(&f.content, Content::Spool(s) if *s == session.spool);
-                        let twin = Some(f.generation) == generation;
-                        live.then(|| (f.origin.replace(Content::Spool(copy.clone())), twin))
-                    })
-                    .ok()
-                    .flatten(),
+                    .freeze_into(ino, &session.spool, copy.clone(), generation),
             };
             if let Some((_, twin)) = replaced {
                 if let Some(record) = put_record(&self.ns, ino, &copy, bytes) {
@@ -687,12 +657,8 @@ impl Writer {
         let grown = end.saturating_sub(self.ns.attr(ino)?.size);
         self.make_room(grown).await?;
         let write = |file: &File| file.write_all_at(data, offset);
-        self.change(ino, &session, write, |f| {
-            f.size = f.size.max(end);
-            f.generation += 1;
-            f.mtime = SystemTime::now();
-        })
-        .await?;
+        self.change(ino, &session, write, Edit::WrittenTo(end))
+            .await?;
         self.spool.resized(grown, 0);
         Ok(())
     }
@@ -745,12 +711,8 @@ impl Writer {
             let old = self.ns.attr(ino)?.size;
             self.make_room(size.saturating_sub(old)).await?;
             let resize = |file: &File| file.set_len(size);
-            self.change(ino, &session, resize, |f| {
-                f.size = size;
-                f.generation += 1;
-                f.mtime = SystemTime::now();
-            })
-            .await?;
+            self.change(ino, &session, resize, Edit::Resized(size))
+                .await?;
             self.spool
                 .resized(size.saturating_sub(old), old.saturating_sub(size));
             Ok(())
@@ -809,20 +771,7 @@ impl Writer {
             // A session that changed nothing since its complete version
             // (`origin`, which it keeps) leaves nothing to commit.
             let changed = !said.is_unchanged();
-            let ended = self.ns.update_file(h.ino, changed, |f| {
-                f.writers -= 1;
-                if f.writers > 0 {
-                    return None;
-                }
-                // The version no longer needed: `origin`, unless the live
-                // version is a copy of it (nothing changed since).
-                Some(match (*said, f.origin.take()) {
-                    (Said::Unchanged | Said::Synced, Some(origin)) => {
-                        Some(std::mem::replace(&mut f.content, origin))
-                    }
-                    (_, origin) => origin,
-                })
-            });
+            let ended = self.ns.leave_writers(h.ino, changed);
             let ended = match ended {
                 Ok(ended) => ended,
                 Err(e) => {

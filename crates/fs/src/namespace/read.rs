@@ -1,0 +1,229 @@
+//! The read side of the namespace: lookups, attributes, listings and
+//! paths, answered by the overlay where it knows a node and by the tree
+//! elsewhere.
+
+use std::time::SystemTime;
+
+use packfs_core::kind::Kind;
+use packfs_core::tree::NodeKind;
+use packfs_format::{ns_of_time, time_of_ns, Attrs};
+
+use super::overlay::Overlay;
+use super::{tree_ino, Attr, Content, Ino, Namespace, NsError, NAME_MAX, ROOT_INO};
+
+impl Namespace {
+    /// The child `name` of directory `parent`.
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Ino, NsError> {
+        if name.len() > NAME_MAX {
+            return Err(NsError::NameTooLong);
+        }
+        let overlay = self.overlay.as_ref().map(|o| o.read());
+        if let Some(o) = &overlay {
+            if let Some(dir) = o.dirs.get(&parent) {
+                let name = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;
+                return dir.children.get(name).ok_or(NsError::NotFound);
+            }
+            if o.files.contains_key(&parent) {
+                return Err(NsError::NotADirectory);
+            }
+        }
+        match self.tree_node(parent) {
+            Some((id, node)) => match node.kind {
+                NodeKind::Dir(_) => self
+                    .tree
+                    .lookup(id, name)
+                    .map(tree_ino)
+                    .ok_or(NsError::NotFound),
+                NodeKind::File(_) => Err(NsError::NotADirectory),
+            },
+            None => Err(NsError::NotFound),
+        }
+    }
+    /// The attributes of `ino`.
+    pub fn attr(&self, ino: Ino) -> Result<Attr, NsError> {
+        match &self.overlay {
+            Some(o) => self.attr_in(&o.read(), ino),
+            None => self.tree_attr(ino),
+        }
+    }
+    pub(super) fn attr_in(&self, o: &Overlay, ino: Ino) -> Result<Attr, NsError> {
+        if let Some(f) = o.files.get(&ino) {
+            return Ok(Attr {
+                ino,
+                kind: Kind::File,
+                size: f.size,
+                mtime: f.mtime,
+                perm: self.modes.shown(Kind::File, f.perm),
+                nlink: u32::from(f.link.is_some()),
+            });
+        }
+        if let Some(d) = o.dirs.get(&ino) {
+            return Ok(Attr {
+                ino,
+                kind: Kind::Dir,
+                size: 0,
+                mtime: d.mtime,
+                perm: self.modes.shown(Kind::Dir, d.perm),
+                nlink: 2 + d.subdirs,
+            });
+        }
+        self.tree_attr(ino)
+    }
+    /// How many of a tree directory's children are directories.
+    pub(super) fn tree_subdirs(&self, children: &[packfs_core::tree::NodeId]) -> u32 {
+        children.iter().filter(|&&c| self.tree.is_dir(c)).count() as u32
+    }
+    /// Mode and mtime of a stored node: as its writer recorded them, else
+    /// the mount's mode for its kind and the Manifest's time.
+    pub(super) fn stored_look(&self, attrs: Attrs, kind: Kind) -> (u16, SystemTime) {
+        let default = match kind {
+            Kind::Dir => self.modes.dir,
+            Kind::File => self.modes.file,
+        };
+        let mtime = attrs.mtime_ns.map_or(self.base_mtime, time_of_ns);
+        (attrs.mode.unwrap_or(default), mtime)
+    }
+    pub(super) fn tree_attr(&self, ino: Ino) -> Result<Attr, NsError> {
+        let (id, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
+        Ok(match node.kind {
+            NodeKind::Dir(children) => {
+                let (perm, mtime) = self.stored_look(self.tree.dir_attrs(id), Kind::Dir);
+                Attr {
+                    ino,
+                    kind: Kind::Dir,
+                    size: 0,
+                    mtime,
+                    perm: self.modes.shown(Kind::Dir, perm),
+                    nlink: 2 + self.tree_subdirs(children),
+                }
+            }
+            NodeKind::File(item) => {
+                let item = self.tree.item(item);
+                let (perm, mtime) = self.stored_look(item.attrs(), Kind::File);
+                Attr {
+                    ino,
+                    kind: Kind::File,
+                    size: item.size(),
+                    mtime,
+                    perm: self.modes.shown(Kind::File, perm),
+                    nlink: 1,
+                }
+            }
+        })
+    }
+    /// Feeds the entries of directory `dir` from cookie `offset` to `add`
+    /// (`.`, `..`, then the children by name), each with the cookie of the
+    /// entry after it, until `add` reports a full buffer.
+    pub fn list(
+        &self,
+        dir: Ino,
+        offset: u64,
+        mut add: impl FnMut(&str, Attr, u64) -> bool,
+    ) -> Result<(), NsError> {
+        let overlay = self.overlay.as_ref().map(|o| o.read());
+        let attr = |ino| match &overlay {
+            Some(o) => self.attr_in(o, ino),
+            None => self.tree_attr(ino),
+        };
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        if let Some(d) = overlay.as_ref().and_then(|o| o.dirs.get(&dir)) {
+            let dots = [(1, ".", dir), (2, "..", d.parent)];
+            let dots = dots.into_iter().filter(|(cookie, _, _)| *cookie > offset);
+            for (cookie, name, ino) in dots.chain(d.children.listing_after(offset)) {
+                if add(name, attr(ino)?, cookie) {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+        if overlay.as_ref().is_some_and(|o| o.files.contains_key(&dir)) {
+            return Err(NsError::NotADirectory);
+        }
+        let (_, node) = self.tree_node(dir).ok_or(NsError::NotFound)?;
+        let NodeKind::Dir(children) = node.kind else {
+            return Err(NsError::NotADirectory);
+        };
+        // Entry i carries cookie i + 1, so resuming is O(1) at any size.
+        let mut i = start;
+        loop {
+            let (name, ino) = match i {
+                0 => (".", dir),
+                1 => ("..", tree_ino(node.parent)),
+                i => match children.get(i - 2) {
+                    Some(&c) => (self.tree.node(c).expect("child exists").name, tree_ino(c)),
+                    None => return Ok(()),
+                },
+            };
+            i += 1;
+            if add(name, attr(ino)?, i as u64) {
+                return Ok(());
+            }
+        }
+    }
+    /// Where the bytes of file `ino` are.
+    pub fn content(&self, ino: Ino) -> Result<Content, NsError> {
+        if let Some(o) = &self.overlay {
+            let o = o.read();
+            if let Some(f) = o.files.get(&ino) {
+                return Ok(f.content.clone());
+            }
+            if o.dirs.contains_key(&ino) {
+                return Err(NsError::IsADirectory);
+            }
+        }
+        match self.tree_node(ino) {
+            Some((_, node)) => match node.kind {
+                NodeKind::File(item) => Ok(Content::Base(item)),
+                NodeKind::Dir(_) => Err(NsError::IsADirectory),
+            },
+            None => Err(NsError::NotFound),
+        }
+    }
+    /// The mode and mtime of file `ino` as they are to be recorded, if the
+    /// overlay knows it.
+    pub fn file_attrs(&self, ino: Ino) -> Option<Attrs> {
+        let o = self.overlay.as_ref()?.read();
+        o.files.get(&ino).map(|f| Attrs {
+            mode: Some(f.perm),
+            mtime_ns: Some(ns_of_time(f.mtime)),
+        })
+    }
+    /// The path of file `ino` from the root, if it still has a name.
+    pub fn file_path(&self, ino: Ino) -> Result<Option<String>, NsError> {
+        let link = match self
+            .overlay
+            .as_ref()
+            .and_then(|o| o.read().files.get(&ino).map(|f| f.link.clone()))
+        {
+            Some(link) => link,
+            None => {
+                let (_, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
+                Some((tree_ino(node.parent), node.name.into()))
+            }
+        };
+        let Some((parent, name)) = link else {
+            return Ok(None);
+        };
+        let mut parts = self.dir_path(parent)?;
+        parts.push(name.to_string());
+        Ok(Some(parts.join("/")))
+    }
+    /// The path of directory `ino` from the root, as names.
+    pub fn dir_path(&self, ino: Ino) -> Result<Vec<String>, NsError> {
+        let overlay = self.overlay.as_ref().map(|o| o.read());
+        let mut parts = Vec::new();
+        let mut at = ino;
+        while at != ROOT_INO {
+            if let Some(d) = overlay.as_ref().and_then(|o| o.dirs.get(&at)) {
+                parts.push(d.name.to_string());
+                at = d.parent;
+                continue;
+            }
+            let (_, node) = self.tree_node(at).ok_or(NsError::NotFound)?;
+            parts.push(node.name.to_string());
+            at = tree_ino(node.parent);
+        }
+        parts.reverse();
+        Ok(parts)
+    }
+}
