@@ -12,6 +12,7 @@
 //! name it found, `rename` of an entry onto itself, kind mismatches of
 //! rename, unlink and rmdir), so errors are those a program would see.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
