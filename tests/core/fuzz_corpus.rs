@@ -2,7 +2,7 @@
 //! fuzz targets' own bodies, so CI checks every input the fuzzer kept on
 //! stable, without nightly or cargo-fuzz. See `fuzz/README.md`.
 //!
-//! `cargo test --test fuzz_corpus -- --ignored regenerate_seeds` writes the
+//! `cargo test --test core -- --ignored regenerate_seeds` writes the
 //! valid encodings the corpus was grown from, where missing.
 
 use std::fs;
@@ -14,7 +14,7 @@ use packfs::format::{
     TrackEntry, TrackItem,
 };
 
-#[path = "../fuzz/src/lib.rs"]
+#[path = "../../fuzz/src/lib.rs"]
 mod targets;
 
 fn corpus_dir() -> PathBuf {

@@ -2,15 +2,11 @@
 //! operations FUSE requests become, on a dataset in memory, with crashes
 //! simulated by dropping a mount's state and remounting its spool.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::Bytes;
-use common::core::Bench;
-use common::Rng;
 use packfs::cache::ObjectRef;
 use packfs::catalog::{Extents, Source};
 use packfs::dataset::ItemSource;
@@ -19,6 +15,9 @@ use packfs::fs::{FsError, Opened, SetAttr};
 use packfs::namespace::{Kind, NsError, ROOT_INO};
 use packfs::reader::Reader;
 use packfs::write::WriteOptions;
+
+use crate::common::core::Bench;
+use crate::common::Rng;
 
 fn small_dataset() -> Bench {
     let mut rng = Rng::new(1);

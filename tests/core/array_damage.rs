@@ -4,8 +4,6 @@
 //! library (the code a mount runs, without the kernel); every step either
 //! works or returns an error.
 
-mod common;
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -17,7 +15,7 @@ use packfs::catalog::{Catalog, Kind};
 use packfs::reader::Reader;
 use packfs::store::{Store, StoreConfig};
 
-use common::{run_ok, walk, Rng};
+use crate::common::{run_ok, walk, Rng};
 
 /// Every file under `dir`, relative.
 fn files(dir: &Path) -> Vec<String> {

@@ -1,14 +1,13 @@
 //! Import through the library API: packing counts, --timeline, adding to and
 //! replacing in existing Tracks, and concurrent imports into one dataset.
 
-mod common;
-
 use std::path::Path;
 
-use common::{write_file, Rng};
 use packfs::dataset::{Dataset, ItemSource};
 use packfs::import::{import, ImportOptions};
 use packfs::tree::Tree;
+
+use crate::common::{write_file, Rng};
 
 fn options() -> ImportOptions {
     ImportOptions {

@@ -6,18 +6,17 @@
 //! file holds exactly one of the versions written, listings show no name
 //! twice, and a new mount of the committed dataset shows the same files.
 
-mod common;
-
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use common::core::Bench;
-use common::Rng;
 use packfs::fs::{Fs, FsError};
 use packfs::namespace::{Ino, NsError, ROOT_INO};
 use packfs::write::WriteOptions;
 use parking_lot::Mutex;
+
+use crate::common::core::Bench;
+use crate::common::Rng;
 
 const THREADS: usize = 4;
 /// Each thread stops after this many operations or this long.

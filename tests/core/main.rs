@@ -1,0 +1,19 @@
+//! Tests of the library alone: no kernel, no `packfs` binary, no server.
+//! The filesystem core driven as FUSE requests would drive it, on datasets
+//! in memory (crashes simulated by dropping a mount's state), also by
+//! several threads at once; import through the library; refs' compare and
+//! swap; the decoders under random and hostile input and the fuzz corpus;
+//! damaged TileDB arrays read through the library.
+//!
+//! Needs nothing but `cargo test`: `cargo test --test core`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod array_damage;
+mod concurrency;
+mod decode_fuzz;
+mod filesystem;
+mod fuzz_corpus;
+mod import;
+mod ref_cas;
