@@ -1,14 +1,12 @@
 //! End to end through the kernel: import a generated tree, mount it with
 //! FUSE, and check that every tool sees exactly the original tree.
 
-mod common;
-
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// A tree of 2,000+ files: sizes from 0 bytes to several MiB, files larger
 /// than the chunk size, nested names, spaces and non-ASCII.

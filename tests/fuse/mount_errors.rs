@@ -1,11 +1,9 @@
 //! Damaged datasets through a real FUSE mount: the damaged item gives EIO,
 //! everything else keeps working, and a damaged Manifest refuses to mount.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 /// The data objects of one modality, largest first.
 fn packs(dataset: &Path, timeline: &str, modality: &str) -> Vec<std::path::PathBuf> {

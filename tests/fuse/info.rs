@@ -1,9 +1,7 @@
 //! `packfs info`: the counts it prints are the dataset's, as a table and
 //! as JSON, at a ref and at an older revision.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn info_counts_items_storage_packs_and_history() {

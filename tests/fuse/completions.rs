@@ -2,9 +2,7 @@
 //! line's definition: bash completes subcommands and options with them,
 //! and the pages document every subcommand.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn bash_completes_subcommands_and_options() {

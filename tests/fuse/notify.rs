@@ -3,13 +3,11 @@
 //! STOPPING=1 when it is asked to stop. The test is the socket systemd
 //! would listen on; nothing waits by sleeping.
 
-mod common;
-
 use std::os::unix::net::UnixDatagram;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 /// The next datagram on `socket`, as text.
 fn message(socket: &UnixDatagram) -> String {

@@ -2,13 +2,11 @@
 //! `packfs-test` user `.ci/run` creates, through the setuid `fusermount3`,
 //! and only that user can enter the mount (without `--allow-other`).
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::*;
+use crate::common::*;
 
 const USER: &str = "packfs-test";
 

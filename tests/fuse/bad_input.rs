@@ -1,14 +1,14 @@
 //! Damaged datasets and bad import sources give clear errors naming what is
 //! wrong, through the `packfs` binary, and never a panic.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use packfs::format::{Manifest, ObjectId};
+
+use crate::common;
 
 /// What a run of the binary did.
 struct Run {

@@ -2,11 +2,9 @@
 //! against a read-write mount. The pass count is asserted, so a regression
 //! fails; `.ci/run` installs pjdfstest.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 /// Tests of the selection that pass on packfs: all of them.
 const EXPECTED_PASSES: usize = 71;

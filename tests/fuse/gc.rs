@@ -1,19 +1,18 @@
 //! `packfs gc`: unreachable objects old enough go, everything any ref's
 //! history reaches stays, and a dry run deletes nothing.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::*;
 use object_store::path::Path as ObjectPath;
 use packfs::dataset::{Dataset, TrackContent, TrackUpdate};
 use packfs::format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
 use packfs::gc::gc;
 use packfs::verify::verify;
+
+use crate::common::*;
 
 /// Writes an object nobody references at `rel` below the dataset, dated
 /// `age` ago (`touch -d`).

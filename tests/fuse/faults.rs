@@ -2,13 +2,10 @@
 //! bytes stay exact; a PUT whose answer is lost is no failure; an object
 //! that keeps failing gives EIO for its items only, promptly.
 
-mod common;
-
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use packfs::dataset::Dataset;
@@ -16,6 +13,8 @@ use packfs::import::{import, ImportOptions};
 use packfs::mount::{self, MountOptions};
 use packfs::store::faults::{Faults, FaultyStore};
 use packfs::store::{Store, StoreOptions};
+
+use crate::common::*;
 
 /// A dataset on an in-memory store behind `faults`.
 fn faulty_dataset(faults: &Arc<Faults>) -> Dataset {

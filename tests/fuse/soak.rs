@@ -2,13 +2,11 @@
 //! Every byte read matches, nothing written is lost, the daemon's memory
 //! stays within its bounds and it leaks no file descriptors.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 const RUN_FOR: Duration = Duration::from_secs(15);
 const READERS: usize = 16;

@@ -1,11 +1,9 @@
 //! `packfs branch` and `packfs merge`: sharded ingest into branches, union
 //! merge back, conflicts, fast-forward, and refusals.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 fn cat(dataset: &Path, rel: &str, reference: &str) -> Vec<u8> {
     packfs_ok(&["cat", dataset.to_str().unwrap(), rel, "--ref", reference]).stdout

@@ -3,14 +3,13 @@
 //! packfs: mount, ls and verify refuse the Track with an error naming it,
 //! the name and the rule, and nothing appears outside the mount or spool.
 
-mod common;
-
 use std::path::Path;
 
 use ciborium::Value;
-use common::*;
 use packfs::dataset::Dataset;
 use packfs::format::ObjectId;
+
+use crate::common::*;
 
 /// Replaces every byte string equal to `old` in `value` with `new`.
 fn replace_bytes(value: &mut Value, old: &[u8], new: &[u8]) {

@@ -4,12 +4,10 @@
 //! with the right bytes either way. Needs root (CAP_SYS_ADMIN) and Linux
 //! >= 6.9, like passthrough itself.
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 const BIG: usize = 3 << 20;
 const SMALL: usize = 100_000;

@@ -2,13 +2,11 @@
 //! temporary fstab through `mount -T`), with packfs's flags as `-o`
 //! options, through the helper `packfs install-helper` links into /sbin.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::sync::Once;
 
-use common::*;
+use crate::common::*;
 
 /// Links /sbin/mount.fuse.packfs to the packfs under test, once.
 fn install_helper() {
