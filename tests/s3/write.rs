@@ -2,8 +2,6 @@
 //! packed, committed and read back byte for byte after a remount. The
 //! main suites run twice: on a local directory and on the test S3 server.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::fs::Permissions;
@@ -12,7 +10,7 @@ use std::os::unix::fs::{FileExt, PermissionsExt as _};
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 /// A dataset with one item, `t/seed/readme.txt`, and an empty modality
 /// directory's worth of room: callers mkdir what they need.

@@ -3,12 +3,10 @@
 //! processes against S3 (moto), one retried, then the merge Job's
 //! (deploy/merge.sh); every source file is then in main, byte for byte.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::*;
+use crate::common::*;
 
 const SHARDS: usize = 8;
 

@@ -2,13 +2,11 @@
 //! 127.0.0.1): import, read-only and read-write mounts, branches and merge,
 //! concurrent committers, gc and verify, through `s3://` URLs.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::s3::S3;
-use common::*;
+use crate::common::s3::S3;
+use crate::common::*;
 
 /// A source tree of `n` files of up to 40 KB, and one of 3 MB (chunked
 /// with `--chunk-bytes 1MiB`).

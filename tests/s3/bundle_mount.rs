@@ -3,13 +3,13 @@
 //! std::fs (listings, sizes, modes, times, bytes, partial reads across
 //! records, concurrent readers); damage fails the damaged files only.
 
-mod common;
-
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use common::*;
 use packfs::bundle::index::Index;
+
+use crate::common;
+use crate::common::*;
 
 /// A tree of 2,000+ files: empty to several MiB, files over 1 MiB, files
 /// of zeros, empty directories, non-ASCII names and names with " # ".

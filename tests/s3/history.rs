@@ -3,12 +3,10 @@
 //! `packfs diff` lists what changed between two revisions. Real FUSE
 //! mounts of a local dataset, changed through a read-write mount.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 /// Every file below `root` (the control directory is never listed) and
 /// its bytes.

@@ -5,14 +5,14 @@
 //! fails its import by file name and commits nothing; modes and mtimes
 //! carry over; S3 on either side.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
-use common::*;
 use packfs::bundle::index::Index;
+
+use crate::common;
+use crate::common::*;
 
 /// SRC/<timeline>/<modality>/<path…>: 2,000+ files from empty to several
 /// MiB, files over 1 MiB, files of zeros, non-ASCII names, nested
