@@ -6,16 +6,14 @@
 //! bad source is refused before anything is written, and a bundle goes to
 //! S3 (moto) and comes back whole.
 
-mod common;
-
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::s3::S3;
-use common::*;
+use crate::common::s3::S3;
+use crate::common::*;
 
 const INDEX: &str = "index/bundle.sqlite";
 

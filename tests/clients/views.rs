@@ -3,15 +3,14 @@
 //! tar, shuffled shards, per-sample directories, and views beside a
 //! read-write mount.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
 use sha2::{Digest, Sha256};
+
+use crate::common::*;
 
 /// Items by (timeline, modality, name): their bytes.
 type Items = BTreeMap<(String, String, String), Vec<u8>>;

@@ -2,13 +2,11 @@
 //! parsed by the Prometheus project's own Python client
 //! (tests/metrics_reader.py), after reads and a commit through the mount.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 /// The Python with `prometheus_client` that `.ci/run` installs.
 fn python() -> PathBuf {

@@ -4,14 +4,13 @@
 //! attributes, `.raw` columns of fixed-size ones, as of the latest write
 //! and as of earlier timestamps. Damage fails only the files it touches.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common;
+use crate::common::*;
 
 /// The Python with `tiledb` that `.ci/run` installs.
 fn python() -> PathBuf {
