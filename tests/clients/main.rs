@@ -9,8 +9,26 @@
 //! `.ci-venv-webdataset/` and `.ci-venv-metrics/`: `cargo test --test
 //! clients`.
 
-#[path = "../common/mod.rs"]
-mod common;
+/// The modules of `tests/common/` these tests use: a test binary includes
+/// a module only if it uses all of it (the dead-code lint checks that).
+#[path = "../common"]
+mod common {
+    pub mod cli;
+    pub mod files;
+    pub mod mount;
+    pub mod process;
+    pub mod rng;
+    pub mod s3;
+    pub mod venv;
+
+    pub use cli::*;
+    pub use files::*;
+    pub use mount::*;
+    pub use process::*;
+    pub use rng::*;
+    pub use s3::free_port;
+    pub use venv::*;
+}
 
 mod array_mount;
 mod bundle_create;

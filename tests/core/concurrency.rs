@@ -15,7 +15,7 @@ use packfs::namespace::{Ino, NsError, ROOT_INO};
 use packfs::write::WriteOptions;
 use parking_lot::Mutex;
 
-use crate::common::core::Bench;
+use crate::common::bench::Bench;
 use crate::common::Rng;
 
 const THREADS: usize = 4;

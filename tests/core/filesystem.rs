@@ -16,7 +16,7 @@ use packfs::namespace::{Kind, NsError, ROOT_INO};
 use packfs::reader::Reader;
 use packfs::write::WriteOptions;
 
-use crate::common::core::Bench;
+use crate::common::bench::Bench;
 use crate::common::Rng;
 
 fn small_dataset() -> Bench {

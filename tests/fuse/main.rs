@@ -8,8 +8,26 @@
 //! Needs root, `/dev/fuse`, `fusermount3`, `pjdfstest` and the
 //! `packfs-test` user, which `.ci/run` provides: `cargo test --test fuse`.
 
-#[path = "../common/mod.rs"]
-mod common;
+/// The modules of `tests/common/` these tests use: a test binary includes
+/// a module only if it uses all of it (the dead-code lint checks that).
+#[path = "../common"]
+mod common {
+    pub mod checks;
+    pub mod cli;
+    pub mod files;
+    pub mod home;
+    pub mod mount;
+    pub mod process;
+    pub mod rng;
+
+    pub use checks::*;
+    pub use cli::*;
+    pub use files::*;
+    pub use home::*;
+    pub use mount::*;
+    pub use process::*;
+    pub use rng::*;
+}
 
 mod bad_input;
 mod completions;

@@ -2,12 +2,15 @@
 //! them after every step, and the property test that runs random ones.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
+use object_store::memory::InMemory;
 use packfs::namespace::Kind;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 
-use crate::common::core::{Bench, Core};
+use crate::common::core::{Core, Fixture};
+use crate::common::files::walk;
 use crate::errno::E;
 use crate::generators::op_strategy;
 use crate::kernel::{mount, read, resolve, run_on_core, NewHandle};
@@ -174,29 +177,19 @@ fn compare(core: &Core, model: &mut Model, attrs: bool) -> Result<(), String> {
 // Running a sequence
 
 /// Files below the spool's `lost+found`, by path below it.
-fn lost_and_found(bench: &Bench) -> BTreeMap<String, Vec<u8>> {
-    let root = bench.spool.join("lost+found");
-    let mut out = BTreeMap::new();
-    let mut pending = vec![root.clone()];
-    while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                let rel = path
-                    .strip_prefix(&root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
+fn lost_and_found(fixture: &Fixture) -> BTreeMap<String, Vec<u8>> {
+    let root = fixture.spool.join("lost+found");
+    if !root.exists() {
+        return BTreeMap::new();
     }
-    out
+    let (_, files) = walk(&root);
+    files
+        .into_iter()
+        .map(|rel| {
+            let bytes = std::fs::read(root.join(&rel)).unwrap();
+            (rel.to_string_lossy().into_owned(), bytes)
+        })
+        .collect()
 }
 
 /// The new entries of `lost+found` must hold each of `expected`'s
@@ -232,8 +225,8 @@ fn check_lost_and_found(
 }
 
 /// The committed dataset (a read-only mount of the ref) must be `model`.
-fn compare_committed(bench: &Bench, model: &Model) -> Result<(), String> {
-    let core = bench.mount_read_only();
+fn compare_committed(fixture: &Fixture, model: &Model) -> Result<(), String> {
+    let core = fixture.mount_read_only();
     let mut committed = model.clone();
     compare(&core, &mut committed, false).map_err(|e| format!("the committed dataset: {e}"))
 }
@@ -244,8 +237,8 @@ fn compare_committed(bench: &Bench, model: &Model) -> Result<(), String> {
 /// remount must show what the model keeps.
 pub fn run(ops: &[Op]) -> Result<(), String> {
     let files: Vec<(&str, Vec<u8>)> = STORED.iter().map(|(p, d)| (*p, d.bytes())).collect();
-    let bench = Bench::new(&files);
-    let mut core = mount(&bench);
+    let fixture = Fixture::new(Arc::new(InMemory::new()), &files);
+    let mut core = mount(&fixture);
     let mut model = Model::initial();
     compare(&core, &mut model, true).map_err(|e| format!("at the start: {e}"))?;
     let ops = ops.iter().chain([&Op::Remount]);
@@ -259,16 +252,16 @@ pub fn run(ops: &[Op]) -> Result<(), String> {
             Op::Commit => {
                 core.block_on(core.fs().fsync(None))
                     .map_err(|e| context(format!("fsync: {e}")))?;
-                compare_committed(&bench, &model.committed()).map_err(context)?;
+                compare_committed(&fixture, &model.committed()).map_err(context)?;
             }
             Op::Crash => {
-                let before = lost_and_found(&bench);
+                let before = lost_and_found(&fixture);
                 let lost = model.settle_open_files();
                 model = remounted(&model);
                 core.crash();
-                core = mount(&bench);
+                core = mount(&fixture);
                 compare(&core, &mut model, true).map_err(context)?;
-                check_lost_and_found(&before, &lost_and_found(&bench), &lost).map_err(context)?;
+                check_lost_and_found(&before, &lost_and_found(&fixture), &lost).map_err(context)?;
             }
             Op::Remount => {
                 while !model.handles.is_empty() {
@@ -277,7 +270,7 @@ pub fn run(ops: &[Op]) -> Result<(), String> {
                 }
                 core.unmount();
                 model = remounted(&model);
-                core = mount(&bench);
+                core = mount(&fixture);
             }
             op => step(&core, &mut model, op).map_err(context)?,
         }

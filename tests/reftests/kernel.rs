@@ -9,7 +9,7 @@ use packfs::fs::{Opened, SetAttr, Stat};
 use packfs::namespace::{Ino, Kind, ROOT_INO};
 use packfs::write::WriteOptions;
 
-use crate::common::core::{Bench, Core};
+use crate::common::core::{Core, Fixture};
 use crate::errno::E;
 use crate::model::{mtime, name_of, parent_of, within, Model};
 use crate::operations::{Data, Op, H};
@@ -21,8 +21,8 @@ fn write_options() -> WriteOptions {
     }
 }
 
-pub fn mount(bench: &Bench) -> Core {
-    bench.mount_with(1, write_options())
+pub fn mount(fixture: &Fixture) -> Core {
+    fixture.mount_with(1, write_options())
 }
 
 /// The node at `path`.

@@ -5,11 +5,36 @@
 //! ingest as Kubernetes runs it, and what matters on S3 alone (multipart,
 //! conditional puts, endpoints, credentials).
 //!
-//! Needs what `tests/fuse/` needs, plus moto in `.ci-venv-moto/` (or
-//! `PACKFS_MOTO_SERVER`), which `.ci/run` installs: `cargo test --test s3`.
+//! Needs what `tests/fuse/` needs, plus `rsync` and moto in
+//! `.ci-venv-moto/` (or `PACKFS_MOTO_SERVER`), which `.ci/run` installs:
+//! `cargo test --test s3`.
 
-#[path = "../common/mod.rs"]
-mod common;
+/// The modules of `tests/common/` these tests use: a test binary includes
+/// a module only if it uses all of it (the dead-code lint checks that).
+#[path = "../common"]
+mod common {
+    pub mod checks;
+    pub mod cli;
+    pub mod files;
+    pub mod home;
+    pub mod mount;
+    pub mod process;
+    pub mod rng;
+    pub mod s3;
+    pub mod s3_home;
+    pub mod snapshot;
+    pub mod venv;
+
+    pub use checks::*;
+    pub use cli::*;
+    pub use files::*;
+    pub use home::*;
+    pub use mount::*;
+    pub use process::*;
+    pub use rng::*;
+    pub use s3::free_port;
+    pub use snapshot::*;
+}
 
 mod bundle_convert;
 mod bundle_mount;
