@@ -8,6 +8,7 @@ use packfs::format::{
     FragmentEntry, ItemManifest, Manifest, ObjectId, Placement, Track, TrackItem,
 };
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 /// Every decoder of the on-store format, run on `bytes`.
 fn decode_all(bytes: &[u8]) {
@@ -86,7 +87,16 @@ fn hostile_lengths_fail_without_allocating_them() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig {
+        cases: 2000,
+        // Failures found are kept (and re-run first) in proptest-regressions/
+        // at the package root (where cargo runs tests), by this file's path
+        // below tests/.
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/core/decode_fuzz.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2048)) {
