@@ -3,7 +3,9 @@
 //! whole multi-block GET buffer alive after its siblings were evicted.
 //!
 //! Measured with a counting global allocator, so this file holds one test
-//! (a second one running at the same time would disturb the count).
+//! (a second one running at the same time would disturb the count) and is
+//! a test binary of its own: the allocator counts every thread of the
+//! process, so it cannot share one with other tests.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

@@ -2,7 +2,7 @@
 Prometheus project's Python client (`prometheus_client`, its OpenMetrics
 parser: packfs serves OpenMetrics text). Prints one line per sample:
 `<name>\t<labels as k=v,k=v sorted>\t<value>`; fails on anything the
-parser rejects. Used by tests/metrics.rs (venv made by .ci/run)."""
+parser rejects. Used by tests/clients/metrics.rs (venv made by .ci/run)."""
 
 import sys
 import urllib.request

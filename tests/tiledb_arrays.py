@@ -1,4 +1,5 @@
-"""TileDB arrays for tests/array_mount.rs, written and read by TileDB itself.
+"""TileDB arrays for tests/clients/array_mount.rs, written and read by
+TileDB itself.
 
     python tiledb_arrays.py write KIND URI     write array KIND at URI
     python tiledb_arrays.py dump URI OUT [AT]  what TileDB reads of URI

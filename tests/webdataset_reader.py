@@ -2,7 +2,7 @@
 would, and prints every sample it yields: one line per member,
 `<shard>\t<__key__>\t<extension>\t<sha256 of the bytes>`.
 
-Used by tests/views.rs to check packfs's WebDataset view against the
+Used by tests/clients/views.rs to check packfs's WebDataset view against the
 library itself (run with the venv `.ci/run` creates)."""
 
 import hashlib

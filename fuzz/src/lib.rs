@@ -1,7 +1,8 @@
 //! The bodies of the fuzz targets. `fuzz_targets/*.rs` hand them to
-//! libFuzzer (nightly, cargo-fuzz); `tests/fuzz_corpus.rs` includes this
-//! file by path and replays the committed corpus through them on stable, so
-//! CI checks exactly what the fuzzer checked without needing either tool.
+//! libFuzzer (nightly, cargo-fuzz); `tests/core/fuzz_corpus.rs` includes
+//! this file by path and replays the committed corpus through them on
+//! stable, so CI checks exactly what the fuzzer checked without needing
+//! either tool.
 //!
 //! A body must not panic on any input. Its assertions are the properties a
 //! run checks beyond that: decoded values survive a re-encode, and the

@@ -6,11 +6,16 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use super::cli::packfs_with_env;
+use super::mount::Mounted;
+use super::process::succeeded;
+use super::venv::required_program;
 
 /// The moto server of this test process.
 pub struct S3 {
@@ -21,7 +26,7 @@ static SERVER: OnceLock<S3> = OnceLock::new();
 static BUCKETS: AtomicUsize = AtomicUsize::new(0);
 
 fn moto_server() -> PathBuf {
-    super::required_program(
+    required_program(
         "PACKFS_MOTO_SERVER",
         ".ci-venv-moto/bin/moto_server",
         "S3 tests need moto",
@@ -53,20 +58,10 @@ impl S3 {
         SERVER.get_or_init(|| S3::start(&[]))
     }
 
-    /// A second server that checks credentials: it knows no access key, so
-    /// every signed request is refused (403 InvalidAccessKeyId). It has no
-    /// buckets.
-    pub fn checking_credentials() -> &'static S3 {
-        static CHECKING: OnceLock<S3> = OnceLock::new();
-        CHECKING.get_or_init(|| S3::start(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]))
-    }
-
-    fn start(env: &[(&str, &str)]) -> S3 {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+    /// A server started with `env` added to moto's environment, answering
+    /// once this returns.
+    pub fn start(env: &[(&str, &str)]) -> S3 {
+        let port = free_port();
         let bin = moto_server();
         let env: Vec<(String, String)> = env
             .iter()
@@ -148,15 +143,29 @@ impl S3 {
 
     /// `packfs ARGS` with the S3 environment.
     pub fn packfs(&self, args: &[&str]) -> Output {
-        Command::new(super::PACKFS)
-            .args(args)
-            .envs(self.env())
-            .output()
-            .expect("run packfs")
+        packfs_with_env(&self.env(), args)
     }
 
     /// Like [`S3::packfs`]; panics with the output if it fails.
     pub fn packfs_ok(&self, args: &[&str]) -> Output {
-        super::succeeded(&format!("packfs {args:?}"), self.packfs(args))
+        succeeded(&format!("packfs {args:?}"), self.packfs(args))
     }
+}
+
+impl Mounted {
+    /// A mount of the dataset at `url` on the test S3 server.
+    pub fn on_s3(s3: &S3, url: &str, mountpoint: &Path, extra: &[&str]) -> Mounted {
+        Self::mount_by(url, mountpoint, extra, |args| {
+            s3.packfs_ok(args);
+        })
+    }
+}
+
+/// A port on 127.0.0.1 nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

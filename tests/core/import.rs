@@ -1,0 +1,313 @@
+//! Import through the library API: packing counts, --timeline, adding to and
+//! replacing in existing Tracks, and concurrent imports into one dataset.
+
+use std::path::Path;
+
+use packfs_core::dataset::{Dataset, ItemSource};
+use packfs_core::import::{import, ImportOptions};
+use packfs_core::tree::Tree;
+
+use crate::common::{write_file, Rng};
+
+fn options() -> ImportOptions {
+    ImportOptions {
+        pack: packfs_core::packer::PackOptions {
+            pack_items: 10,
+            ..Default::default()
+        },
+        ..ImportOptions::default()
+    }
+}
+
+async fn tree(dataset: &Dataset) -> Tree {
+    Tree::build(dataset.snapshot("main").await.unwrap()).unwrap()
+}
+
+fn data_objects(dataset: &Path, timeline: &str, modality: &str) -> usize {
+    std::fs::read_dir(dataset.join(timeline).join(modality).join("0")).map_or(0, |d| d.count())
+}
+
+#[tokio::test]
+async fn packs_hold_at_most_pack_items_in_sorted_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let mut rng = Rng::new(1);
+    for i in (0..95).rev() {
+        write_file(&src.join(format!("image/{i:03}.jpg")), &rng.bytes(100 + i));
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let opts = ImportOptions {
+        timeline: Some("train".into()),
+        ..options()
+    };
+    let report = import(&dataset, &src, &opts).await.unwrap();
+    assert_eq!(report.items, 95);
+    assert_eq!(report.objects_written, 10, "⌈95/10⌉ packs");
+    assert_eq!(data_objects(&dir, "train", "image"), 10);
+    let snapshot = dataset.snapshot("main").await.unwrap();
+    let items: Vec<_> = snapshot.tracks[0]
+        .items
+        .iter()
+        .map(|i| i.to_item())
+        .collect();
+    let names: Vec<&str> = items.iter().map(|i| i.name.as_str()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "items keep sorted path order");
+    // Consecutive items of one pack sit back to back in it.
+    let ItemSource::Packed { offset, pack, .. } = &items[1].source else {
+        panic!("packed")
+    };
+    let ItemSource::Packed {
+        offset: first,
+        pack: first_pack,
+        ..
+    } = &items[0].source
+    else {
+        panic!("packed")
+    };
+    assert_eq!((pack, *offset), (first_pack, first + items[0].size));
+    assert_eq!(&*items[0].media_type, "image/jpeg");
+}
+
+#[tokio::test]
+async fn reimport_adds_and_replaces_by_name_and_keeps_other_tracks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write_file(&a.join("train/image/x.jpg"), b"old x");
+    write_file(&a.join("train/image/y.jpg"), b"y");
+    write_file(&a.join("val/text/t.txt"), b"t");
+    import(&dataset, &a, &options()).await.unwrap();
+    write_file(&b.join("train/image/x.jpg"), b"new x");
+    write_file(&b.join("train/image/z.jpg"), b"z");
+    let report = import(&dataset, &b, &options()).await.unwrap();
+    assert!(report.manifest.is_some());
+
+    let t = tree(&dataset).await;
+    let reader =
+        packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    for (path, want) in [
+        ("train/image/x.jpg", &b"new x"[..]),
+        ("train/image/y.jpg", b"y"),
+        ("train/image/z.jpg", b"z"),
+        ("val/text/t.txt", b"t"),
+    ] {
+        let item = t.resolve_file(path).unwrap();
+        assert_eq!(
+            &reader.read_item(&item.data(), 0, 100).await.unwrap()[..],
+            want,
+            "{path}"
+        );
+    }
+    let history = dataset.history("main", 10).await.unwrap();
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0].1.parents, vec![history[1].0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_imports_into_one_dataset_both_land() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let mut rng = Rng::new(9);
+    let sources: Vec<_> = (0..4)
+        .map(|w| {
+            let src = tmp.path().join(format!("src{w}"));
+            for i in 0..30 {
+                write_file(&src.join(format!("train/mod{w}/{i}.bin")), &rng.bytes(1000));
+            }
+            src
+        })
+        .collect();
+    let tasks: Vec<_> = sources
+        .into_iter()
+        .map(|src| {
+            let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+            tokio::spawn(async move { import(&dataset, &src, &options()).await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let dataset = Dataset::open(dir.to_str().unwrap(), false).unwrap();
+    let t = tree(&dataset).await;
+    for w in 0..4 {
+        for i in 0..30 {
+            t.resolve_file(&format!("train/mod{w}/{i}.bin")).unwrap();
+        }
+    }
+    assert_eq!(
+        dataset.history("main", 100).await.unwrap().len(),
+        4,
+        "one commit per import, none lost"
+    );
+}
+
+#[tokio::test]
+async fn wrong_depth_and_bad_names_fail_before_writing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    write_file(&src.join("train/image/ok.jpg"), b"ok");
+    write_file(&src.join("train/stray.jpg"), b"stray");
+    write_file(&src.join("_packfs_x/image/a.jpg"), b"a");
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let err = import(&dataset, &src, &options())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("stray.jpg: file at the wrong depth"), "{err}");
+    assert!(err.contains("reserved"), "{err}");
+    assert!(err.contains("nothing was written"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+#[tokio::test]
+async fn pack_items_1_writes_single_item_fragments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    for i in 0..5 {
+        write_file(
+            &src.join(format!("t/m/{i}")),
+            format!("item {i}").as_bytes(),
+        );
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let mut opts = options();
+    opts.pack.pack_items = 1;
+    import(&dataset, &src, &opts).await.unwrap();
+    let snapshot = dataset.snapshot("main").await.unwrap();
+    assert!(snapshot.tracks[0]
+        .items
+        .iter()
+        .all(|i| matches!(i.source(), ItemSource::Whole { .. })));
+    assert_eq!(data_objects(&dir, "t", "m"), 5);
+}
+
+/// Packs of different files with the same bytes (zeros, sizes 1+2 and
+/// 2+1) are one object that two Tracks entries would cut two ways: the
+/// second pack's files become objects of their own, and every file reads
+/// back.
+#[tokio::test]
+async fn packs_with_the_same_bytes_cut_differently_are_kept_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let sizes = [1, 2, 2, 1, 3];
+    for (i, size) in sizes.iter().enumerate() {
+        write_file(&src.join(format!("t/m/{i}")), &vec![0; *size]);
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let mut opts = options();
+    opts.pack.pack_items = 2;
+    import(&dataset, &src, &opts).await.unwrap();
+    let t = tree(&dataset).await;
+    let reader =
+        packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    let mut whole = 0;
+    for (i, size) in sizes.iter().enumerate() {
+        let item = t.resolve_file(&format!("t/m/{i}")).unwrap().data();
+        whole += usize::from(matches!(item.source, ItemSource::Whole { .. }));
+        let bytes = reader.read_item(&item, 0, 100).await.unwrap();
+        assert_eq!(&bytes[..], &vec![0; *size][..], "t/m/{i}");
+    }
+    assert_eq!(
+        whole, 3,
+        "files 2 and 3 on their own, and 4 (a one-item pack)"
+    );
+}
+
+/// A pack that the Track being extended already holds, cut another way:
+/// four files of 4 zero bytes, then (another import into the same
+/// modality) files of 8, 4, 2 and 2 zero bytes, are the same 16-byte
+/// object. The second import stores its files as objects of their own
+/// (copied out of the pack on the store: three distinct contents) and
+/// every file of both reads back.
+#[tokio::test]
+async fn a_pack_the_track_holds_cut_another_way_is_kept_apart_on_reimport() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let mut want = Vec::new();
+    for (i, size) in [4, 4, 4, 4].into_iter().enumerate() {
+        want.push((format!("t/m/a{i}"), size));
+    }
+    for (i, size) in [8, 4, 2, 2].into_iter().enumerate() {
+        want.push((format!("t/m/b{i}"), size));
+    }
+    for (name, size) in &want {
+        let src = if name.starts_with("t/m/a") { &a } else { &b };
+        write_file(&src.join(name), &vec![0; *size]);
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let mut opts = options();
+    opts.pack.pack_items = 4;
+    let first = import(&dataset, &a, &opts).await.unwrap();
+    assert_eq!(first.objects_written, 1, "one pack");
+    let second = import(&dataset, &b, &opts).await.unwrap();
+    assert!(second.manifest.is_some());
+    assert_eq!(
+        (second.objects_written, second.objects_reused),
+        (3, 1),
+        "the pack is the first import's; 8, 4 and 2 zeros are new objects"
+    );
+    let t = tree(&dataset).await;
+    let reader =
+        packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    for (name, size) in &want {
+        let item = t.resolve_file(name).unwrap().data();
+        let whole = matches!(item.source, ItemSource::Whole { .. });
+        assert_eq!(whole, name.starts_with("t/m/b"), "{name}");
+        let bytes = reader.read_item(&item, 0, 100).await.unwrap();
+        assert_eq!(&bytes[..], &vec![0; *size][..], "{name}");
+    }
+    // The second tree again (its files are the Track's last) changes
+    // nothing: the same objects are found again.
+    let again = import(&dataset, &b, &opts).await.unwrap();
+    assert_eq!((again.manifest, again.objects_written), (None, 0));
+}
+
+#[tokio::test]
+async fn unchanged_reimport_commits_nothing_and_renamed_copies_share_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for i in 0..25 {
+        write_file(
+            &a.join(format!("t/m/{i:02}")),
+            format!("bytes {i}").as_bytes(),
+        );
+        write_file(
+            &b.join(format!("t/m/copy-{i:02}")),
+            format!("bytes {i}").as_bytes(),
+        );
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    assert!(import(&dataset, &a, &options())
+        .await
+        .unwrap()
+        .manifest
+        .is_some());
+    let again = import(&dataset, &a, &options()).await.unwrap();
+    assert_eq!((again.manifest, again.objects_written), (None, 0));
+    // The same bytes under other names pack into the very same objects.
+    let copies = import(&dataset, &b, &options()).await.unwrap();
+    assert_eq!(copies.objects_written, 0);
+    let t = tree(&dataset).await;
+    let reader =
+        packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    for name in ["t/m/07", "t/m/copy-07"] {
+        let item = t.resolve_file(name).unwrap();
+        assert_eq!(
+            &reader.read_item(&item.data(), 0, 100).await.unwrap()[..],
+            b"bytes 7"
+        );
+    }
+}

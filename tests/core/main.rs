@@ -1,0 +1,34 @@
+//! Tests of the library alone: no kernel, no `packfs` binary, no server.
+//! The filesystem core driven as FUSE requests would drive it, on datasets
+//! in memory (crashes simulated by dropping a mount's state), also by
+//! several threads at once; import through the library; refs' compare and
+//! swap; the decoders under random and hostile input and the fuzz corpus;
+//! damaged TileDB arrays read through the library; and the layering of the
+//! crates that docs/ARCHITECTURE.md draws (`architecture`).
+//!
+//! Needs nothing but `cargo test`: `cargo test --test core`.
+
+/// The modules of `tests/common/` these tests use: a test binary includes
+/// a module only if it uses all of it (the dead-code lint checks that).
+#[path = "../common"]
+mod common {
+    pub mod bench;
+    pub mod core;
+    pub mod files;
+    pub mod process;
+    pub mod rng;
+    pub mod store;
+
+    pub use files::*;
+    pub use process::*;
+    pub use rng::*;
+}
+
+mod architecture;
+mod array_damage;
+mod concurrency;
+mod decode_fuzz;
+mod filesystem;
+mod fuzz_corpus;
+mod import;
+mod ref_cas;

@@ -1,0 +1,47 @@
+//! Tests through the kernel and the `packfs` binary, on datasets in local
+//! directories: real FUSE mounts (read-only and read-write, daemonized, in
+//! the foreground under systemd's readiness protocol, through mount(8), as
+//! a user without root, with kernel passthrough), the commands (import,
+//! info, gc, branch and merge, completions), damaged and hostile datasets,
+//! faults injected into the store, the POSIX suite pjdfstest and a soak.
+//!
+//! Needs root, `/dev/fuse`, `fusermount3`, `pjdfstest` and the
+//! `packfs-test` user, which `.ci/run` provides: `cargo test --test fuse`.
+
+/// The modules of `tests/common/` these tests use: a test binary includes
+/// a module only if it uses all of it (the dead-code lint checks that).
+#[path = "../common"]
+mod common {
+    pub mod checks;
+    pub mod cli;
+    pub mod files;
+    pub mod home;
+    pub mod mount;
+    pub mod process;
+    pub mod rng;
+
+    pub use checks::*;
+    pub use cli::*;
+    pub use files::*;
+    pub use home::*;
+    pub use mount::*;
+    pub use process::*;
+    pub use rng::*;
+}
+
+mod bad_input;
+mod completions;
+mod faults;
+mod gc;
+mod hostile_names;
+mod info;
+mod merge;
+mod mount_errors;
+mod mount_helper;
+mod mount_roundtrip;
+mod notify;
+mod passthrough;
+mod pjdfstest;
+mod soak;
+mod unprivileged;
+mod usage_doc;
