@@ -26,6 +26,7 @@ impl Namespace {
             overlay: &mut o,
         })
     }
+
     /// Updates file `ino` through `f` (size, content, times, mode, open
     /// counts), adding it to the overlay first if it is a tree file. With
     /// `changes_content`, its modality is marked for the next flush.
@@ -83,6 +84,7 @@ impl Namespace {
             c.ns.attr_in(c.overlay, ino)
         })
     }
+
     /// Creates directory `name` in `parent`.
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr, NsError> {
         self.change(|c| {
@@ -107,6 +109,7 @@ impl Namespace {
             c.ns.attr_in(c.overlay, ino)
         })
     }
+
     /// Removes file `name` from `parent` (`unlink`); returns its inode.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<Ino, NsError> {
         self.change(|c| {
@@ -120,6 +123,7 @@ impl Namespace {
             Ok(ino)
         })
     }
+
     /// Removes the empty directory `name` from `parent` (`rmdir`).
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), NsError> {
         self.change(|c| {
@@ -136,6 +140,7 @@ impl Namespace {
             Ok(())
         })
     }
+
     /// Moves `name` of `parent` to `new_name` of `new_parent`, replacing a
     /// file there, or an empty directory by a directory (`rename`).
     /// Returns the inode it replaced, if any.
@@ -225,6 +230,7 @@ impl Namespace {
             Ok(replaced)
         })
     }
+
     /// Makes `name` in `parent` a closed file whose complete version is the
     /// spool file `spool` of `size` bytes, creating it or replacing its
     /// content (crash recovery replays the journal through this).
@@ -255,6 +261,7 @@ impl Namespace {
         })?;
         Ok(ino)
     }
+
     /// Sets the mode and/or mtime of file or directory `ino`; the change is
     /// committed with its modality.
     pub fn set_attrs(
@@ -271,6 +278,7 @@ impl Namespace {
             }),
         }
     }
+
     /// Sets the mode and/or mtime of directory `ino`.
     fn update_dir(
         &self,
@@ -306,6 +314,7 @@ impl Change<'_> {
         self.overlay.changes += 1;
         Ok(())
     }
+
     /// The modality directory that `dir` is or is below (`None` above).
     pub(super) fn modality_of(&self, dir: Ino) -> Result<Option<Ino>, NsError> {
         let mut chain = vec![dir];
@@ -319,11 +328,13 @@ impl Change<'_> {
             .checked_sub(MODALITY_DEPTH + 1)
             .map(|i| chain[i]))
     }
+
     pub(super) fn unlinked(&mut self, ino: Ino) {
         if let Some(f) = self.overlay.files.get_mut(&ino) {
             f.link = None;
         }
     }
+
     /// Adds tree file `ino` to the overlay (unchanged) unless it is there.
     pub(super) fn ensure_file(&mut self, ino: Ino) -> Result<(), NsError> {
         if self.overlay.files.contains_key(&ino) {
@@ -358,11 +369,13 @@ impl Change<'_> {
         );
         Ok(())
     }
+
     pub(super) fn alloc(&mut self) -> Ino {
         let ino = self.overlay.next_ino;
         self.overlay.next_ino += 1;
         ino
     }
+
     /// `name` if it may be an entry of directory `parent`: timelines and
     /// modalities follow the segment rules (no reserved names), names below
     /// a modality the item-name rules.
@@ -382,6 +395,7 @@ impl Change<'_> {
         checked.map_err(|e| NsError::InvalidName(e.to_string()))?;
         Ok(name.into())
     }
+
     /// A valid name not yet used in `parent`.
     pub(super) fn new_name(&mut self, parent: Ino, name: &[u8]) -> Result<Box<str>, NsError> {
         let name = self.checked_name(parent, name)?;
@@ -391,6 +405,7 @@ impl Change<'_> {
         }
         Ok(name)
     }
+
     pub(super) fn kind(&self, ino: Ino) -> Result<Kind, NsError> {
         if self.overlay.files.contains_key(&ino) {
             return Ok(Kind::File);
@@ -403,6 +418,7 @@ impl Change<'_> {
             NodeKind::File(_) => Ok(Kind::File),
         }
     }
+
     pub(super) fn child(&mut self, parent: Ino, name: &[u8]) -> Result<Ino, NsError> {
         if name.len() > NAME_MAX {
             return Err(NsError::NameTooLong);
@@ -414,6 +430,7 @@ impl Change<'_> {
             .get(name)
             .ok_or(NsError::NotFound)
     }
+
     pub(super) fn parent(&self, ino: Ino) -> Result<Ino, NsError> {
         if let Some(d) = self.overlay.dirs.get(&ino) {
             return Ok(d.parent);
@@ -421,6 +438,7 @@ impl Change<'_> {
         let (_, node) = self.ns.tree_node(ino).ok_or(NsError::NotFound)?;
         Ok(tree_ino(node.parent))
     }
+
     /// 0 for the root, 1 for a timeline, 2 for a modality, …
     pub(super) fn depth(&self, dir: Ino) -> Result<usize, NsError> {
         let mut depth = 0;
@@ -431,6 +449,7 @@ impl Change<'_> {
         }
         Ok(depth)
     }
+
     /// The smallest depth of a file below directory `dir` if `dir` were at
     /// `depth` (`usize::MAX` without files).
     pub(super) fn min_file_depth(&self, dir: Ino, depth: usize) -> Result<usize, NsError> {
@@ -446,6 +465,7 @@ impl Change<'_> {
         }
         Ok(min)
     }
+
     pub(super) fn children(&self, dir: Ino) -> Result<Vec<(Ino, Kind)>, NsError> {
         if let Some(d) = self.overlay.dirs.get(&dir) {
             return d
@@ -463,6 +483,7 @@ impl Change<'_> {
             NodeKind::File(_) => Err(NsError::NotADirectory),
         }
     }
+
     pub(super) fn has_children(&self, dir: Ino) -> Result<bool, NsError> {
         if let Some(d) = self.overlay.dirs.get(&dir) {
             return Ok(!d.children.is_empty());
@@ -473,6 +494,7 @@ impl Change<'_> {
             NodeKind::File(_) => Err(NsError::NotADirectory),
         }
     }
+
     /// Copies tree directory `dir`'s children into the overlay (once).
     pub(super) fn materialize(&mut self, dir: Ino) -> Result<(), NsError> {
         if self.overlay.dirs.contains_key(&dir) {
@@ -506,6 +528,7 @@ impl Change<'_> {
         );
         Ok(())
     }
+
     pub(super) fn insert(
         &mut self,
         parent: Ino,
@@ -521,6 +544,7 @@ impl Change<'_> {
         dir.mtime = now;
         Ok(())
     }
+
     pub(super) fn remove(&mut self, parent: Ino, name: &[u8]) -> Result<(), NsError> {
         self.materialize(parent)?;
         let name = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;

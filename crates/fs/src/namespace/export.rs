@@ -98,16 +98,19 @@ impl Namespace {
             changes,
         })
     }
+
     /// Marks modalities changed again (their flush failed).
     pub fn restore_dirty(&self, dirty: &[Ino]) {
         if let Some(o) = &self.overlay {
             o.write().dirty.extend(dirty.iter().copied());
         }
     }
+
     /// The change counter: equal across two calls means nothing changed.
     pub fn changes(&self) -> u64 {
         self.overlay.as_ref().map_or(0, |o| o.read().changes)
     }
+
     /// After a commit: files whose uploaded spool version (`generation`)
     /// is still theirs now read from the committed item. Returns the spool
     /// files no longer needed.
@@ -162,6 +165,7 @@ impl Change<'_> {
             })
             .collect()
     }
+
     /// Every file below modality directory `dir`, as a flush commits it,
     /// and the directories to record (see [`ExportedModality::dirs`]).
     pub(super) fn contents_below(
@@ -227,6 +231,7 @@ impl Change<'_> {
         }
         Ok((files, dirs))
     }
+
     /// The attributes to record for directory `dir`: what a change set
     /// (the overlay), else what its Track recorded.
     pub(super) fn dir_attrs(&self, dir: Ino) -> Result<Attrs, NsError> {
@@ -239,6 +244,7 @@ impl Change<'_> {
         let (id, _) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
         Ok(self.ns.tree.dir_attrs(id))
     }
+
     /// The size of a complete version (spool versions record none here:
     /// the flush stats the file).
     pub(super) fn size_of(&self, content: &Content) -> u64 {

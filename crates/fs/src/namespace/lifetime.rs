@@ -18,16 +18,19 @@ impl Namespace {
             .filter(|f| f.link.is_some() && matches!(f.content, Content::Spool(_)))
             .fold((0, 0), |(n, bytes), f| (n + 1, bytes + f.size))
     }
+
     /// How many files the overlay holds (changed, created or open ones).
     pub fn overlay_files(&self) -> usize {
         self.overlay.as_ref().map_or(0, |o| o.read().files.len())
     }
+
     /// Counts a handle reading `ino`: a file with readers keeps its bytes
     /// when it loses its name. Kept apart from the overlay, so reading a
     /// stored file neither copies it there nor takes the overlay's lock.
     pub fn add_reader(&self, ino: Ino) {
         *self.readers.lock().entry(ino).or_default() += 1;
     }
+
     /// Uncounts a handle reading `ino`.
     pub fn remove_reader(&self, ino: Ino) {
         let mut readers = self.readers.lock();
@@ -38,9 +41,11 @@ impl Namespace {
             }
         }
     }
+
     fn is_read(&self, ino: Ino) -> bool {
         self.readers.lock().contains_key(&ino)
     }
+
     /// Forgets file `ino` if it has no name and no open handle; returns
     /// the spool files that held its bytes, now unused.
     pub fn release_if_unused(&self, ino: Ino) -> Vec<SpoolFile> {

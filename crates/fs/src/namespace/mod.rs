@@ -139,17 +139,21 @@ impl Namespace {
             readers: Default::default(),
         }
     }
+
     /// The same namespace showing stored nodes with `modes`.
     pub fn with_modes(mut self, modes: Modes) -> Self {
         self.modes = modes;
         self
     }
+
     pub fn tree(&self) -> &Arc<Tree> {
         &self.tree
     }
+
     pub fn is_writable(&self) -> bool {
         self.overlay.is_some()
     }
+
     /// The tree node behind `ino`, if it is one.
     fn tree_node(&self, ino: Ino) -> Option<(NodeId, packfs_core::tree::Node<'_>)> {
         if ino >= FIRST_NEW_INO || ino == 0 {

@@ -39,6 +39,7 @@ impl Namespace {
             None => Err(NsError::NotFound),
         }
     }
+
     /// The attributes of `ino`.
     pub fn attr(&self, ino: Ino) -> Result<Attr, NsError> {
         match &self.overlay {
@@ -46,6 +47,7 @@ impl Namespace {
             None => self.tree_attr(ino),
         }
     }
+
     pub(super) fn attr_in(&self, o: &Overlay, ino: Ino) -> Result<Attr, NsError> {
         if let Some(f) = o.files.get(&ino) {
             return Ok(Attr {
@@ -69,10 +71,12 @@ impl Namespace {
         }
         self.tree_attr(ino)
     }
+
     /// How many of a tree directory's children are directories.
     pub(super) fn tree_subdirs(&self, children: &[packfs_core::tree::NodeId]) -> u32 {
         children.iter().filter(|&&c| self.tree.is_dir(c)).count() as u32
     }
+
     /// Mode and mtime of a stored node: as its writer recorded them, else
     /// the mount's mode for its kind and the Manifest's time.
     pub(super) fn stored_look(&self, attrs: Attrs, kind: Kind) -> (u16, SystemTime) {
@@ -83,6 +87,7 @@ impl Namespace {
         let mtime = attrs.mtime_ns.map_or(self.base_mtime, time_of_ns);
         (attrs.mode.unwrap_or(default), mtime)
     }
+
     pub(super) fn tree_attr(&self, ino: Ino) -> Result<Attr, NsError> {
         let (id, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
         Ok(match node.kind {
@@ -111,6 +116,7 @@ impl Namespace {
             }
         })
     }
+
     /// Feeds the entries of directory `dir` from cookie `offset` to `add`
     /// (`.`, `..`, then the children by name), each with the cookie of the
     /// entry after it, until `add` reports a full buffer.
@@ -160,6 +166,7 @@ impl Namespace {
             }
         }
     }
+
     /// Where the bytes of file `ino` are.
     pub fn content(&self, ino: Ino) -> Result<Content, NsError> {
         if let Some(o) = &self.overlay {
@@ -179,6 +186,7 @@ impl Namespace {
             None => Err(NsError::NotFound),
         }
     }
+
     /// The mode and mtime of file `ino` as they are to be recorded, if the
     /// overlay knows it.
     pub fn file_attrs(&self, ino: Ino) -> Option<Attrs> {
@@ -188,6 +196,7 @@ impl Namespace {
             mtime_ns: Some(ns_of_time(f.mtime)),
         })
     }
+
     /// The path of file `ino` from the root, if it still has a name.
     pub fn file_path(&self, ino: Ino) -> Result<Option<String>, NsError> {
         let link = match self
@@ -208,6 +217,7 @@ impl Namespace {
         parts.push(name.to_string());
         Ok(Some(parts.join("/")))
     }
+
     /// The path of directory `ino` from the root, as names.
     pub fn dir_path(&self, ino: Ino) -> Result<Vec<String>, NsError> {
         let overlay = self.overlay.as_ref().map(|o| o.read());

@@ -1,0 +1,138 @@
+//! Changes of names and attributes through a read-write mount, each
+//! journaled with the change (a change and its record are atomic with
+//! respect to a flush's snapshot of the journal).
+
+use std::time::SystemTime;
+
+use tracing::warn;
+
+use super::journal::Record;
+use super::{WriteError, Writer};
+use crate::namespace::{Attr, Ino, Namespace, SpoolFile};
+use packfs_core::kind::Kind;
+use packfs_format::ns_of_time;
+
+impl Writer {
+    /// Journals `record`; a failure is logged (the change itself stands,
+    /// but would not survive a crash before the next commit).
+    pub(super) fn journal(&self, record: Record) {
+        if let Err(e) = self.journal.append(&record) {
+            warn!("journal of spool {}: {e}", self.spool.dir().display());
+        }
+    }
+
+    /// Journals that file `ino` is being written in spool file `spool`: if
+    /// the mount dies before it is closed, the next mount moves that file
+    /// to `lost+found` under this path.
+    pub(super) fn journal_open(&self, ino: Ino, spool: &SpoolFile) {
+        if let Some(record) = open_record(&self.ns, ino, spool) {
+            self.journal(record);
+        }
+    }
+
+    /// The path of entry `name` of directory `parent`.
+    fn entry_path(&self, parent: Ino, name: &[u8]) -> Result<String, WriteError> {
+        let mut parts = self.ns.dir_path(parent)?;
+        parts.push(String::from_utf8_lossy(name).into_owned());
+        Ok(parts.join("/"))
+    }
+
+    /// `mkdir`, journaled.
+    pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Attr, WriteError> {
+        let _change = self.journal.changing();
+        let attr = self.ns.mkdir(parent, name, perm)?;
+        self.journal(Record::Mkdir {
+            path: self.entry_path(parent, name)?,
+            mode: Some(perm),
+        });
+        Ok(attr)
+    }
+
+    /// `rmdir`, journaled.
+    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), WriteError> {
+        let _change = self.journal.changing();
+        self.ns.rmdir(parent, name)?;
+        self.journal(Record::Rmdir {
+            path: self.entry_path(parent, name)?,
+        });
+        Ok(())
+    }
+
+    /// `unlink`, journaled; frees the file's spool once nothing uses it.
+    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), WriteError> {
+        let ino = {
+            let _change = self.journal.changing();
+            let ino = self.ns.unlink(parent, name)?;
+            self.journal(Record::Unlink {
+                path: self.entry_path(parent, name)?,
+            });
+            ino
+        };
+        self.forget_if_unused(ino);
+        Ok(())
+    }
+
+    /// `rename`, journaled; frees a replaced file's spool once unused.
+    pub fn rename(&self, from: (Ino, &[u8]), to: (Ino, &[u8])) -> Result<(), WriteError> {
+        let record = Record::Rename {
+            from: self.entry_path(from.0, from.1)?,
+            to: self.entry_path(to.0, to.1)?,
+        };
+        let replaced = {
+            let _change = self.journal.changing();
+            let replaced = self.ns.rename(from.0, from.1, to.0, to.1)?;
+            self.journal(record);
+            replaced
+        };
+        if let Some(replaced) = replaced {
+            self.forget_if_unused(replaced);
+        }
+        Ok(())
+    }
+
+    /// Sets the mode and/or mtime of `ino` (`chmod`, `utimens`), journaled;
+    /// both are committed with the file or directory.
+    pub fn set_times_and_mode(
+        &self,
+        ino: Ino,
+        perm: Option<u16>,
+        mtime: Option<SystemTime>,
+    ) -> Result<(), WriteError> {
+        self.ns.set_attrs(ino, perm, mtime)?;
+        let path = match self.ns.attr(ino)?.kind {
+            Kind::Dir => Some(self.ns.dir_path(ino)?.join("/")),
+            Kind::File => self.ns.file_path(ino)?,
+        };
+        if let Some(path) = path {
+            self.journal(Record::SetAttr {
+                path,
+                mode: perm,
+                mtime_ns: mtime.map(ns_of_time),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The journal record that file `ino` is complete as spool file `spool`
+/// of `size` bytes (`None` once it has no name).
+pub(super) fn put_record(ns: &Namespace, ino: Ino, spool: &SpoolFile, size: u64) -> Option<Record> {
+    let (Ok(Some(path)), Some(file)) = (ns.file_path(ino), spool.file_name()) else {
+        return None;
+    };
+    Some(Record::Put {
+        path,
+        file,
+        size,
+        attrs: ns.file_attrs(ino).unwrap_or_default(),
+    })
+}
+
+/// The journal record that file `ino` is being written in spool file
+/// `spool` (`None` once it has no name).
+pub(super) fn open_record(ns: &Namespace, ino: Ino, spool: &SpoolFile) -> Option<Record> {
+    let (Ok(Some(path)), Some(file)) = (ns.file_path(ino), spool.file_name()) else {
+        return None;
+    };
+    Some(Record::Open { path, file })
+}
