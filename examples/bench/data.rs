@@ -219,13 +219,9 @@ pub fn delayed_store(runtime: &Runtime, dataset_dir: &Path) -> Result<Arc<dyn Ob
     ));
     let memory = Arc::new(InMemory::new());
     runtime.block_on(copy_into(dataset_dir, memory.as_ref()))?;
-    Ok(Arc::new(FaultyStore::new(
-        memory,
-        Arc::new(Faults {
-            get_delay: GET_LATENCY,
-            ..Faults::default()
-        }),
-    )))
+    let faults = Faults::default();
+    faults.slow_gets("", GET_LATENCY);
+    Ok(Arc::new(FaultyStore::new(memory, Arc::new(faults))))
 }
 
 /// Puts every file under `dir` into `store` at its relative path.

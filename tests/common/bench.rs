@@ -1,24 +1,25 @@
-//! The bench of the core tests: a [`Fixture`] on a [`TestStore`], whose
-//! faults a test switches on, and conveniences over a [`Core`]: paths,
+//! The bench of the core tests: a [`Fixture`] on an in-memory store with
+//! [`Faults`] a test switches on, and conveniences over a [`Core`]: paths,
 //! whole reads, handles, what a commit or a crash kept.
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use object_store::memory::InMemory;
 use packfs_core::kind::Kind;
+use packfs_core::store::faults::{Faults, FaultyStore};
 use packfs_fs::fs::{FsError, Opened};
 use packfs_fs::namespace::{Ino, ROOT_INO};
 use packfs_fs::write::WriteOptions;
 
 use super::core::{Core, Fixture};
 use super::files::walk;
-use super::store::{TestStore, TestStoreControl};
 
-/// A [`Fixture`] on a [`TestStore`], and the switches of its faults.
+/// A [`Fixture`] on a store with faults, and the switches of its faults.
 pub struct Bench {
     fixture: Fixture,
-    pub control: Arc<TestStoreControl>,
+    pub faults: Arc<Faults>,
 }
 
 impl Deref for Bench {
@@ -32,10 +33,11 @@ impl Deref for Bench {
 impl Bench {
     /// A dataset holding `files` (`t/<modality>/<name>` → bytes).
     pub fn new(files: &[(&str, Vec<u8>)]) -> Bench {
-        let (store, control) = TestStore::in_memory();
+        let faults = Arc::new(Faults::default());
+        let store = FaultyStore::new(Arc::new(InMemory::new()), faults.clone());
         Bench {
             fixture: Fixture::new(Arc::new(store), files),
-            control,
+            faults,
         }
     }
 

@@ -418,7 +418,7 @@ fn a_flush_during_a_write_open_keeps_the_stored_file() {
     // Opening y for writing copies its bytes: reads of their pack take 2 s.
     let pack = [[b'x'; 1000], [b'y'; 1000]].concat();
     let pack = packfs_format::ObjectId::of(&pack).to_hex();
-    bench.control.slow_gets(&pack, Duration::from_secs(2));
+    bench.faults.slow_gets(&pack, Duration::from_secs(2));
     let y = core.path("t/m/y").unwrap();
     let fs = core.fs().clone();
     let opening = core
@@ -436,7 +436,7 @@ fn a_flush_during_a_write_open_keeps_the_stored_file() {
     core.close(fh);
     core.block_on(core.fs().fsync(None)).unwrap();
     assert!(!opening.is_finished(), "the copy ended before the flush");
-    bench.control.slow_gets(&pack, Duration::ZERO);
+    bench.faults.slow_gets(&pack, Duration::ZERO);
     let committed = bench.committed("t/m/y");
     assert!(
         committed.as_deref() == Some(&[b'y'; 1000][..]),

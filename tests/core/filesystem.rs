@@ -112,7 +112,7 @@ fn a_panicking_commit_fails_fsync_and_the_next_one_commits() {
     let fh = core.create_open("t/m", "new", b"kept");
     core.close(fh);
     bench
-        .control
+        .faults
         .panic_on_data_puts
         .store(true, Ordering::SeqCst);
     let synced = core.block_on(async {
@@ -123,7 +123,7 @@ fn a_panicking_commit_fails_fsync_and_the_next_one_commits() {
         .unwrap_err();
     assert!(err.to_string().contains("panicked"), "{err}");
     bench
-        .control
+        .faults
         .panic_on_data_puts
         .store(false, Ordering::SeqCst);
     core.block_on(core.fs().fsync(None)).unwrap();
@@ -140,7 +140,7 @@ fn a_write_open_waits_only_for_the_copy_of_its_own_file() {
         core.path("t/n/other").unwrap(),
     );
     // Reads of modality m's pack now take 2 s.
-    bench.control.slow_gets("/m/", Duration::from_secs(2));
+    bench.faults.slow_gets("/m/", Duration::from_secs(2));
     let fs = core.fs().clone();
     let copying = core
         .runtime()
@@ -235,7 +235,7 @@ fn closing_copies_nothing_and_an_unchanged_version_is_not_uploaded_again() {
         ..WriteOptions::default()
     };
     let core = bench.mount_with(2, options);
-    let puts = || bench.control.data_puts.load(Ordering::SeqCst);
+    let puts = || bench.faults.data_puts.load(Ordering::SeqCst);
     // Empty files are made ahead of need; versions hold bytes.
     let spool_files = || {
         let data = std::fs::read_dir(bench.spool.join("data")).unwrap();

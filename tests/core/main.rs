@@ -17,7 +17,6 @@ mod common {
     pub mod files;
     pub mod process;
     pub mod rng;
-    pub mod store;
 
     pub use files::*;
     pub use process::*;

@@ -1,10 +1,11 @@
 //! A store that misbehaves on purpose, for tests, benchmarks and
 //! diagnosing: it wraps another and adds delays, fails requests, cuts
 //! bodies short, reports failure for a PUT it did apply, loses ref
-//! compare-and-swaps as if another writer won, or ignores conditional puts
+//! compare-and-swaps as if another writer won, ignores conditional puts
 //! the way some S3-compatible servers do (garage 2.5 and s3rver accept
-//! `If-None-Match`/`If-Match` and overwrite anyway). Faults can change
-//! while the store is in use (tests turn them on and off).
+//! `If-None-Match`/`If-Match` and overwrite anyway), or panics in the
+//! middle of a commit. Faults can change while the store is in use (tests
+//! turn them on and off), and it counts what it was asked.
 //!
 //! A store gets faults only through `StoreConfig::faults`: tests set it,
 //! and so does the daemon's hidden `--inject-faults SPEC` diagnostic
@@ -29,8 +30,10 @@ use object_store::{
 /// What a [`FaultyStore`] does wrong. `Default`: nothing.
 #[derive(Debug, Default)]
 pub struct Faults {
-    /// Waited before every GET (and HEAD), as if the store were far away.
-    pub get_delay: Duration,
+    /// GETs (and HEADs) of paths containing the text wait this long
+    /// first ("": every GET, as if the store were far away); see
+    /// [`Faults::slow_gets`].
+    slow_gets: Mutex<Option<(String, Duration)>>,
     /// Waited before every PUT (and multipart completion).
     pub put_delay: Duration,
     /// Treat create-only and conditional-update puts as plain overwrites.
@@ -58,12 +61,19 @@ pub struct Faults {
     /// had moved the ref first (refs of object stores; a local
     /// directory's refs do not go through the store).
     pub lose_next_cas: AtomicU64,
+    /// PUTs of data objects (packs, whole items, chunks: everything but
+    /// the dataset's `_packfs/` metadata) panic, as a bug in the middle of
+    /// a commit would.
+    pub panic_on_data_puts: AtomicBool,
     /// GETs seen so far.
     pub gets: AtomicU64,
     /// PUTs seen so far.
     pub puts: AtomicU64,
     /// Multipart uploads completed so far.
     pub multipart_puts: AtomicU64,
+    /// Data objects whose upload started so far (PUTs and multipart
+    /// uploads).
+    pub data_puts: AtomicU64,
 }
 
 impl Faults {
@@ -86,7 +96,7 @@ impl Faults {
             let duration =
                 || crate::units::parse_duration(value).map_err(|e| format!("{key}: {e}"));
             match key {
-                "get-delay" => faults.get_delay = duration()?,
+                "get-delay" => faults.slow_gets("", duration()?),
                 "put-delay" => faults.put_delay = duration()?,
                 "get-fail-every" => faults.fail_every_nth_get = count()?.into(),
                 "get-truncate-every" => faults.truncate_every_nth_get = count()?.into(),
@@ -102,6 +112,31 @@ impl Faults {
             }
         }
         Ok(faults)
+    }
+
+    /// From now on, GETs of paths containing `part` ("": every GET) wait
+    /// `delay` first.
+    pub fn slow_gets(&self, part: &str, delay: Duration) {
+        *self.slow_gets.lock() = Some((part.to_string(), delay));
+    }
+
+    /// How long a GET of `path` waits first.
+    fn get_delay(&self, path: &Path) -> Option<Duration> {
+        let slow = self.slow_gets.lock();
+        let (part, delay) = slow.as_ref()?;
+        (path.as_ref().contains(part.as_str()) && !delay.is_zero()).then_some(*delay)
+    }
+
+    /// Counts the upload of `path` if it is a data object; panics if data
+    /// PUTs are to.
+    fn on_data_put(&self, path: &Path) {
+        if path.parts().any(|part| part.as_ref() == METADATA_DIR) {
+            return;
+        }
+        if self.panic_on_data_puts.load(Ordering::SeqCst) {
+            panic!("injected fault: PUT of {path}");
+        }
+        self.data_puts.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Counts a GET; whether it fails, and whether its body is cut short.
@@ -156,6 +191,8 @@ fn take_one(counter: &AtomicU64) -> bool {
 
 /// Where refs live, whatever the dataset's prefix.
 const REFS_DIR: &str = "_packfs/refs/";
+/// The directory of a dataset's metadata: objects outside it are data.
+const METADATA_DIR: &str = "_packfs";
 
 fn matches(list: &Mutex<Vec<String>>, path: &Path) -> bool {
     let path = path.as_ref();
@@ -221,6 +258,7 @@ impl ObjectStore for FaultyStore {
             if self.faults.ignore_conditions.load(Ordering::Relaxed) {
                 opts.mode = PutMode::Overwrite;
             }
+            self.faults.on_data_put(location);
             let put = self.inner.put_opts(location, payload, opts);
             self.faults.around_put("put", location, put).await
         })
@@ -237,6 +275,7 @@ impl ObjectStore for FaultyStore {
         Self: 'async_trait,
     {
         Box::pin(async move {
+            self.faults.on_data_put(location);
             let upload = self.inner.put_multipart_opts(location, opts).await?;
             Ok(Box::new(FaultyUpload {
                 inner: upload,
@@ -257,8 +296,8 @@ impl ObjectStore for FaultyStore {
         Self: 'async_trait,
     {
         Box::pin(async move {
-            if !self.faults.get_delay.is_zero() {
-                tokio::time::sleep(self.faults.get_delay).await;
+            if let Some(delay) = self.faults.get_delay(location) {
+                tokio::time::sleep(delay).await;
             }
             let (fails, truncated) = self.faults.on_get(location);
             if fails {
