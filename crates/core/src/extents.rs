@@ -34,7 +34,7 @@ pub struct Extents {
 
 impl Extents {
     /// `len` bytes of one in-memory buffer from `offset` (clamped to it).
-    pub fn of_memory(bytes: Bytes, range: Range<u64>) -> Extents {
+    pub(crate) fn of_memory(bytes: Bytes, range: Range<u64>) -> Extents {
         let len = bytes.len() as u64;
         let (start, end) = (range.start.min(len), range.end.min(len));
         let mut map = ByteRangeMap::new(end - start);

@@ -16,10 +16,10 @@
 //! deletes:
 //!
 //! - A writer's dedupe hit on an object older than
-//!   [`crate::store::REFRESH_AGE`] (1 h) uploads it again
+//!   `REFRESH_AGE` (1 h) uploads it again
 //!   ([`crate::store::Store::put_immutable`]), so everything a writer is
 //!   about to commit is younger than an hour, and `packfs gc` refuses a
-//!   grace under [`MIN_GRACE`] (2 h): the writer has an hour or more to
+//!   grace under `MIN_GRACE` (2 h): the writer has an hour or more to
 //!   commit.
 //! - gc works in two phases ([`plan`], then [`GcPlan::delete`]). Before
 //!   deleting, it reads every ref again and walks whatever is new, so a
@@ -48,9 +48,9 @@ use packfs_format::{ObjectId, Placement};
 
 /// The shortest grace gc accepts: twice [`REFRESH_AGE`], so that an object
 /// a writer reused or refreshed stays at least an hour from deletion.
-pub const MIN_GRACE: Duration = Duration::from_secs(2 * 3600);
+pub(crate) const MIN_GRACE: Duration = Duration::from_secs(2 * 3600);
 
-/// Set to `1` to let `packfs gc` run with a grace below [`MIN_GRACE`]
+/// Set to `1` to let `packfs gc` run with a grace below `MIN_GRACE`
 /// (tests, or a store nobody writes to any more).
 pub const UNSAFE_GRACE_ENV: &str = "PACKFS_UNSAFE_GRACE";
 
@@ -177,7 +177,7 @@ pub struct GcPlan<'a> {
     report: GcReport,
 }
 
-/// Fails unless `grace` is at least [`MIN_GRACE`] or [`UNSAFE_GRACE_ENV`]
+/// Fails unless `grace` is at least `MIN_GRACE` or [`UNSAFE_GRACE_ENV`]
 /// is `1`. `packfs gc` checks its `--grace` with this; [`gc`] and [`plan`]
 /// take any grace (tests use short ones on stores no writer uses).
 pub fn check_grace(grace: Duration) -> Result<(), GcError> {
@@ -189,7 +189,7 @@ pub fn check_grace(grace: Duration) -> Result<(), GcError> {
 }
 
 /// Finds what no ref reaches and, unless `dry_run`, deletes what is older
-/// than `grace` (which should be at least [`MIN_GRACE`]: see
+/// than `grace` (which should be at least `MIN_GRACE`: see
 /// [`check_grace`]). Any missing or undecodable Manifest, Track or ItemManifest
 /// in the history stops gc before it deletes anything.
 pub async fn gc(dataset: &Dataset, grace: Duration, dry_run: bool) -> Result<GcReport, GcError> {
@@ -272,7 +272,10 @@ impl GcPlan<'_> {
     }
 
     /// [`GcPlan::delete`], counting planned objects on `progress`.
-    pub async fn delete_with(mut self, progress: &dyn Progress) -> Result<GcReport, GcError> {
+    pub(crate) async fn delete_with(
+        mut self,
+        progress: &dyn Progress,
+    ) -> Result<GcReport, GcError> {
         let store = self.dataset.store();
         self.reach.walk_refs(self.dataset).await?;
         let planned = std::mem::take(&mut self.report.unreachable);

@@ -64,7 +64,7 @@ fn outcome(ok: bool) -> String {
 impl Metrics {
     /// A store request `op` ended with `outcome` (`ok`, `not_found`,
     /// `conflict`, `error`) after `elapsed`, retries included.
-    pub fn store_request(&self, op: &str, outcome: &str, elapsed: Duration) {
+    pub(crate) fn store_request(&self, op: &str, outcome: &str, elapsed: Duration) {
         let labels = Request {
             op: op.to_string(),
             outcome: outcome.to_string(),

@@ -1,7 +1,7 @@
 //! The rules every command that reads a local source tree shares (import,
-//! bundle create): which entries are read ([`list_dir`]), that the root is
-//! a directory ([`check_root`]), and how problems are reported
-//! ([`problems_report`]).
+//! bundle create): which entries are read (`list_dir`), that the root is
+//! a directory (`check_root`), and how problems are reported
+//! (`problems_report`).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ pub struct SourceIoError {
 /// An entry of a source directory that packfs reads: a directory (never
 /// a symbolic link) or a regular file (a symbolic link to one is followed:
 /// `meta` is the target's).
-pub struct SourceEntry {
+pub(crate) struct SourceEntry {
     pub name: String,
     pub path: PathBuf,
     pub meta: fs::Metadata,
@@ -34,7 +34,10 @@ pub struct SourceEntry {
 /// refuses are described, with their paths, in `problems`: names that are
 /// not UTF-8, symbolic links to directories (not followed: they could
 /// loop), and anything but regular files and directories.
-pub fn list_dir(dir: &Path, problems: &mut Vec<String>) -> Result<Vec<SourceEntry>, SourceIoError> {
+pub(crate) fn list_dir(
+    dir: &Path,
+    problems: &mut Vec<String>,
+) -> Result<Vec<SourceEntry>, SourceIoError> {
     let listing = |source| SourceIoError {
         op: "list",
         path: dir.to_path_buf(),
@@ -78,7 +81,7 @@ pub fn list_dir(dir: &Path, problems: &mut Vec<String>) -> Result<Vec<SourceEntr
 }
 
 /// Fails unless `src`, the root of a source tree, is a directory.
-pub fn check_root(src: &Path) -> Result<(), SourceIoError> {
+pub(crate) fn check_root(src: &Path) -> Result<(), SourceIoError> {
     let fail = |source| SourceIoError {
         op: "read source",
         path: src.to_path_buf(),
@@ -94,7 +97,7 @@ pub fn check_root(src: &Path) -> Result<(), SourceIoError> {
 /// What to tell the user of `problems` found in a source tree (`None`
 /// when there are none): the first few, how many more, and that nothing
 /// was written.
-pub fn problems_report(mut problems: Vec<String>) -> Option<Vec<String>> {
+pub(crate) fn problems_report(mut problems: Vec<String>) -> Option<Vec<String>> {
     if problems.is_empty() {
         return None;
     }

@@ -218,7 +218,7 @@ impl Tree {
     }
 
     /// Items of the snapshot, of all Tracks.
-    pub fn item_count(&self) -> u32 {
+    pub(crate) fn item_count(&self) -> u32 {
         self.file_parents.len() as u32
     }
 

@@ -18,14 +18,15 @@ pub const INDEX_PATH: &str = "index/bundle.sqlite";
 /// SQLite `application_id` of the index (ASCII "PFDB").
 pub const APPLICATION_ID: i32 = 0x5046_4442;
 /// First bytes of every shard file.
-pub const SHARD_MAGIC: [u8; 8] = *b"PFDBSHRD";
+pub(crate) const SHARD_MAGIC: [u8; 8] = *b"PFDBSHRD";
 /// Bytes of the shard header that carry data; the header is padded with
 /// zeros to `block_size`, where the first record starts.
 pub const SHARD_HEADER_LEN: usize = 16;
 /// A file larger than this starts a record of its own.
 pub const LARGE_FILE: u64 = 1 << 20;
 /// `Any::type_url` of [`FileAttributes`] in `FileMetadata::user_data`.
-pub const ATTRIBUTES_TYPE_URL: &str = "type.googleapis.com/packfs.databundle.v1.FileAttributes";
+pub(crate) const ATTRIBUTES_TYPE_URL: &str =
+    "type.googleapis.com/packfs.databundle.v1.FileAttributes";
 
 /// The singleton key of the bundle's configuration.
 pub const CONFIG_KEY: &str = "BUNDLE_CONFIG #";

@@ -1,7 +1,7 @@
 //! The Prometheus endpoint of a mount (`--metrics-addr HOST:PORT`, served
 //! at `/metrics` in the Prometheus text format): the process's recorded
 //! [`metrics`](packfs_core::metrics), and values read live at each scrape
-//! ([`Live`]): the counters of `.packfs/stats`, the block cache's bytes and
+//! (`Live`): the counters of `.packfs/stats`, the block cache's bytes and
 //! hit ratio, read-ahead in flight, and a read-write mount's spool and
 //! pending items.
 
@@ -23,7 +23,7 @@ use packfs_core::cache::{BlockCache, Stats};
 
 /// What a scrape reads live from the mount.
 #[derive(Clone)]
-pub struct Live {
+pub(crate) struct Live {
     stats: Arc<Stats>,
     cache: BlockCache,
     writer: Option<Arc<Writer>>,
@@ -31,7 +31,7 @@ pub struct Live {
 
 impl Live {
     /// What a scrape reads of `fs`.
-    pub fn of(fs: &Fs) -> Live {
+    pub(crate) fn of(fs: &Fs) -> Live {
         Live {
             stats: fs.reader().stats().clone(),
             cache: fs.reader().cache().clone(),
@@ -127,7 +127,7 @@ fn registry(live: Live) -> Registry {
 /// Why the metrics endpoint could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("--metrics-addr {addr}: {source}")]
-pub struct MetricsError {
+pub(crate) struct MetricsError {
     addr: SocketAddr,
     #[source]
     source: std::io::Error,
@@ -135,7 +135,7 @@ pub struct MetricsError {
 
 /// Binds `addr` and serves `/metrics` on the current runtime until the
 /// process ends; other paths get 404.
-pub async fn serve(addr: SocketAddr, live: Live) -> Result<SocketAddr, MetricsError> {
+pub(crate) async fn serve(addr: SocketAddr, live: Live) -> Result<SocketAddr, MetricsError> {
     let fail = |source| MetricsError { addr, source };
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(fail)?;
     let bound = listener.local_addr().map_err(fail)?;

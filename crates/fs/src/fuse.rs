@@ -92,7 +92,7 @@ fn perm(mode: u32, umask: u32) -> u16 {
 
 /// The kernel side of a mount: [`Fs`], the runtime its waits run on, and
 /// the backing files registered for passthrough.
-pub struct PackFs {
+pub(crate) struct PackFs {
     fs: Arc<Fs>,
     runtime: tokio::runtime::Handle,
     backings: Arc<Mutex<Backings>>,
@@ -111,7 +111,7 @@ struct Backings {
 
 impl PackFs {
     /// The adapter of `fs`, whose waits run on `runtime`.
-    pub fn new(fs: Arc<Fs>, runtime: tokio::runtime::Handle) -> Self {
+    pub(crate) fn new(fs: Arc<Fs>, runtime: tokio::runtime::Handle) -> Self {
         let ttl = match fs.is_writable() {
             true => TTL,
             false => TTL_IMMUTABLE,

@@ -40,7 +40,7 @@ pub const READ_WRITE_THREADS: usize = 1;
 
 /// Threads reading kernel requests on a read-only mount by default: its
 /// readers are parallel loaders.
-pub const READ_ONLY_THREADS: usize = 4;
+pub(crate) const READ_ONLY_THREADS: usize = 4;
 
 /// Settings of a mount.
 #[derive(Clone, Debug)]
@@ -51,7 +51,7 @@ pub struct MountOptions {
     /// [`Revision`], which names one Manifest and is mounted read-only.
     pub revision: Revision,
     /// Threads reading kernel requests; `None`: [`READ_WRITE_THREADS`] on
-    /// a read-write mount, [`READ_ONLY_THREADS`] on a read-only one.
+    /// a read-write mount, `READ_ONLY_THREADS` on a read-only one.
     pub threads: Option<usize>,
     /// Let other users access the mount (kernel permission checks on).
     pub allow_other: bool,
@@ -541,7 +541,7 @@ fn open_views<'a>(
 /// The filesystem core of a mount of the DataBundle at `store`'s
 /// location: read-only, its tree queried from the index on demand. A
 /// remote bundle's index is downloaded to [`bundle_index_dir`].
-pub fn open_bundle_fs(
+pub(crate) fn open_bundle_fs(
     store: &Store,
     options: &MountOptions,
     runtime: &tokio::runtime::Handle,
@@ -570,7 +570,7 @@ pub fn open_bundle_fs(
 
 /// The filesystem core of a mount of the TileDB array at `store`'s
 /// location: read-only, as a read at `options.array_at` sees it.
-pub fn open_array_fs(
+pub(crate) fn open_array_fs(
     store: &Store,
     options: &MountOptions,
     runtime: &tokio::runtime::Handle,

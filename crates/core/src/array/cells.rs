@@ -4,7 +4,7 @@
 //! (once, on first use): every fragment's cells, merged into the array's
 //! global order, a newer fragment's cell replacing an older one's at the
 //! same coordinates. A dense array's cells follow from its domain and
-//! its fragments' non-empty domains alone ([`DenseGrid`]).
+//! its fragments' non-empty domains alone (`DenseGrid`).
 
 use std::cmp::Reverse;
 use std::ops::Range;
@@ -46,7 +46,7 @@ type Found = (Vec<KeyPart>, Reverse<(u64, u32)>, CellLoc, Box<str>);
 /// a dense array's (those its fragments wrote) row-major.
 pub struct Cells {
     pub locs: Vec<CellLoc>,
-    /// Each cell's name ([`cell_name`]), parallel to `locs`.
+    /// Each cell's name (`cell_name`), parallel to `locs`.
     pub names: Vec<Box<str>>,
     /// Indices of `names` in name order, for lookups.
     by_name: Vec<u32>,
@@ -125,7 +125,7 @@ impl Cells {
     /// The cells a dense array's fragments wrote, row-major over their
     /// bounding box, each from the newest fragment that wrote it. No tile
     /// is read: where a cell is follows from the domains.
-    pub fn dense(array: &Array, layout: &DenseLayout) -> Result<Cells, ArrayError> {
+    pub(crate) fn dense(array: &Array, layout: &DenseLayout) -> Result<Cells, ArrayError> {
         let total = layout.cells();
         if total > MAX_DENSE_CELLS {
             return Err(ArrayError::Unsupported {
@@ -229,7 +229,7 @@ async fn dimension_values(
 }
 
 /// A whole decoded tile.
-pub async fn read_tile(
+pub(crate) async fn read_tile(
     array: &Array,
     cache: &BlockCache,
     f: usize,
@@ -243,7 +243,11 @@ pub async fn read_tile(
 
 /// The byte range of each of `count` cells in a var tile of `var_len`
 /// bytes, from the tile's offsets (`u64` each, the first 0), checked.
-pub fn var_bounds(offsets: &[u8], var_len: u64, count: usize) -> Result<Vec<Range<u64>>, String> {
+pub(crate) fn var_bounds(
+    offsets: &[u8],
+    var_len: u64,
+    count: usize,
+) -> Result<Vec<Range<u64>>, String> {
     if offsets.len() < count * 8 {
         return Err(format!(
             "{} bytes hold fewer than {count} offsets",
@@ -348,7 +352,7 @@ fn float_order(v: f64) -> u64 {
 /// are written shortest-exact; strings are percent-escaped except for
 /// ASCII letters, digits, `-` and `.`, and a string of only dots (or an
 /// empty one) is escaped whole so that no name is `.`, `..` or empty.
-pub fn cell_name(schema: &ArraySchema, values: &[&[u8]]) -> String {
+pub(crate) fn cell_name(schema: &ArraySchema, values: &[&[u8]]) -> String {
     let mut name = String::new();
     for (d, (dim, value)) in schema.dimensions.iter().zip(values).enumerate() {
         if d > 0 {
@@ -408,7 +412,7 @@ fn escape(value: &[u8], out: &mut String) {
 
 /// The geometry of a dense array: the domain, its space tiles, and how a
 /// fragment's tiles and cells are laid out.
-pub struct DenseGrid {
+pub(crate) struct DenseGrid {
     /// Per dimension: domain low bound, high bound and tile extent.
     dims: Vec<(i128, i128, i128)>,
     tile_order: Layout,
@@ -416,11 +420,11 @@ pub struct DenseGrid {
 }
 
 /// A fragment's box of cells, per dimension `low..=high`.
-pub type Region = Vec<(i128, i128)>;
+pub(crate) type Region = Vec<(i128, i128)>;
 
 impl DenseGrid {
     /// The grid of `schema`'s domain (integer dimensions).
-    pub fn new(schema: &ArraySchema) -> DenseGrid {
+    pub(crate) fn new(schema: &ArraySchema) -> DenseGrid {
         let dims = schema
             .dimensions
             .iter()
@@ -443,13 +447,8 @@ impl DenseGrid {
         }
     }
 
-    /// The number of dimensions.
-    pub fn rank(&self) -> usize {
-        self.dims.len()
-    }
-
     /// The region of an MBR (integer values of each dimension).
-    pub fn region(
+    pub(crate) fn region(
         &self,
         schema: &ArraySchema,
         mbr: &[packfs_format::tiledb::fragment::Range1D],
@@ -482,7 +481,7 @@ impl DenseGrid {
     }
 
     /// How many tiles a fragment with region `region` holds.
-    pub fn tile_count(&self, region: &Region) -> u64 {
+    pub(crate) fn tile_count(&self, region: &Region) -> u64 {
         self.tile_span(region)
             .iter()
             .map(|&(_, n)| n as u64)
@@ -491,7 +490,7 @@ impl DenseGrid {
 
     /// The tile of the fragment with `region` holding cell `coords`, and
     /// the cell's position in it.
-    pub fn locate(&self, region: &Region, coords: &[i128]) -> (u64, u64) {
+    pub(crate) fn locate(&self, region: &Region, coords: &[i128]) -> (u64, u64) {
         let span = self.tile_span(region);
         let dims = self.dims.len();
         let tile_index: Vec<i128> = (0..dims)
@@ -513,7 +512,7 @@ impl DenseGrid {
     /// Cells from `coords` on along the last dimension that lie in the
     /// same tile, and whether they are consecutive in it (row-major cell
     /// order) or one tile extent of the first dimensions apart.
-    pub fn run_in_tile(&self, coords: &[i128]) -> (i128, bool) {
+    pub(crate) fn run_in_tile(&self, coords: &[i128]) -> (i128, bool) {
         let last = self.dims.len() - 1;
         let (low, _, extent) = self.dims[last];
         let left = extent - (coords[last] - low).rem_euclid(extent);
@@ -525,7 +524,7 @@ impl DenseGrid {
 
     /// The distance, in cells, between neighbours along the last dimension
     /// inside a tile in column-major cell order.
-    pub fn col_major_stride(&self) -> u64 {
+    pub(crate) fn col_major_stride(&self) -> u64 {
         self.dims[..self.dims.len() - 1]
             .iter()
             .map(|d| d.2 as u64)
@@ -534,7 +533,7 @@ impl DenseGrid {
 }
 
 /// A dense array's fragments as regions of its domain.
-pub struct DenseLayout {
+pub(crate) struct DenseLayout {
     pub grid: DenseGrid,
     /// Per fragment (oldest first), the box it wrote.
     pub regions: Vec<Option<Region>>,
@@ -545,7 +544,7 @@ pub struct DenseLayout {
 impl DenseLayout {
     /// The geometry of `array`'s fragments, checked against their tile
     /// counts.
-    pub fn of(array: &Array) -> Result<DenseLayout, ArrayError> {
+    pub(crate) fn of(array: &Array) -> Result<DenseLayout, ArrayError> {
         let schema = array.schema();
         let grid = DenseGrid::new(schema);
         let mut regions = Vec::new();
@@ -602,7 +601,7 @@ impl DenseLayout {
     }
 
     /// Cells in the bounding box.
-    pub fn cells(&self) -> u64 {
+    pub(crate) fn cells(&self) -> u64 {
         self.bounds.as_ref().map_or(0, |b| {
             b.iter()
                 .map(|&(low, high)| (high - low + 1) as u64)
@@ -612,7 +611,7 @@ impl DenseLayout {
 
     /// The cells `coords..=row_end` along the last dimension, split by the
     /// newest fragment that wrote each (`None`: none did), in order.
-    pub fn paint(&self, coords: &[i128], row_end: i128) -> Vec<(i128, i128, Option<usize>)> {
+    pub(crate) fn paint(&self, coords: &[i128], row_end: i128) -> Vec<(i128, i128, Option<usize>)> {
         let last = coords.len() - 1;
         let mut pieces = vec![(coords[last], row_end, None)];
         for (f, region) in self.regions.iter().enumerate().rev() {
@@ -644,7 +643,7 @@ impl DenseLayout {
 }
 
 /// The coordinates of cell `index` of `bounds` in row-major order.
-pub fn coords_of(bounds: &Region, mut index: u64) -> Vec<i128> {
+pub(crate) fn coords_of(bounds: &Region, mut index: u64) -> Vec<i128> {
     let mut coords = vec![0; bounds.len()];
     for d in (0..bounds.len()).rev() {
         let extent = (bounds[d].1 - bounds[d].0 + 1) as u64;

@@ -86,7 +86,7 @@ pub struct Fragment {
 
 impl Fragment {
     /// Tiles of each field.
-    pub fn tile_count(&self) -> usize {
+    pub(crate) fn tile_count(&self) -> usize {
         self.tile_count
     }
 }
@@ -108,7 +108,7 @@ impl Array {
     /// taken not to: the caller goes on to open it as a dataset, whose
     /// errors explain what is wrong with a store (a missing bucket,
     /// refused credentials, an unreachable endpoint).
-    pub async fn is_array(store: &Store) -> bool {
+    pub(crate) async fn is_array(store: &Store) -> bool {
         match store.list_dir(&schema_dir(store)).await {
             Ok(listed) => listed
                 .iter()
@@ -217,7 +217,7 @@ impl Array {
     }
 
     /// Index of `field` in a fragment's per-field vectors.
-    pub fn field_index(&self, field: Field) -> usize {
+    pub(crate) fn field_index(&self, field: Field) -> usize {
         match field {
             Field::Attribute(i) => Footer::attribute_field(i),
             Field::Dimension(i) => Footer::dimension_field(&self.schema, i),
@@ -228,7 +228,7 @@ impl Array {
     }
 
     /// Cells in tile `tile` of fragment `fragment`.
-    pub fn cells_in_tile(&self, fragment: usize, tile: usize) -> u64 {
+    pub(crate) fn cells_in_tile(&self, fragment: usize, tile: usize) -> u64 {
         let f = &self.fragments[fragment];
         match self.schema.array_type {
             ArrayType::Dense => dense_tile_cells(&self.schema),
@@ -335,7 +335,7 @@ impl Array {
     }
 
     /// Whether `field` is a nullable attribute.
-    pub fn is_nullable(&self, field: Field) -> bool {
+    pub(crate) fn is_nullable(&self, field: Field) -> bool {
         matches!(field, Field::Attribute(i) if self.schema.attributes[i].nullable)
     }
 }
@@ -354,7 +354,7 @@ fn field_name(schema: &ArraySchema, index: usize) -> String {
 }
 
 /// Cells in every tile of a dense array: the product of the tile extents.
-pub fn dense_tile_cells(schema: &ArraySchema) -> u64 {
+pub(crate) fn dense_tile_cells(schema: &ArraySchema) -> u64 {
     schema
         .dimensions
         .iter()
@@ -367,7 +367,7 @@ pub fn dense_tile_cells(schema: &ArraySchema) -> u64 {
 }
 
 /// The integer in `bytes`, a value of `datatype` (an integer type).
-pub fn int_value(datatype: Datatype, bytes: &[u8]) -> i128 {
+pub(crate) fn int_value(datatype: Datatype, bytes: &[u8]) -> i128 {
     let mut le = [0u8; 16];
     let n = bytes.len().min(16);
     le[..n].copy_from_slice(&bytes[..n]);

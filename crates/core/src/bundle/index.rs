@@ -210,7 +210,11 @@ impl Index {
 
     /// The record of shard `shard` that holds uncompressed offset `offset`:
     /// the one with the greatest start not after it.
-    pub fn record_at(&self, shard: u32, offset: u64) -> Result<Option<IndexRecord>, BundleError> {
+    pub(crate) fn record_at(
+        &self,
+        shard: u32,
+        offset: u64,
+    ) -> Result<Option<IndexRecord>, BundleError> {
         let (low, high) = (shard_prefix(shard), shard_key(shard, offset));
         let row = self.query(|conn| {
             conn.prepare_cached(
@@ -227,7 +231,7 @@ impl Index {
 
     /// The records of shard `shard` that hold bytes of `range` of its
     /// stream, in order (from the one holding `range.start`).
-    pub fn records_covering(
+    pub(crate) fn records_covering(
         &self,
         shard: u32,
         range: std::ops::Range<u64>,
@@ -305,7 +309,7 @@ fn index_error(path: &Path, e: rusqlite::Error) -> BundleError {
 
 /// Writes a new index file: rows go in one transaction, and nothing is at
 /// the final path until [`IndexWriter::finish`] renames it there.
-pub struct IndexWriter {
+pub(crate) struct IndexWriter {
     conn: Connection,
     temp: PathBuf,
     path: PathBuf,
@@ -313,7 +317,7 @@ pub struct IndexWriter {
 
 impl IndexWriter {
     /// Starts the index that will be at `path` (written beside it first).
-    pub fn create(path: &Path) -> Result<IndexWriter, BundleError> {
+    pub(crate) fn create(path: &Path) -> Result<IndexWriter, BundleError> {
         let temp = path.with_extension("sqlite.tmp");
         match std::fs::remove_file(&temp) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -338,7 +342,7 @@ impl IndexWriter {
     }
 
     /// Adds `key` with `value`.
-    pub fn put(&mut self, key: &str, value: &impl Message) -> Result<(), BundleError> {
+    pub(crate) fn put(&mut self, key: &str, value: &impl Message) -> Result<(), BundleError> {
         self.conn
             .prepare_cached("INSERT INTO bundle (key, value) VALUES (?1, ?2)")
             .and_then(|mut stmt| stmt.execute(params![key, value.encode_to_vec()]))
@@ -347,7 +351,7 @@ impl IndexWriter {
     }
 
     /// Commits the rows, makes the file durable and moves it to its path.
-    pub fn finish(self) -> Result<(), BundleError> {
+    pub(crate) fn finish(self) -> Result<(), BundleError> {
         self.conn
             .execute_batch("COMMIT; VACUUM;")
             .map_err(|e| index_error(&self.temp, e))?;

@@ -49,7 +49,7 @@ pub struct Bundle {
 
 impl Bundle {
     /// Whether `store`'s location holds a bundle (has its index).
-    pub async fn is_bundle(store: &Store) -> Result<bool, BundleError> {
+    pub(crate) async fn is_bundle(store: &Store) -> Result<bool, BundleError> {
         // Asked before anything else of a location, so its failures are
         // explained: a store without credentials is said to be that, and
         // the probe is a one-byte GET, not a HEAD, because a refused HEAD
@@ -101,7 +101,7 @@ impl Bundle {
     }
 
     /// Shard `i`'s object, if there is one.
-    pub fn shard(&self, i: u32) -> Option<&ObjectRef> {
+    pub(crate) fn shard(&self, i: u32) -> Option<&ObjectRef> {
         self.shards.get(i as usize)
     }
 

@@ -231,7 +231,7 @@ pub async fn create(
 
 /// Writes a bundle of `src` into the local directory `dir` (created if
 /// missing), reporting bytes bundled to `progress`.
-pub fn create_local(
+pub(crate) fn create_local(
     src: &BundleSource,
     dir: &Path,
     options: &CreateOptions,

@@ -204,7 +204,7 @@ pub(super) mod probe {
             Running(self)
         }
 
-        pub fn running(&self) -> usize {
+        pub(crate) fn running(&self) -> usize {
             self.running.load(SeqCst)
         }
     }

@@ -41,7 +41,7 @@ struct Run {
 }
 
 /// Runs of files by a caller-chosen key (an inode).
-pub struct MapAhead {
+pub(crate) struct MapAhead {
     runs: Mutex<lru::LruCache<u64, Run>>,
 }
 
@@ -58,7 +58,7 @@ impl Default for MapAhead {
 impl MapAhead {
     /// Notes a read of `range` of file `file` (`size` bytes long); returns
     /// the bytes of the file to read ahead now, if any.
-    pub fn on_read(
+    pub(crate) fn on_read(
         &self,
         options: &CacheOptions,
         file: u64,

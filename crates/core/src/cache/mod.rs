@@ -27,7 +27,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::store::{Store, StoreError};
 pub use disk::{DiskCache, DiskCacheError};
 use prefetch::{Access, Prefetcher};
-pub use record::{RecordCodec, RecordRef};
+pub use record::RecordCodec;
+pub use record::RecordRef;
 pub use stats::Stats;
 
 /// Settings of the cache and prefetcher.
@@ -214,7 +215,7 @@ impl BlockCache {
     /// Bytes `len` bytes of `object` from `offset` (clamped to the object),
     /// as the buffers that hold them, for a reader that copies them out
     /// itself ([`Blocks::copy_to`]) rather than have them joined.
-    pub async fn read_blocks(
+    pub(crate) async fn read_blocks(
         &self,
         object: &ObjectRef,
         offset: u64,
@@ -530,7 +531,7 @@ impl BlockCache {
 /// Bytes `range` of an object in the buffers that hold them: consecutive
 /// blocks of `block_size` bytes (the last may be shorter) from byte
 /// `first`.
-pub struct Blocks {
+pub(crate) struct Blocks {
     first: u64,
     block_size: u64,
     parts: Vec<Bytes>,
@@ -549,7 +550,7 @@ impl Blocks {
     }
 
     /// The object bytes held (the read, clamped to the object).
-    pub fn range(&self) -> Range<u64> {
+    pub(crate) fn range(&self) -> Range<u64> {
         self.range.clone()
     }
 
@@ -568,7 +569,7 @@ impl Blocks {
     /// [`Blocks::range`], straight out of their blocks into `dest`.
     /// Returns how many it copied: fewer only if a block is shorter than
     /// it should be.
-    pub fn copy_to(&self, offset: u64, dest: &mut [u8]) -> usize {
+    pub(crate) fn copy_to(&self, offset: u64, dest: &mut [u8]) -> usize {
         let end = offset + dest.len() as u64;
         assert!(
             self.range.start <= offset && end <= self.range.end,

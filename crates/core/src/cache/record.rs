@@ -73,7 +73,7 @@ impl BlockCache {
     /// stored bytes go through [`BlockCache::read`], so sequential records
     /// of a shard are read ahead like any run; the decoded record is
     /// cached, and concurrent readers of one record share its decoding.
-    pub async fn read_record(
+    pub(crate) async fn read_record(
         &self,
         record: &RecordRef,
         offset: u64,

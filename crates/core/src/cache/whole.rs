@@ -37,7 +37,7 @@ use tracing::{debug, warn};
 use super::Stats;
 
 /// The subdirectory of the cache directory that holds the copies.
-pub const WHOLE_DIR: &str = "whole";
+pub(crate) const WHOLE_DIR: &str = "whole";
 /// Pieces of read bytes waiting for the writer thread (each at most one
 /// kernel read, 1 MiB): bounds the memory they hold.
 const QUEUE: usize = 64;

@@ -186,7 +186,7 @@ impl ArrayCatalog {
     /// The cells a read of the array sees (a sparse array's from its
     /// coordinate tiles, a dense array's from its fragments' domains),
     /// found on first use.
-    pub fn cells(&self) -> Result<Arc<Cells>, CatalogError> {
+    pub(crate) fn cells(&self) -> Result<Arc<Cells>, CatalogError> {
         let mut slot = self.cell_index.lock();
         if let Some(cells) = &*slot {
             return Ok(cells.clone());

@@ -117,7 +117,7 @@ impl BundleCatalog {
     /// Stored record `record` of shard object `shard`, as the block cache
     /// reads and decodes it: read up to the next block, where the next
     /// record starts, so that reads of consecutive records abut.
-    pub fn record_ref(&self, shard: &ObjectRef, record: &IndexRecord) -> RecordRef {
+    pub(crate) fn record_ref(&self, shard: &ObjectRef, record: &IndexRecord) -> RecordRef {
         let index = self.bundle.index();
         let start = record.meta.compressed_offset;
         let end = start + record.meta.compressed_size;
@@ -138,7 +138,7 @@ impl BundleCatalog {
     /// [`Catalog::extents`] gives it for the entry's id, or what is wrong
     /// with the index. For a reader that holds the entry already, as
     /// `packfs import` of a bundle does.
-    pub fn file_extents(
+    pub(crate) fn file_extents(
         &self,
         entry: &IndexEntry,
         range: Range<u64>,

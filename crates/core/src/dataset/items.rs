@@ -93,7 +93,7 @@ impl ItemTable {
     /// into a table, with the same checks as [`Track::decode`] except the
     /// uniqueness of names (see the module docs). `data_path` names the
     /// object an entry addresses; `what` names the Track in errors.
-    /// Chunked rows need [`ItemTable::set_chunks`] before they are read.
+    /// Chunked rows need `set_chunks` before they are read.
     pub fn decode(
         bytes: &[u8],
         what: &str,
@@ -113,7 +113,7 @@ impl ItemTable {
     }
 
     /// The table of an already decoded Track.
-    pub fn of_track(track: &Track, data_path: impl Fn(&ObjectId) -> Path) -> ItemTable {
+    pub(crate) fn of_track(track: &Track, data_path: impl Fn(&ObjectId) -> Path) -> ItemTable {
         let mut builder = Builder::default();
         let mut media: Vec<Arc<str>> = Vec::new();
         for it in track.items() {
@@ -166,7 +166,7 @@ impl ItemTable {
 
     /// The ItemManifests chunked rows point at, each with the size its rows
     /// declare (a manifest whose chunks add up to another size is damaged).
-    pub fn chunked(&self) -> Vec<(ObjectId, u64)> {
+    pub(crate) fn chunked(&self) -> Vec<(ObjectId, u64)> {
         let mut wanted: Vec<(ObjectId, u64)> = self
             .iter()
             .filter_map(|it| match it.object().kind {
@@ -180,7 +180,7 @@ impl ItemTable {
     }
 
     /// The chunks of the ItemManifest `id`.
-    pub fn set_chunks(&mut self, id: &ObjectId, chunks: Arc<[ChunkRef]>) {
+    pub(crate) fn set_chunks(&mut self, id: &ObjectId, chunks: Arc<[ChunkRef]>) {
         for o in self.objects.iter_mut().filter(|o| o.id == *id) {
             if matches!(o.kind, ObjectKind::Chunked(_)) {
                 o.kind = ObjectKind::Chunked(chunks.clone());

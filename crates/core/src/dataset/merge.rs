@@ -38,7 +38,7 @@ const MAX_ANCESTORS: usize = 1000;
 
 /// What a merge found to do.
 #[derive(Debug, PartialEq, Eq)]
-pub enum MergePlan {
+pub(crate) enum MergePlan {
     /// Every other tip is already an ancestor of ours.
     UpToDate,
     /// Ours is an ancestor of the single other tip: move the ref there.
@@ -51,7 +51,7 @@ pub enum MergePlan {
 pub use packfs_format::MergeConflict as Conflict;
 
 /// Tracks of the merged Manifest and the conflicts met building them.
-pub struct MergedTracks {
+pub(crate) struct MergedTracks {
     pub tracks: Vec<TrackUpdate>,
     pub conflicts: Vec<Conflict>,
 }
@@ -83,7 +83,7 @@ impl Dataset {
 
     /// Decides how to merge `theirs` into `ours`, and the common ancestor
     /// of all of them (`None` for unrelated histories).
-    pub async fn plan_merge(
+    pub(crate) async fn plan_merge(
         &self,
         ours: ObjectId,
         theirs: &[ObjectId],
@@ -117,7 +117,7 @@ impl Dataset {
     }
 
     /// The Tracks of the union of `parents` (ours first) since `base`.
-    pub async fn merge_tracks(
+    pub(crate) async fn merge_tracks(
         &self,
         parents: &[ObjectId],
         base: Option<ObjectId>,

@@ -25,11 +25,11 @@ use thiserror::Error;
 use crate::store::{Store, StoreConfig, StoreError};
 pub use item::{ChunkRef, Item, ItemData, ItemSource};
 pub use items::{ItemRef, ItemTable};
-pub use merge::{Conflict, MergeOutcome, MergePlan, MergeReport, MergedTracks};
+pub use merge::{Conflict, MergeOutcome, MergeReport};
 use packfs_format::{
     FormatError, ItemManifest, Manifest, ObjectId, Track, TrackEntry, TRACK_KIND_FRAGMENT,
 };
-pub use revision::{Resolved, Revision, RevisionError, MIN_PREFIX};
+pub use revision::{Resolved, Revision, RevisionError};
 pub use snapshot::{Snapshot, SnapshotTrack};
 pub use twins::Separated;
 
@@ -282,14 +282,14 @@ impl Dataset {
     }
 
     /// Stores a Track object (content-addressed) and returns its id.
-    pub async fn put_track(&self, track: &Track) -> Result<ObjectId, DatasetError> {
+    pub(crate) async fn put_track(&self, track: &Track) -> Result<ObjectId, DatasetError> {
         self.put_encoded_track(Bytes::from(track.encode())).await
     }
 
     /// [`Dataset::put_track`] of a Track already encoded
     /// ([`Track::encode`]), for a writer that needs its id before it
     /// decides to store it.
-    pub async fn put_encoded_track(&self, bytes: Bytes) -> Result<ObjectId, DatasetError> {
+    pub(crate) async fn put_encoded_track(&self, bytes: Bytes) -> Result<ObjectId, DatasetError> {
         let id = ObjectId::of(&bytes);
         self.store
             .put_immutable(&self.store.layout().track(&id), bytes)
@@ -319,7 +319,7 @@ impl Dataset {
 
     /// Like [`Dataset::commit`] for a Manifest with any `parents` (a
     /// merge); the ref must still point at `expected`.
-    pub async fn commit_with_parents(
+    pub(crate) async fn commit_with_parents(
         &self,
         ref_name: &str,
         expected: Option<ObjectId>,

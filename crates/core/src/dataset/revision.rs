@@ -21,7 +21,7 @@ use packfs_format::{validate_ref_name, FormatError, ObjectId};
 
 /// Fewest hex digits of a Manifest id prefix: fewer would make prefixes
 /// ambiguous in large histories and look like short ref names.
-pub const MIN_PREFIX: usize = 8;
+pub(crate) const MIN_PREFIX: usize = 8;
 /// Hex digits of a whole Manifest id.
 const ID_HEX: usize = 64;
 /// Candidates an ambiguous prefix error lists.

@@ -33,7 +33,7 @@ const STEP: u64 = 8 << 20;
 /// Why the bytes of a bundle's file could not be imported. Each names the
 /// file as `BUNDLE/path`.
 #[derive(Debug, Error)]
-pub enum BundleFileError {
+pub(crate) enum BundleFileError {
     /// The index could not say where its bytes are.
     #[error("{file}: {source}; nothing was committed")]
     Index {

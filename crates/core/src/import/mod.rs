@@ -28,7 +28,6 @@ pub use crate::packer::{media_type, SourceFile};
 use crate::packer::{upload, FileReader, LocalFiles, PackError, PackOptions, SourceFiles};
 use crate::progress::{Progress, Quiet};
 use crate::store::{Store, StoreConfig, StoreError};
-pub use bundle::BundleFileError;
 use listing::NewItems;
 use packfs_format::bundle::INDEX_PATH;
 use packfs_format::{FormatError, ObjectId, Track, TrackItem};
@@ -118,7 +117,7 @@ pub async fn import(
 
 /// Checks `options` and scans the directory `src`: everything that can be
 /// wrong with an import before it writes anything.
-pub fn prepare(src: &Path, options: &ImportOptions) -> Result<Prepared, ImportError> {
+pub(crate) fn prepare(src: &Path, options: &ImportOptions) -> Result<Prepared, ImportError> {
     check_options(options)?;
     Ok(Prepared {
         files: scan::scan(src, options.timeline.as_deref())?,
@@ -126,7 +125,7 @@ pub fn prepare(src: &Path, options: &ImportOptions) -> Result<Prepared, ImportEr
     })
 }
 
-/// Like [`prepare`], for a source that is a local directory or a
+/// Like `prepare`, for a source that is a local directory or a
 /// DataBundle (a local one, or one on any store [`Store::open`] reaches),
 /// told apart by the bundle's index. A bundle's tree, read from its index,
 /// is mapped onto timelines and modalities as a directory's is; the index
@@ -160,7 +159,7 @@ pub async fn prepare_source(
     }
 }
 
-/// Uploads and commits files returned by [`prepare`] or [`prepare_source`],
+/// Uploads and commits files returned by `prepare` or [`prepare_source`],
 /// reporting bytes read to `progress`.
 ///
 /// Past the scan each file is held once, as the item its Track will hold,

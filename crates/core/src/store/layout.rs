@@ -55,12 +55,12 @@ impl Layout {
     }
 
     /// `_packfs/refs`
-    pub fn refs_dir(&self) -> Path {
+    pub(crate) fn refs_dir(&self) -> Path {
         self.root.clone().join(RESERVED_PREFIX).join("refs")
     }
 
     /// `_packfs/manifests`
-    pub fn manifests_dir(&self) -> Path {
+    pub(crate) fn manifests_dir(&self) -> Path {
         self.root.clone().join(RESERVED_PREFIX).join("manifests")
     }
 
@@ -70,7 +70,7 @@ impl Layout {
     }
 
     /// What the object at `path` is, by where it lives.
-    pub fn classify(&self, path: &Path) -> ObjectKind {
+    pub(crate) fn classify(&self, path: &Path) -> ObjectKind {
         let rel: Vec<String> = match path.prefix_match(&self.root) {
             Some(parts) => parts.map(|p| p.as_ref().to_string()).collect(),
             None => return ObjectKind::Other,
@@ -94,7 +94,7 @@ impl Layout {
 
 /// The kinds of object a dataset holds, for garbage collection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ObjectKind {
+pub(crate) enum ObjectKind {
     Manifest(ObjectId),
     Track(ObjectId),
     /// A pack, whole object, chunk or ItemManifest.

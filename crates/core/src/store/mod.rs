@@ -31,7 +31,8 @@ use object_store::{
 };
 use thiserror::Error;
 
-pub use layout::{Layout, ObjectKind};
+pub use layout::Layout;
+pub(crate) use layout::ObjectKind;
 pub use options::{StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
 use packfs_format::{FormatError, ObjectId};
 use refs::RefBackend;
@@ -134,7 +135,7 @@ impl StoreError {
 /// longer ago than this is uploaded again by [`Store::put_immutable`], so
 /// that what a writer is about to commit always looks young to `packfs gc`
 /// (whose grace is at least twice this: see `gc::MIN_GRACE`).
-pub const REFRESH_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+pub(crate) const REFRESH_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
 
 fn refresh_age() -> chrono::Duration {
     chrono::Duration::from_std(REFRESH_AGE).expect("an hour fits")
@@ -256,13 +257,13 @@ where
 
 /// The bytes of a ranged read, with the real size of the whole object so
 /// callers can check it against what the metadata promised.
-pub struct RangeRead {
+pub(crate) struct RangeRead {
     pub bytes: Bytes,
     pub object_size: u64,
 }
 
 /// What [`Store::read_local`] read: the pieces, and the object's size.
-pub struct RangePieces {
+pub(crate) struct RangePieces {
     pub pieces: Vec<Bytes>,
     pub object_size: u64,
 }
@@ -408,7 +409,7 @@ impl Store {
 
     /// The directory a location names if it is a local one (a path or a
     /// `file://` URL), `None` for any other URL.
-    pub fn local_path(location: &str) -> Result<Option<PathBuf>, StoreError> {
+    pub(crate) fn local_path(location: &str) -> Result<Option<PathBuf>, StoreError> {
         match location.split_once("://") {
             None => Ok(Some(PathBuf::from(location))),
             Some(("file", _)) => url::Url::parse(location)
@@ -505,7 +506,11 @@ impl Store {
     }
 
     /// Reads `range` of an object. An empty range costs no request.
-    pub async fn get_range(&self, path: &Path, range: Range<u64>) -> Result<RangeRead, StoreError> {
+    pub(crate) async fn get_range(
+        &self,
+        path: &Path,
+        range: Range<u64>,
+    ) -> Result<RangeRead, StoreError> {
         let options = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
             ..Default::default()
@@ -523,7 +528,7 @@ impl Store {
     /// Fetches the credentials of a remote store (a no-op for others), so
     /// that a store without any is reported as that before a request
     /// fails for want of them.
-    pub async fn check_credentials(&self) -> Result<(), StoreError> {
+    pub(crate) async fn check_credentials(&self) -> Result<(), StoreError> {
         let Some(remote) = &self.remote else {
             return Ok(());
         };
@@ -539,7 +544,7 @@ impl Store {
 
     /// The file that holds object `path` of a local store; `None` for
     /// other stores.
-    pub fn local_file(&self, path: &Path) -> Option<PathBuf> {
+    pub(crate) fn local_file(&self, path: &Path) -> Option<PathBuf> {
         let dir = self.local_dir.as_ref()?;
         // Percent-encoded names map to files as `object_store` decodes them.
         (!path.as_ref().contains('%')).then(|| dir.join(path.as_ref()))
@@ -552,7 +557,7 @@ impl Store {
     /// buffer, and one buffer must be copied to be cut). `None` for other
     /// stores. Pieces end early at the file's end: the caller compares the
     /// sizes.
-    pub async fn read_local(
+    pub(crate) async fn read_local(
         &self,
         path: &Path,
         range: Range<u64>,
@@ -576,7 +581,7 @@ impl Store {
     /// a state made by `init` (for hashing large objects without holding
     /// them in memory). Returns the state and the object's size. A stream
     /// that breaks or ends short starts over with a fresh state.
-    pub async fn fold_chunks<S>(
+    pub(crate) async fn fold_chunks<S>(
         &self,
         path: &Path,
         init: impl Fn() -> S,
@@ -605,7 +610,10 @@ impl Store {
 
     /// An object's size and last-modified time, or `None` if it does not
     /// exist.
-    pub async fn head(&self, path: &Path) -> Result<Option<object_store::ObjectMeta>, StoreError> {
+    pub(crate) async fn head(
+        &self,
+        path: &Path,
+    ) -> Result<Option<object_store::ObjectMeta>, StoreError> {
         match retrying(self.options.retry_deadline, "head", path, || {
             self.inner.head(path)
         })
@@ -627,7 +635,7 @@ impl Store {
     /// size is damaged and is replaced. Objects over
     /// [`StoreOptions::multipart_threshold`] go up in parts.
     ///
-    /// An object already there but last modified more than [`REFRESH_AGE`]
+    /// An object already there but last modified more than `REFRESH_AGE`
     /// ago is uploaded again (the same bytes, so harmless to any reader) to
     /// make it young: the caller is about to commit something naming it,
     /// and `packfs gc` deletes unreachable objects older than its grace
@@ -762,7 +770,7 @@ impl Store {
     }
 
     /// Every object under the dataset's root (refs and metadata included).
-    pub async fn list_all(&self) -> Result<Vec<object_store::ObjectMeta>, StoreError> {
+    pub(crate) async fn list_all(&self) -> Result<Vec<object_store::ObjectMeta>, StoreError> {
         let root = self.layout.root().clone();
         let list = || self.inner.list(Some(&root)).try_collect();
         retrying(self.options.retry_deadline, "list", &root, list)
@@ -771,7 +779,10 @@ impl Store {
     }
 
     /// The objects directly in `dir` (none of its subdirectories').
-    pub async fn list_dir(&self, dir: &Path) -> Result<Vec<object_store::ObjectMeta>, StoreError> {
+    pub(crate) async fn list_dir(
+        &self,
+        dir: &Path,
+    ) -> Result<Vec<object_store::ObjectMeta>, StoreError> {
         let list = || self.inner.list_with_delimiter(Some(dir));
         retrying(self.options.retry_deadline, "list", dir, list)
             .await
@@ -781,7 +792,7 @@ impl Store {
 
     /// The names of the directories directly in `dir` (the common
     /// prefixes one level down), sorted.
-    pub async fn list_subdirs(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
+    pub(crate) async fn list_subdirs(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
         let list = || self.inner.list_with_delimiter(Some(dir));
         let listed = retrying(self.options.retry_deadline, "list", dir, list)
             .await

@@ -55,7 +55,7 @@ impl ByteRangeProgram {
     /// Whether [`ByteRangeProgram::execute_into`] writes straight into the
     /// caller's buffer: unless the program has a strided run, whose pieces
     /// are packed through a staging buffer.
-    pub fn writes_directly(&self) -> bool {
+    pub(crate) fn writes_directly(&self) -> bool {
         !self
             .runs()
             .iter()

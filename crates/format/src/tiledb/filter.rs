@@ -32,30 +32,30 @@ use super::{Cursor, TileDbError};
 
 /// Filter type codes (`tiledb_filter_type_t`) as stored in a pipeline.
 mod code {
-    pub const NONE: u8 = 0;
-    pub const GZIP: u8 = 1;
-    pub const ZSTD: u8 = 2;
-    pub const LZ4: u8 = 3;
-    pub const RLE: u8 = 4;
-    pub const BZIP2: u8 = 5;
-    pub const DOUBLE_DELTA: u8 = 6;
-    pub const BIT_WIDTH_REDUCTION: u8 = 7;
-    pub const BITSHUFFLE: u8 = 8;
-    pub const BYTESHUFFLE: u8 = 9;
-    pub const POSITIVE_DELTA: u8 = 10;
-    pub const AES_256_GCM: u8 = 11;
-    pub const CHECKSUM_MD5: u8 = 12;
-    pub const CHECKSUM_SHA256: u8 = 13;
-    pub const DICTIONARY: u8 = 14;
-    pub const SCALE_FLOAT: u8 = 15;
-    pub const XOR: u8 = 16;
-    pub const DEPRECATED: u8 = 17;
-    pub const WEBP: u8 = 18;
-    pub const DELTA: u8 = 19;
+    pub(crate) const NONE: u8 = 0;
+    pub(crate) const GZIP: u8 = 1;
+    pub(crate) const ZSTD: u8 = 2;
+    pub(crate) const LZ4: u8 = 3;
+    pub(crate) const RLE: u8 = 4;
+    pub(crate) const BZIP2: u8 = 5;
+    pub(crate) const DOUBLE_DELTA: u8 = 6;
+    pub(crate) const BIT_WIDTH_REDUCTION: u8 = 7;
+    pub(crate) const BITSHUFFLE: u8 = 8;
+    pub(crate) const BYTESHUFFLE: u8 = 9;
+    pub(crate) const POSITIVE_DELTA: u8 = 10;
+    pub(crate) const AES_256_GCM: u8 = 11;
+    pub(crate) const CHECKSUM_MD5: u8 = 12;
+    pub(crate) const CHECKSUM_SHA256: u8 = 13;
+    pub(crate) const DICTIONARY: u8 = 14;
+    pub(crate) const SCALE_FLOAT: u8 = 15;
+    pub(crate) const XOR: u8 = 16;
+    pub(crate) const DEPRECATED: u8 = 17;
+    pub(crate) const WEBP: u8 = 18;
+    pub(crate) const DELTA: u8 = 19;
 }
 
 /// TileDB's name of a filter type code, for messages.
-pub fn filter_name(code: u8) -> &'static str {
+pub(crate) fn filter_name(code: u8) -> &'static str {
     match code {
         code::NONE => "none",
         code::GZIP => "gzip",
@@ -166,7 +166,7 @@ impl Filter {
 
     /// The element type the next filter sees when this one is given
     /// `input`: delta and double delta hand on their reinterpret type.
-    pub fn output_datatype(&self, input: Datatype) -> Datatype {
+    pub(crate) fn output_datatype(&self, input: Datatype) -> Datatype {
         match *self {
             Filter::Delta {
                 reinterpret: Some(t),
@@ -256,7 +256,7 @@ pub struct FilterPipeline {
 impl FilterPipeline {
     /// Reads a pipeline at the cursor (schemas store them back to back,
     /// without a length).
-    pub fn read(cursor: &mut Cursor<'_>) -> Result<FilterPipeline, TileDbError> {
+    pub(crate) fn read(cursor: &mut Cursor<'_>) -> Result<FilterPipeline, TileDbError> {
         let max_chunk_size = cursor.u32()?;
         // Each filter is at least its type and options size.
         let count = cursor.count_u32(5)?;
@@ -314,7 +314,7 @@ impl FilterPipeline {
     /// The original bytes of one chunk of a tile of `tile`, from the chunk's
     /// metadata and filtered data; `original_len` is the length its header
     /// records, which the result must have. Checksums are verified.
-    pub fn unfilter_chunk(
+    pub(crate) fn unfilter_chunk(
         &self,
         tile: &TileType,
         metadata: &[u8],

@@ -3,7 +3,7 @@
 //!
 //! The public format specification is TileDB's `format_spec/` (array
 //! schema, fragment, tile, generic tile, filter pipeline, timestamped
-//! name). Everything TileDB writes is little-endian; [`Cursor`] reads it
+//! name). Everything TileDB writes is little-endian; `Cursor` reads it
 //! and names the structure and offset of whatever is short or malformed.
 
 use thiserror::Error;
@@ -93,7 +93,7 @@ impl TileDbError {
 /// A little-endian reader over a byte slice that fails with
 /// [`TileDbError::Truncated`] instead of panicking.
 #[derive(Clone, Debug)]
-pub struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     bytes: &'a [u8],
     offset: usize,
     what: &'a str,
@@ -101,7 +101,7 @@ pub struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     /// A cursor at the start of `bytes`, which hold `what`.
-    pub fn new(bytes: &'a [u8], what: &'a str) -> Self {
+    pub(crate) fn new(bytes: &'a [u8], what: &'a str) -> Self {
         Cursor {
             bytes,
             offset: 0,
@@ -110,17 +110,17 @@ impl<'a> Cursor<'a> {
     }
 
     /// Bytes consumed so far.
-    pub fn offset(&self) -> usize {
+    pub(crate) fn offset(&self) -> usize {
         self.offset
     }
 
     /// Bytes not yet consumed.
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.bytes.len() - self.offset
     }
 
     /// The next `len` bytes.
-    pub fn take(&mut self, len: usize) -> Result<&'a [u8], TileDbError> {
+    pub(crate) fn take(&mut self, len: usize) -> Result<&'a [u8], TileDbError> {
         if len > self.remaining() {
             return Err(TileDbError::Truncated {
                 what: self.what.to_string(),
@@ -136,7 +136,7 @@ impl<'a> Cursor<'a> {
 
     /// The next `len` bytes, `len` read from the bytes (so checked against
     /// what is there before anything is allocated).
-    pub fn take_u64_len(&mut self, len: u64) -> Result<&'a [u8], TileDbError> {
+    pub(crate) fn take_u64_len(&mut self, len: u64) -> Result<&'a [u8], TileDbError> {
         self.take(usize::try_from(len).unwrap_or(usize::MAX))
     }
 
@@ -145,36 +145,36 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next byte.
-    pub fn u8(&mut self) -> Result<u8, TileDbError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, TileDbError> {
         Ok(self.take(1)?[0])
     }
 
     /// The next little-endian `u32`.
-    pub fn u32(&mut self) -> Result<u32, TileDbError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, TileDbError> {
         self.array().map(u32::from_le_bytes)
     }
 
     /// The next little-endian `i32`.
-    pub fn i32(&mut self) -> Result<i32, TileDbError> {
+    pub(crate) fn i32(&mut self) -> Result<i32, TileDbError> {
         self.array().map(i32::from_le_bytes)
     }
 
     /// The next little-endian `u64`.
-    pub fn u64(&mut self) -> Result<u64, TileDbError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, TileDbError> {
         self.array().map(u64::from_le_bytes)
     }
 
     /// A `u64` count of items of at least `item_size` bytes each, checked
     /// against the bytes left so a corrupt count cannot make a reader
     /// allocate or loop past the data.
-    pub fn count(&mut self, item_size: usize) -> Result<usize, TileDbError> {
+    pub(crate) fn count(&mut self, item_size: usize) -> Result<usize, TileDbError> {
         let at = self.offset;
         let count = self.u64()?;
         self.check_count(count, item_size, at)
     }
 
     /// As [`Cursor::count`] for a `u32` count.
-    pub fn count_u32(&mut self, item_size: usize) -> Result<usize, TileDbError> {
+    pub(crate) fn count_u32(&mut self, item_size: usize) -> Result<usize, TileDbError> {
         let at = self.offset;
         let count = u64::from(self.u32()?);
         self.check_count(count, item_size, at)

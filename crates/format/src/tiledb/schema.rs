@@ -119,10 +119,10 @@ pub struct ArraySchema {
 
 /// The oldest schema version read: 10 put schemas in `__schema/`, 12
 /// fragments in `__fragments/`, the layout this reader lists.
-pub const MIN_VERSION: u32 = 12;
+pub(crate) const MIN_VERSION: u32 = 12;
 
 /// The newest format version this reader knows.
-pub const MAX_VERSION: u32 = 23;
+pub(crate) const MAX_VERSION: u32 = 23;
 
 impl ArraySchema {
     /// The schema in `bytes`, a schema file's generic tile decoded.

@@ -79,7 +79,7 @@ pub struct RenameFlags {
 
 /// What `statfs` reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FsStats {
+pub(crate) struct FsStats {
     pub block_size: u32,
     pub blocks: u64,
     pub files: u64,
@@ -161,7 +161,7 @@ impl Fs {
     /// Serves `catalog` as the whole (read-only) mount: its root is the
     /// mount's root, with the control catalog attached at `/.packfs`
     /// (naming `manifest` if the catalog shows one: a view of a dataset).
-    pub fn of_catalog(
+    pub(crate) fn of_catalog(
         catalog: Arc<dyn Catalog>,
         reader: Reader,
         owner: Owner,
@@ -179,7 +179,7 @@ impl Fs {
 
     /// Attaches `catalog` at `name` in the root: found by name, not listed
     /// (the views of `--view .NAME=SPEC`).
-    pub fn attach(mut self, name: &str, catalog: Arc<dyn Catalog>) -> Self {
+    pub(crate) fn attach(mut self, name: &str, catalog: Arc<dyn Catalog>) -> Self {
         self.attached.push(Attached {
             name: name.into(),
             catalog,
@@ -189,7 +189,7 @@ impl Fs {
 
     /// Serves reads of items with whole-file copies by passthrough once
     /// [`Self::enable_passthrough`] is called. Read-only mounts only.
-    pub fn with_passthrough(mut self, passthrough: Passthrough) -> Self {
+    pub(crate) fn with_passthrough(mut self, passthrough: Passthrough) -> Self {
         debug_assert!(self.writer.is_none(), "passthrough on a read-write mount");
         self.passthrough = Some(passthrough);
         self
@@ -197,24 +197,24 @@ impl Fs {
 
     /// Whether the mount would serve reads by passthrough if the kernel
     /// allows it.
-    pub fn wants_passthrough(&self) -> bool {
+    pub(crate) fn wants_passthrough(&self) -> bool {
         self.passthrough.is_some()
     }
 
     /// The kernel granted passthrough at init; returns whether it is on.
-    pub fn enable_passthrough(&self) -> bool {
+    pub(crate) fn enable_passthrough(&self) -> bool {
         self.passthrough.as_ref().is_some_and(|p| p.enable())
     }
 
     /// Whether opens may still be answered with [`Opened::Backing`].
-    pub fn passthrough_on(&self) -> bool {
+    pub(crate) fn passthrough_on(&self) -> bool {
         self.passthrough.as_ref().is_some_and(|p| p.is_on())
     }
 
     /// The kernel refused the backing file of handle `fh` (`error`;
     /// `None`: passthrough went off since the open was answered): the
     /// handle is served by the daemon instead, and so are later opens.
-    pub fn passthrough_refused(&self, fh: u64, error: Option<&std::io::Error>) -> Opened {
+    pub(crate) fn passthrough_refused(&self, fh: u64, error: Option<&std::io::Error>) -> Opened {
         match &self.passthrough {
             Some(p) => p.refused(fh, error),
             None => Opened::Handle {
@@ -280,12 +280,12 @@ impl Fs {
     }
 
     /// The writer of a read-write mount.
-    pub fn shared_writer(&self) -> Option<&Arc<Writer>> {
+    pub(crate) fn shared_writer(&self) -> Option<&Arc<Writer>> {
         self.writer.as_ref()
     }
 
     /// Whether the mount accepts changes.
-    pub fn is_writable(&self) -> bool {
+    pub(crate) fn is_writable(&self) -> bool {
         self.writer.is_some()
     }
 
@@ -419,7 +419,7 @@ impl Fs {
     /// `opendir`: listings need no handle, so a directory opens
     /// [`Opened::Stateless`] (the kernel's no-opendir mode, in which it
     /// also caches listings).
-    pub fn opendir(&self, ino: Ino) -> Result<Opened, FsError> {
+    pub(crate) fn opendir(&self, ino: Ino) -> Result<Opened, FsError> {
         match self.getattr(ino)?.attr.kind {
             Kind::Dir => Ok(Opened::Stateless),
             Kind::File => Err(NsError::NotADirectory.into()),
@@ -673,11 +673,11 @@ impl Fs {
     }
 
     /// Extended attributes are not stored.
-    pub fn getxattr(&self) -> Result<Vec<u8>, FsError> {
+    pub(crate) fn getxattr(&self) -> Result<Vec<u8>, FsError> {
         Err(FsError::Unsupported)
     }
 
-    pub fn statfs(&self) -> FsStats {
+    pub(crate) fn statfs(&self) -> FsStats {
         let block_size = 4096u32;
         let tree = self.ns.tree();
         FsStats {

@@ -35,7 +35,7 @@ use packfs_core::reader::ReadBytes;
 const CAP_SYS_ADMIN: u32 = 21;
 
 /// The passthrough state of a read-only mount with whole-file copies.
-pub struct Passthrough {
+pub(crate) struct Passthrough {
     whole: WholeCache,
     stats: Arc<Stats>,
     /// The kernel granted passthrough at init and has refused no backing
@@ -63,7 +63,7 @@ struct InodeOpens {
 
 impl Passthrough {
     /// Passthrough from the copies in `whole`, off until [`Self::enable`].
-    pub fn new(whole: WholeCache, stats: Arc<Stats>) -> Self {
+    pub(crate) fn new(whole: WholeCache, stats: Arc<Stats>) -> Self {
         Passthrough {
             whole,
             stats,
@@ -77,13 +77,13 @@ impl Passthrough {
     }
 
     /// At unmount: finishes the whole-file copies under way.
-    pub async fn finish(&self) {
+    pub(crate) async fn finish(&self) {
         self.whole.finish().await;
     }
 
     /// The kernel granted passthrough: it is used if this process may
     /// register backing files. Returns whether it is on.
-    pub fn enable(&self) -> bool {
+    pub(crate) fn enable(&self) -> bool {
         if !has_cap_sys_admin() {
             info!("passthrough needs CAP_SYS_ADMIN; reads stay with the daemon");
             return false;
@@ -93,14 +93,14 @@ impl Passthrough {
     }
 
     /// Whether opens may be answered by passthrough.
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
     }
 
     /// Opens inode `ino` for reading; `item` holds its bytes (`None`: a
     /// file not stored as an item). Passthrough if the item has a copy and
     /// no daemon-served open of the inode remains, else a daemon handle.
-    pub async fn open(&self, ino: Ino, item: Option<&ItemData>) -> Opened {
+    pub(crate) async fn open(&self, ino: Ino, item: Option<&ItemData>) -> Opened {
         let item = item.filter(|i| i.size >= self.whole.min_size());
         let copy = match item {
             Some(item) if self.is_on() => self.whole.open_copy(key(item), item.size).await,
@@ -139,7 +139,7 @@ impl Passthrough {
     /// The kernel refused the backing file of passthrough handle `fh`
     /// (`error`; `None`: passthrough went off since it was chosen):
     /// passthrough goes off for the mount and `fh` becomes a daemon handle.
-    pub fn refused(&self, fh: u64, error: Option<&std::io::Error>) -> Opened {
+    pub(crate) fn refused(&self, fh: u64, error: Option<&std::io::Error>) -> Opened {
         if let Some(e) = error {
             if self.on.swap(false, Ordering::Relaxed) {
                 warn!("the kernel refused a passthrough file ({e}); reads stay with the daemon");
@@ -167,7 +167,7 @@ impl Passthrough {
     }
 
     /// The last close of handle `fh` (unknown handles are ignored).
-    pub fn release(&self, fh: u64) {
+    pub(crate) fn release(&self, fh: u64) {
         let mut opens = self.opens.lock();
         let Some((ino, passthrough)) = opens.handles.remove(&fh) else {
             return;
@@ -188,7 +188,7 @@ impl Passthrough {
     /// Bytes `offset..` of `item` as a read served them: fed to its copy
     /// (waiting briefly when its writer is behind). Bytes written into a
     /// reply buffer are copied, only here, where the copy keeps them.
-    pub async fn served(&self, item: &ItemData, offset: u64, bytes: &ReadBytes<'_>) {
+    pub(crate) async fn served(&self, item: &ItemData, offset: u64, bytes: &ReadBytes<'_>) {
         if self.is_on() && item.size >= self.whole.min_size() {
             let bytes = bytes.to_bytes();
             self.whole

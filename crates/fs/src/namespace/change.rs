@@ -264,7 +264,7 @@ impl Namespace {
 
     /// Sets the mode and/or mtime of file or directory `ino`; the change is
     /// committed with its modality.
-    pub fn set_attrs(
+    pub(crate) fn set_attrs(
         &self,
         ino: Ino,
         perm: Option<u16>,

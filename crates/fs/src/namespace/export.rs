@@ -22,7 +22,7 @@ pub struct ExportedFile {
     /// namespace tracks only the open version's size).
     pub size: u64,
     pub generation: u64,
-    /// Some version of it is committed ([`FileNode::stored`]): leaving a
+    /// Some version of it is committed (`stored`): leaving a
     /// file that is not out of a commit loses nothing (a partial flush may
     /// wait for a fuller pack).
     pub stored: bool,
@@ -56,7 +56,7 @@ impl Namespace {
     /// What a flush commits: every modality directory, with the files of
     /// those changed since the last export. Files open for writing appear
     /// as their last complete version, or not at all if they have none.
-    pub fn export(&self, known: &std::collections::HashSet<Ino>) -> Result<Export, NsError> {
+    pub(crate) fn export(&self, known: &std::collections::HashSet<Ino>) -> Result<Export, NsError> {
         let overlay = self.overlay.as_ref().ok_or(NsError::ReadOnly)?;
         let mut o = overlay.write();
         let dirty: Vec<Ino> = o.dirty.drain().collect();
@@ -100,21 +100,21 @@ impl Namespace {
     }
 
     /// Marks modalities changed again (their flush failed).
-    pub fn restore_dirty(&self, dirty: &[Ino]) {
+    pub(crate) fn restore_dirty(&self, dirty: &[Ino]) {
         if let Some(o) = &self.overlay {
             o.write().dirty.extend(dirty.iter().copied());
         }
     }
 
     /// The change counter: equal across two calls means nothing changed.
-    pub fn changes(&self) -> u64 {
+    pub(crate) fn changes(&self) -> u64 {
         self.overlay.as_ref().map_or(0, |o| o.read().changes)
     }
 
     /// After a commit: files whose uploaded spool version (`generation`)
     /// is still theirs now read from the committed item. Returns the spool
     /// files no longer needed.
-    pub fn mark_committed(
+    pub(crate) fn mark_committed(
         &self,
         done: Vec<(Ino, SpoolFile, u64, Arc<CommittedItem>)>,
     ) -> Vec<SpoolFile> {

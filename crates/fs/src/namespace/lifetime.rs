@@ -8,7 +8,7 @@ use super::{Ino, Namespace, SpoolFile};
 impl Namespace {
     /// Files with a name whose bytes are written and not committed yet,
     /// and those bytes.
-    pub fn uncommitted(&self) -> (usize, u64) {
+    pub(crate) fn uncommitted(&self) -> (usize, u64) {
         let Some(o) = &self.overlay else {
             return (0, 0);
         };
@@ -27,12 +27,12 @@ impl Namespace {
     /// Counts a handle reading `ino`: a file with readers keeps its bytes
     /// when it loses its name. Kept apart from the overlay, so reading a
     /// stored file neither copies it there nor takes the overlay's lock.
-    pub fn add_reader(&self, ino: Ino) {
+    pub(crate) fn add_reader(&self, ino: Ino) {
         *self.readers.lock().entry(ino).or_default() += 1;
     }
 
     /// Uncounts a handle reading `ino`.
-    pub fn remove_reader(&self, ino: Ino) {
+    pub(crate) fn remove_reader(&self, ino: Ino) {
         let mut readers = self.readers.lock();
         if let Some(n) = readers.get_mut(&ino) {
             *n -= 1;
@@ -48,7 +48,7 @@ impl Namespace {
 
     /// Forgets file `ino` if it has no name and no open handle; returns
     /// the spool files that held its bytes, now unused.
-    pub fn release_if_unused(&self, ino: Ino) -> Vec<SpoolFile> {
+    pub(crate) fn release_if_unused(&self, ino: Ino) -> Vec<SpoolFile> {
         let Some(overlay) = &self.overlay else {
             return Vec::new();
         };

@@ -3,7 +3,7 @@
 //!
 //! Inodes: a tree node `n` is inode `n + 1` (FUSE's root is 1), for the
 //! whole life of the mount, whatever happens to its name; nodes created
-//! through the mount get inodes from [`FIRST_NEW_INO`] up. The overlay is
+//! through the mount get inodes from `FIRST_NEW_INO` up. The overlay is
 //! copy-on-write by directory: the first change inside a tree directory
 //! copies its child list into the overlay, which from then on answers for
 //! that directory; untouched directories are served by the tree, so a
@@ -13,7 +13,7 @@
 //! are described by [`Content`]; the write spool owns the files behind it.
 //!
 //! - this file: the namespace, its inodes and errors;
-//! - [`read`](self::read): lookups, attributes, listings, paths;
+//! - `read.rs`: lookups, attributes, listings, paths;
 //! - `overlay.rs`: the overlay's nodes; `change.rs`: the POSIX changes
 //!   made to it (create, mkdir, unlink, rmdir, rename, attributes);
 //! - `writers.rs`: the namespace's side of a write session (a file open
@@ -29,7 +29,7 @@ mod export;
 mod lifetime;
 mod modes;
 mod overlay;
-pub mod read;
+mod read;
 mod writers;
 
 use std::sync::Arc;
@@ -52,7 +52,7 @@ pub type Ino = u64;
 /// The root directory's inode.
 pub const ROOT_INO: Ino = 1;
 /// The first inode handed to a node created through the mount.
-pub const FIRST_NEW_INO: Ino = 1 << 32;
+pub(crate) const FIRST_NEW_INO: Ino = 1 << 32;
 /// Longest name of one directory entry (`NAME_MAX`).
 const NAME_MAX: usize = 255;
 /// Directory depth of a modality (`/<timeline>/<modality>`): items live
@@ -141,17 +141,13 @@ impl Namespace {
     }
 
     /// The same namespace showing stored nodes with `modes`.
-    pub fn with_modes(mut self, modes: Modes) -> Self {
+    pub(crate) fn with_modes(mut self, modes: Modes) -> Self {
         self.modes = modes;
         self
     }
 
     pub fn tree(&self) -> &Arc<Tree> {
         &self.tree
-    }
-
-    pub fn is_writable(&self) -> bool {
-        self.overlay.is_some()
     }
 
     /// The tree node behind `ino`, if it is one.

@@ -20,7 +20,7 @@ pub struct Modes {
 impl Modes {
     /// `0644`/`0755` on a writable mount, `0444`/`0555` on a read-only one,
     /// where nothing else was recorded.
-    pub fn default_for(writable: bool) -> Modes {
+    pub(crate) fn default_for(writable: bool) -> Modes {
         let (file, dir) = match writable {
             true => (Attrs::DEFAULT_FILE_MODE, Attrs::DEFAULT_DIR_MODE),
             false => (0o444, 0o555),

@@ -189,7 +189,7 @@ impl Namespace {
 
     /// The mode and mtime of file `ino` as they are to be recorded, if the
     /// overlay knows it.
-    pub fn file_attrs(&self, ino: Ino) -> Option<Attrs> {
+    pub(crate) fn file_attrs(&self, ino: Ino) -> Option<Attrs> {
         let o = self.overlay.as_ref()?.read();
         o.files.get(&ino).map(|f| Attrs {
             mode: Some(f.perm),
@@ -198,7 +198,7 @@ impl Namespace {
     }
 
     /// The path of file `ino` from the root, if it still has a name.
-    pub fn file_path(&self, ino: Ino) -> Result<Option<String>, NsError> {
+    pub(crate) fn file_path(&self, ino: Ino) -> Result<Option<String>, NsError> {
         let link = match self
             .overlay
             .as_ref()

@@ -30,7 +30,7 @@ impl Namespace {
     /// (counted); else returns what `first` makes of its content. `first`
     /// runs under the overlay's lock, so a spool version it opens cannot be
     /// committed and deleted before.
-    pub fn join_writers<T>(
+    pub(crate) fn join_writers<T>(
         &self,
         ino: Ino,
         first: impl FnOnce(&Content) -> T,
@@ -45,7 +45,7 @@ impl Namespace {
     }
 
     /// Uncounts a writer that joined a session it then could not use.
-    pub fn cancel_join(&self, ino: Ino) -> Result<(), NsError> {
+    pub(crate) fn cancel_join(&self, ino: Ino) -> Result<(), NsError> {
         self.update_file(ino, false, |f| f.writers -= 1)
     }
 
@@ -53,7 +53,12 @@ impl Namespace {
     /// its first writer is counted and its content so far becomes the
     /// session's complete version. With `truncate` the live version starts
     /// empty, a change of the file.
-    pub fn start_session(&self, ino: Ino, live: SpoolFile, truncate: bool) -> Result<(), NsError> {
+    pub(crate) fn start_session(
+        &self,
+        ino: Ino,
+        live: SpoolFile,
+        truncate: bool,
+    ) -> Result<(), NsError> {
         self.update_file(ino, truncate, |f| {
             f.writers += 1;
             // Its content now, not what the opener copied: a flush may
@@ -73,7 +78,7 @@ impl Namespace {
 
     /// The generation of `ino`'s bytes (bumped on every change), if the
     /// overlay knows the file.
-    pub fn generation(&self, ino: Ino) -> Option<u64> {
+    pub(crate) fn generation(&self, ino: Ino) -> Option<u64> {
         let overlay = self.overlay.as_ref()?.read();
         overlay.files.get(&ino).map(|f| f.generation)
     }
@@ -82,7 +87,7 @@ impl Namespace {
     /// version is still `live` (its session goes on). Returns the complete
     /// version replaced, and whether the bytes are those of `generation`
     /// (the copy is the live version's twin); `None` if nothing changed.
-    pub fn freeze_into(
+    pub(crate) fn freeze_into(
         &self,
         ino: Ino,
         live: &SpoolFile,
@@ -104,7 +109,7 @@ impl Namespace {
     /// and the version no longer needed is returned: the complete one if
     /// the live version changed (it becomes the file's content), else the
     /// live one (the complete version stays).
-    pub fn leave_writers(
+    pub(crate) fn leave_writers(
         &self,
         ino: Ino,
         changed: bool,

@@ -92,7 +92,7 @@ impl Writer {
 
     /// Sets the mode and/or mtime of `ino` (`chmod`, `utimens`), journaled;
     /// both are committed with the file or directory.
-    pub fn set_times_and_mode(
+    pub(crate) fn set_times_and_mode(
         &self,
         ino: Ino,
         perm: Option<u16>,

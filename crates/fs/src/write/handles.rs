@@ -245,7 +245,7 @@ impl Writer {
     }
 
     /// The spool file of a version being read, for [`Content::Spool`].
-    pub fn read_spool(
+    pub(crate) fn read_spool(
         &self,
         spool: &SpoolFile,
         offset: u64,

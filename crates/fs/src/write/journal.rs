@@ -22,7 +22,7 @@ use packfs_format::{Attrs, ObjectId};
 
 /// One journaled change. Paths are `/`-separated from the mount's root.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Record {
+pub(super) enum Record {
     /// The Manifest the records after it apply to.
     Base(ObjectId),
     /// The file at `path` is being written in spool file `file`; unless a
@@ -157,7 +157,7 @@ fn optional<T: Into<ciborium::value::Integer>>(value: Option<T>) -> Value {
 
 /// The records of the journal at `path` (empty if there is none), up to
 /// the first one that does not decode (a torn append).
-pub fn read(path: &Path) -> std::io::Result<Vec<Record>> {
+pub(super) fn read(path: &Path) -> std::io::Result<Vec<Record>> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -176,7 +176,7 @@ pub fn read(path: &Path) -> std::io::Result<Vec<Record>> {
 
 /// An open journal, appended to by one mount.
 #[derive(Debug)]
-pub struct Journal {
+pub(crate) struct Journal {
     path: PathBuf,
     /// The file and its length (records before a length are covered by a
     /// flush that took that length as its mark).
@@ -188,7 +188,7 @@ pub struct Journal {
 
 impl Journal {
     /// Starts the journal at `path` afresh: one `Base(base)` record.
-    pub fn create(path: &Path, base: ObjectId) -> std::io::Result<Journal> {
+    pub(super) fn create(path: &Path, base: ObjectId) -> std::io::Result<Journal> {
         let bytes = Record::Base(base).encode();
         let file = replace(path, &bytes)?;
         Ok(Journal {
@@ -199,7 +199,7 @@ impl Journal {
     }
 
     /// Opens the journal at `path` to append to what it holds.
-    pub fn open(path: &Path) -> std::io::Result<Journal> {
+    pub(super) fn open(path: &Path) -> std::io::Result<Journal> {
         let file = OpenOptions::new().append(true).open(path)?;
         let len = file.metadata()?.len();
         Ok(Journal {
@@ -210,7 +210,7 @@ impl Journal {
     }
 
     /// Appends `record`.
-    pub fn append(&self, record: &Record) -> std::io::Result<()> {
+    pub(super) fn append(&self, record: &Record) -> std::io::Result<()> {
         let bytes = record.encode();
         let mut guard = self.file.lock();
         guard.0.write_all(&bytes)?;
@@ -223,14 +223,14 @@ impl Journal {
     /// snapshot then sees either both or neither, so no record after its
     /// mark repeats a change the snapshot already holds (replaying a
     /// `Rename` twice would move whatever took the old name since).
-    pub fn changing(&self) -> RwLockReadGuard<'_, ()> {
+    pub(crate) fn changing(&self) -> RwLockReadGuard<'_, ()> {
         self.gate.read()
     }
 
     /// Runs `snapshot` (a flush's export) while no change is under way,
     /// and returns it with the journal's length then: the records the
     /// snapshot covers are exactly those before that mark.
-    pub fn snapshot<T>(&self, snapshot: impl FnOnce() -> T) -> (T, u64) {
+    pub(super) fn snapshot<T>(&self, snapshot: impl FnOnce() -> T) -> (T, u64) {
         let _quiet = self.gate.write();
         let taken = snapshot();
         (taken, self.file.lock().1)
@@ -239,7 +239,12 @@ impl Journal {
     /// After a commit of everything up to `mark`: `Base(base)`, then
     /// `carried` (changes of the snapshot the commit left for later), then
     /// the records appended since `mark`.
-    pub fn compact(&self, base: ObjectId, carried: &[Record], mark: u64) -> std::io::Result<()> {
+    pub(crate) fn compact(
+        &self,
+        base: ObjectId,
+        carried: &[Record],
+        mark: u64,
+    ) -> std::io::Result<()> {
         let mut guard = self.file.lock();
         let mut tail = Vec::new();
         let mut old = File::open(&self.path)?;

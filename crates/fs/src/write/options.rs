@@ -6,7 +6,7 @@ use std::time::Duration;
 /// Settings of a read-write mount. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]
 pub struct WriteOptions {
-    /// Spool directory of a mount; `None`: [`default_dir`] of the mount.
+    /// Spool directory of a mount; `None`: `default_dir` of the mount.
     pub spool_dir: Option<PathBuf>,
     /// A flush starts once this many closed files wait…
     pub pack_items: usize,

@@ -36,7 +36,7 @@ impl Writer {
     /// `fsync` of file `ino`: its bytes as they are now, even while it is
     /// open for writing, are committed with everything else before this
     /// returns.
-    pub async fn sync_file(&self, ino: Ino) -> Result<(), WriteError> {
+    pub(crate) async fn sync_file(&self, ino: Ino) -> Result<(), WriteError> {
         let session = self.sessions.lock().get(&ino).cloned();
         if let Some(session) = session {
             let _one_at_a_time = self.opening.lock(ino).await;
@@ -62,7 +62,7 @@ impl Writer {
 
     /// The flusher: waits for a reason to flush, flushes, reports. Runs
     /// until the writer is dropped.
-    pub async fn run_flusher(self: Arc<Self>) {
+    pub(crate) async fn run_flusher(self: Arc<Self>) {
         let mut backoff = Duration::from_millis(200);
         loop {
             let woken = tokio::time::timeout(self.options.idle_flush, self.wake.notified()).await;
@@ -102,7 +102,7 @@ impl Writer {
     }
 
     /// The last commit, at unmount: bounded by
-    /// [`WriteOptions::shutdown_timeout`]. Whatever it leaves (a timeout, a
+    /// `shutdown_timeout`. Whatever it leaves (a timeout, a
     /// store that is down) stays in the spool with its journal.
     pub async fn shutdown(&self) {
         let left = |why: String| {

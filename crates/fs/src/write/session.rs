@@ -52,13 +52,13 @@ pub(super) enum Said {
 
 impl Said {
     /// Whether the live version's bytes are those of `origin`.
-    pub fn is_unchanged(self) -> bool {
+    pub(crate) fn is_unchanged(self) -> bool {
         matches!(self, Said::Unchanged | Said::Synced)
     }
 }
 
 impl Session {
-    pub fn new(spool: SpoolFile, file: Arc<File>, said: Said) -> Session {
+    pub(super) fn new(spool: SpoolFile, file: Arc<File>, said: Said) -> Session {
         Session {
             spool,
             file,
@@ -68,7 +68,7 @@ impl Session {
 
     /// The live version's length, from its open descriptor (`fstat`: no
     /// path lookup in the path of a close).
-    pub fn len(&self) -> u64 {
+    pub(super) fn len(&self) -> u64 {
         self.file.metadata().map_or(0, |m| m.len())
     }
 }

@@ -66,7 +66,7 @@ impl Writer {
 
     /// Frees the spool files of `ino` once it has neither a name nor an
     /// open handle (after unlink, or a rename that replaced it).
-    pub fn forget_if_unused(&self, ino: Ino) {
+    pub(crate) fn forget_if_unused(&self, ino: Ino) {
         self.retire(self.ns.release_if_unused(ino));
     }
 
@@ -86,7 +86,7 @@ impl Writer {
     }
 
     /// The spool's bytes and the files not committed yet, now.
-    pub fn spool_state(&self) -> SpoolState {
+    pub(crate) fn spool_state(&self) -> SpoolState {
         let (pending_items, pending_bytes) = self.ns.uncommitted();
         SpoolState {
             spool_bytes: self.spool.used(),

@@ -147,7 +147,7 @@ impl Spool {
     }
 
     /// The journal of this spool.
-    pub fn journal_path(&self) -> PathBuf {
+    pub(crate) fn journal_path(&self) -> PathBuf {
         self.dir.join("journal")
     }
 
@@ -171,7 +171,7 @@ impl Spool {
     /// `lost+found/<unix time>/`, each under the path `names` gives it (the
     /// journal's `Open` records) or else its number, and reports them:
     /// never deleted.
-    pub fn quarantine_leftovers(
+    pub(crate) fn quarantine_leftovers(
         &self,
         names: &std::collections::HashMap<String, String>,
     ) -> std::io::Result<()> {
@@ -271,7 +271,7 @@ impl Spool {
     }
 
     /// A new empty spool file, open for reading and writing.
-    pub fn new_file(&self) -> std::io::Result<(SpoolFile, File)> {
+    pub(crate) fn new_file(&self) -> std::io::Result<(SpoolFile, File)> {
         let (ready, left) = {
             let mut ready = self.ready.lock();
             (ready.pop(), ready.len())
@@ -290,7 +290,7 @@ impl Spool {
     /// Opens spool file `file` for reading. While the returned file is
     /// open, `file` is deleted rather than recycled when no version uses
     /// it any more: its descriptor never sees another file's bytes.
-    pub fn open_pinned(&self, file: &SpoolFile) -> std::io::Result<PinnedFile> {
+    pub(crate) fn open_pinned(&self, file: &SpoolFile) -> std::io::Result<PinnedFile> {
         let mut pins = self.pins.0.lock();
         // Under the lock: a recycling that has not renamed the file yet
         // waits for this open, and after the rename the name is gone.
@@ -336,12 +336,12 @@ impl Spool {
     }
 
     /// Bytes in the spool's files.
-    pub fn used(&self) -> u64 {
+    pub(crate) fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
     }
 
     /// Accounts for a file growing by `grown` or shrinking by `shrunk` bytes.
-    pub fn resized(&self, grown: u64, shrunk: u64) {
+    pub(crate) fn resized(&self, grown: u64, shrunk: u64) {
         self.used.fetch_add(grown, Ordering::Relaxed);
         self.used
             .fetch_sub(shrunk.min(self.used()), Ordering::Relaxed);
@@ -376,7 +376,7 @@ const FREE: &str = ".free";
 #[derive(Debug, Default, Clone)]
 struct Pins(std::sync::Arc<parking_lot::Mutex<std::collections::HashMap<PathBuf, usize>>>);
 
-/// A spool file open for reading; see [`Spool::open_pinned`].
+/// A spool file open for reading; see `open_pinned`.
 #[derive(Debug)]
 pub struct PinnedFile {
     file: File,

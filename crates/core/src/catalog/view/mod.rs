@@ -210,7 +210,7 @@ pub struct TimelineSamples {
 
 /// Where an item's key ends: before the first dot of its base name that is
 /// not the base name's first byte (`.hidden` has no extension).
-pub fn key_len(name: &str) -> usize {
+pub(crate) fn key_len(name: &str) -> usize {
     let base = name.rfind('/').map_or(0, |slash| slash + 1);
     name[base..]
         .char_indices()

@@ -26,7 +26,7 @@ enum Node {
 }
 
 /// The sample directories of a snapshot; ids index its nodes, 0 the root.
-pub struct PerSampleCatalog {
+pub(crate) struct PerSampleCatalog {
     tree: Arc<Tree>,
     names: Vec<Box<str>>,
     parents: Vec<u32>,
@@ -44,7 +44,7 @@ pub struct PathConflict {
 
 impl PerSampleCatalog {
     /// The sample directories of `tree`.
-    pub fn new(tree: Arc<Tree>) -> Result<Self, PathConflict> {
+    pub(crate) fn new(tree: Arc<Tree>) -> Result<Self, PathConflict> {
         let mut c = PerSampleCatalog {
             names: vec!["".into()],
             parents: vec![0],

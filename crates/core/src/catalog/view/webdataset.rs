@@ -56,7 +56,7 @@ struct Timeline {
 
 /// The shards of every timeline of a snapshot. Ids: 0 the root, `1 + t`
 /// timeline `t`, then every shard of every timeline in order.
-pub struct ShardCatalog {
+pub(crate) struct ShardCatalog {
     tree: Arc<Tree>,
     timelines: Vec<Timeline>,
     mtime: SystemTime,
@@ -69,7 +69,7 @@ fn shard_name(index: usize) -> String {
 
 impl ShardCatalog {
     /// The shards of `tree`'s items cut and ordered as `options` says.
-    pub fn new(tree: Arc<Tree>, options: ShardOptions) -> Self {
+    pub(crate) fn new(tree: Arc<Tree>, options: ShardOptions) -> Self {
         let mtime = time_of_ns(tree.ts_unix_ns() as i64);
         let mut timelines = Vec::new();
         let all = samples(&tree);
