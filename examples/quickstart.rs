@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 
 use packfs_core::dataset::Dataset;
 use packfs_core::import::{import, ImportOptions};
-use packfs_core::reader::Reader;
-use packfs_core::tree::Tree;
+use packfs_core::Files;
 use packfs_fs::mount::{mount, MountOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -38,20 +37,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             report.objects_written + report.objects_reused,
             dataset_dir.display()
         );
-
-        // Read one file back through the library, without FUSE.
-        let tree = Tree::build(dataset.snapshot("main").await?)?;
-        let item = tree.resolve_file("train/caption/sample-00007.txt")?.data();
-        let bytes = Reader::new(dataset.store().clone(), Default::default(), None)
-            .read_item(&item, 0, item.size)
-            .await?;
-        println!(
-            "train/caption/sample-00007.txt says: {}",
-            String::from_utf8_lossy(&bytes).trim()
-        );
         Ok::<_, Box<dyn std::error::Error>>(())
     })?;
-    drop(runtime); // mounting starts its own runtime
+    drop(runtime); // reading and mounting start runtimes of their own
+
+    // Read one file back through the library, without FUSE.
+    let caption = Files::open(dataset_dir.to_str().ok_or("non-UTF-8 path")?)?
+        .at("main")?
+        .open("train/caption/sample-00007.txt")?
+        .read_all()?;
+    println!(
+        "train/caption/sample-00007.txt says: {}",
+        String::from_utf8_lossy(&caption).trim()
+    );
 
     std::fs::create_dir_all(&mnt)?;
     let mnt = mnt.canonicalize()?;

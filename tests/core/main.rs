@@ -27,6 +27,7 @@ mod architecture;
 mod array_damage;
 mod concurrency;
 mod decode_fuzz;
+mod files;
 mod filesystem;
 mod fuzz_corpus;
 mod import;

@@ -1,12 +1,22 @@
 //! packfs-core: packed datasets on any object store, read and written
 //! without FUSE. Embedders (a Kubernetes driver, a Python binding) depend on
-//! this crate alone; it builds without `fuser`, `clap`, `hyper` or
-//! `indicatif`.
+//! this crate alone: it builds without `fuser`, `clap` or `indicatif`, and
+//! without its `cloud` feature without any HTTP stack.
+//!
+//! Reading a file takes one line ([`Files`]):
+//!
+//! ```no_run
+//! # fn main() -> Result<(), packfs_core::FilesError> {
+//! let bytes = packfs_core::Files::open("./dataset")?.at("main")?.open("train/caption/1.txt")?.read_all()?;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! Layers, top to bottom (each module uses only those below it;
 //! `docs/ARCHITECTURE.md` has the picture, and a test keeps it true):
 //!
-//! - [`import`], [`bundle_create`], [`verify`], [`diff`], [`gc`] and
+//! - [`files`]: a dataset's files read from code, in a few blocking calls;
+//!   [`import`], [`bundle_create`], [`verify`], [`diff`], [`gc`] and
 //!   [`info`]: the commands, as library functions.
 //! - [`packer`]: files (local ones, or a bundle's) into packs and chunks,
 //!   uploaded (import and a mount's flusher both use it).
@@ -35,6 +45,7 @@ pub mod catalog;
 pub mod dataset;
 pub mod diff;
 pub mod extents;
+pub mod files;
 pub mod gc;
 pub mod import;
 pub mod info;
@@ -50,3 +61,5 @@ pub mod store;
 pub mod tree;
 pub mod units;
 pub mod verify;
+
+pub use files::{DirEntry, File, Files, FilesError, Version};
