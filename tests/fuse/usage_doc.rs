@@ -281,7 +281,7 @@ fn usage_doc_holds_every_commands_help() {
     panic!(
         "docs/USAGE.md's command reference does not match the binary's --help:\n  {}\n\
          Rerun with PACKFS_BLESS=1 to rewrite the generated blocks \
-         (PACKFS_BLESS=1 cargo test --test usage_doc), then review the diff \
+         (PACKFS_BLESS=1 cargo test --test fuse usage_doc), then review the diff \
          and update the prose around them if it no longer holds.",
         problems.join("\n  ")
     );
