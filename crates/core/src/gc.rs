@@ -59,9 +59,9 @@ const _: () = assert!(MIN_GRACE.as_secs() >= 2 * REFRESH_AGE.as_secs());
 /// Why gc stopped before deleting anything, or what went wrong.
 #[derive(Debug, Error)]
 pub enum GcError {
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
-    #[error(transparent)]
+    #[error("{0}")]
     Store(#[from] StoreError),
     #[error(
         "a grace of {grace:?} is too short: writers reuse stored objects up to {REFRESH_AGE:?} \

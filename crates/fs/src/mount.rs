@@ -143,19 +143,19 @@ impl Default for MountOptions {
 pub enum MountError {
     #[error("mountpoint {path}: {detail}")]
     Mountpoint { path: PathBuf, detail: String },
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
     #[error("dataset tree: {0}")]
     Tree(#[from] TreeError),
-    #[error(transparent)]
+    #[error("{0}")]
     DiskCache(#[from] DiskCacheError),
-    #[error(transparent)]
+    #[error("{0}")]
     Whole(#[from] WholeError),
-    #[error(transparent)]
+    #[error("{0}")]
     Write(#[from] WriteError),
-    #[error(transparent)]
+    #[error("{0}")]
     Bundle(#[from] packfs_core::bundle::BundleError),
-    #[error(transparent)]
+    #[error("{0}")]
     Array(#[from] packfs_core::array::ArrayError),
     /// A `--view` that cannot be shown.
     #[error("--view: {0}")]

@@ -29,10 +29,10 @@ pub enum ArrayError {
         source: TileDbError,
     },
     /// The store failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Store(#[from] StoreError),
     /// A tile could not be read or decoded.
-    #[error(transparent)]
+    #[error("{0}")]
     Fetch(#[from] FetchError),
     /// The array uses a feature packfs does not read (said which).
     #[error("TileDB array {location}: {detail}")]

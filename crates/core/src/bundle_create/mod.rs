@@ -51,7 +51,7 @@ const MAX_BLOCK_SIZE: u64 = 64 << 20;
 pub enum CreateError {
     /// Writing the bundle's index, or reading a bundle already there,
     /// failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Bundle(#[from] BundleError),
     /// A local file could not be read or written.
     #[error("{}: {source}", path.display())]
@@ -60,14 +60,14 @@ pub enum CreateError {
         source: std::io::Error,
     },
     /// The store failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Store(#[from] StoreError),
     /// Entries of the source tree that cannot be bundled, each with its
     /// path (and that nothing was written).
     #[error("{}", .0.join("\n"))]
     Source(Vec<String>),
     /// A source directory or file could not be listed or read.
-    #[error(transparent)]
+    #[error("{0}")]
     SourceIo(#[from] SourceIoError),
     /// A source file's size changed between the scan and its reading, so
     /// the bytes bundled would not be the file listed.
@@ -89,10 +89,10 @@ pub enum CreateError {
     #[error("{0}")]
     Invalid(String),
     /// A dataset, the source of a bundle, could not be read.
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] crate::dataset::DatasetError),
     /// A dataset's tree could not be built.
-    #[error(transparent)]
+    #[error("{0}")]
     Tree(#[from] crate::tree::TreeError),
     /// The path of a dataset's tree a bundle was asked of is not one of
     /// its directories.

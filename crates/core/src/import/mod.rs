@@ -80,16 +80,16 @@ pub enum ImportError {
         #[source]
         source: std::io::Error,
     },
-    #[error(transparent)]
+    #[error("{0}")]
     Pack(#[from] PackError),
     #[error("invalid option: {0}")]
     Option(String),
-    #[error(transparent)]
+    #[error("{0}")]
     Format(#[from] FormatError),
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
     /// The source is a bundle that could not be opened.
-    #[error(transparent)]
+    #[error("{0}")]
     Bundle(#[from] BundleError),
     /// SRC is an object-store location that holds no bundle.
     #[error("{location} holds no DataBundle (no {INDEX_PATH}): import reads a local directory or a bundle")]
