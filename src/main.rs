@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         // `packfs info | head`: the reader went away, nothing is wrong.
         Err(e) if is_broken_pipe(&*e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("packfs: {e}");
+            eprintln!("packfs: {}", cli::error_text(&*e));
             ExitCode::FAILURE
         }
     }

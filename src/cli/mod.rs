@@ -7,6 +7,7 @@ mod cat;
 mod completions;
 mod contents;
 mod diff;
+mod error_text;
 mod gc;
 mod import;
 mod info;
@@ -27,6 +28,8 @@ use packfs_core::dataset::Revision;
 use packfs_core::store::faults::Faults;
 use packfs_core::store::{StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
 use packfs_core::units::parse_duration;
+
+pub use error_text::error_text;
 
 /// What a command returns.
 type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;

@@ -16,7 +16,7 @@ use packfs_fs::mount::{absolute_location, check_mountpoint, mount, MountOptions}
 use packfs_fs::write::WriteOptions;
 use tracing::warn;
 
-use super::CliResult;
+use super::{error_text, CliResult};
 use crate::daemon;
 
 #[derive(Args, Debug)]
@@ -264,7 +264,7 @@ pub fn run(args: &MountArgs, store: StoreConfig) -> CliResult {
     match (result, readiness.take()) {
         (Err(e), Some(readiness)) => {
             // The parent waits for the verdict and prints it.
-            readiness.fail(&e.to_string());
+            readiness.fail(&error_text(&e));
             std::process::exit(1);
         }
         (result, _) => Ok(result?),

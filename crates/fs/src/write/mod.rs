@@ -101,7 +101,7 @@ pub enum WriteError {
     BadHandle,
     #[error(
         "spool {} is full ({used} of {limit} bytes) and flushing frees no room; \
-         raise --spool-bytes or close files so they can be committed",
+         raise the spool limit or close files so they can be committed",
         dir.display()
     )]
     SpoolFull { dir: PathBuf, used: u64, limit: u64 },
@@ -1006,7 +1006,7 @@ impl Writer {
             Ok(Ok(())) => {}
             Ok(Err(e)) => left(format!("the final commit failed: {e}")),
             Err(_) => left(format!(
-                "the final commit did not finish within {:?} (--shutdown-timeout)",
+                "the final commit did not finish within the shutdown timeout ({:?})",
                 self.options.shutdown_timeout
             )),
         }
