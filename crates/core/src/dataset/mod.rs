@@ -48,7 +48,7 @@ pub enum DatasetError {
     Format(#[from] FormatError),
     #[error("ref {name:?} does not exist in dataset {location} (create it with `packfs import`)")]
     RefNotFound { name: String, location: String },
-    /// A revision (`--ref`) that names no Manifest.
+    /// A revision that names no Manifest.
     #[error("{0}")]
     Revision(#[from] RevisionError),
     #[error("{referrer} names {what} {id}, but object {path} does not exist")]
