@@ -30,7 +30,7 @@ const COMPARE_STEP: u64 = 4 << 20;
 /// Why two revisions could not be compared.
 #[derive(Debug, Error)]
 pub enum DiffError {
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
     #[error("reading {path} of {revision} to compare it: {source}")]
     Read {

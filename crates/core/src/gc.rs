@@ -59,9 +59,9 @@ const _: () = assert!(MIN_GRACE.as_secs() >= 2 * REFRESH_AGE.as_secs());
 /// Why gc stopped before deleting anything, or what went wrong.
 #[derive(Debug, Error)]
 pub enum GcError {
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
-    #[error(transparent)]
+    #[error("{0}")]
     Store(#[from] StoreError),
     #[error(
         "a grace of {grace:?} is too short: writers reuse stored objects up to {REFRESH_AGE:?} \
@@ -178,7 +178,7 @@ pub struct GcPlan<'a> {
 }
 
 /// Fails unless `grace` is at least `MIN_GRACE` or [`UNSAFE_GRACE_ENV`]
-/// is `1`. `packfs gc` checks its `--grace` with this; [`gc`] and [`plan`]
+/// is `1`. `packfs gc` checks the grace it is given with this; [`gc`] and [`plan`]
 /// take any grace (tests use short ones on stores no writer uses).
 pub fn check_grace(grace: Duration) -> Result<(), GcError> {
     let overridden = std::env::var(UNSAFE_GRACE_ENV).is_ok_and(|v| v == "1");

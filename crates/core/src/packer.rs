@@ -164,7 +164,7 @@ pub enum PackError {
     /// file's bytes; its error names the file.
     #[error(transparent)]
     Source(Box<dyn std::error::Error + Send + Sync>),
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
 }
 

@@ -1,5 +1,5 @@
-//! The Prometheus endpoint of a mount (`--metrics-addr HOST:PORT`, served
-//! at `/metrics` in the Prometheus text format): the process's recorded
+//! The Prometheus endpoint of a mount (served at `/metrics` of the address
+//! its options give, in the Prometheus text format): the process's recorded
 //! [`metrics`](packfs_core::metrics), and values read live at each scrape
 //! (`Live`): the counters of `.packfs/stats`, the block cache's bytes and
 //! hit ratio, read-ahead in flight, and a read-write mount's spool and
@@ -126,11 +126,18 @@ fn registry(live: Live) -> Registry {
 
 /// Why the metrics endpoint could not start.
 #[derive(Debug, thiserror::Error)]
-#[error("--metrics-addr {addr}: {source}")]
-pub(crate) struct MetricsError {
+#[error("metrics endpoint {addr}: {source}")]
+pub struct MetricsError {
     addr: SocketAddr,
     #[source]
     source: std::io::Error,
+}
+
+impl MetricsError {
+    /// The address the endpoint was to listen at.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
 }
 
 /// Binds `addr` and serves `/metrics` on the current runtime until the

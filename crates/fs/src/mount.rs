@@ -9,11 +9,11 @@ use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{debug, info, warn};
 
-use crate::exporter::{self, Live};
+use crate::exporter::{self, Live, MetricsError};
 use crate::fs::passthrough::Passthrough;
 use crate::fs::{Fs, Owner};
 use crate::fuse::PackFs;
-use crate::mountpoint;
+use crate::mountpoint::{self, Refusal};
 use crate::namespace::{Modes, Namespace};
 use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
 use packfs_core::array::Array;
@@ -141,28 +141,34 @@ impl Default for MountOptions {
 /// Errors of mounting.
 #[derive(Debug, Error)]
 pub enum MountError {
+    /// The kernel would not mount on `path`.
     #[error("mountpoint {path}: {detail}")]
     Mountpoint { path: PathBuf, detail: String },
-    #[error(transparent)]
+    /// The mountpoint cannot take the mount: checked before anything is
+    /// mounted or locked.
+    #[error("mountpoint {}: {}", path.display(), refusal.explain(path))]
+    #[non_exhaustive]
+    Refused { path: PathBuf, refusal: Refusal },
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
     #[error("dataset tree: {0}")]
     Tree(#[from] TreeError),
-    #[error(transparent)]
+    #[error("{0}")]
     DiskCache(#[from] DiskCacheError),
-    #[error(transparent)]
+    #[error("{0}")]
     Whole(#[from] WholeError),
-    #[error(transparent)]
+    #[error("{0}")]
     Write(#[from] WriteError),
-    #[error(transparent)]
+    #[error("{0}")]
     Bundle(#[from] packfs_core::bundle::BundleError),
-    #[error(transparent)]
+    #[error("{0}")]
     Array(#[from] packfs_core::array::ArrayError),
-    /// A `--view` that cannot be shown.
-    #[error("--view: {0}")]
+    /// A view of [`MountOptions::views`] that cannot be shown.
+    #[error("loader view: {0}")]
     View(String),
     /// The metrics endpoint cannot listen.
     #[error("{0}")]
-    Metrics(String),
+    Metrics(#[from] MetricsError),
     #[error("{op}: {source}")]
     Io {
         op: &'static str,
@@ -358,7 +364,7 @@ fn open_session(
     if let Some(addr) = options.metrics_addr {
         runtime
             .block_on(exporter::serve(addr, Live::of(&fs)))
-            .map_err(|e| MountError::Metrics(e.to_string()))?;
+            .map_err(MountError::Metrics)?;
     }
     let fs = PackFs::new(fs, runtime.handle().clone());
     let mut config = Config::default();
@@ -610,7 +616,7 @@ pub fn bundle_index_dir(cache_dir: Option<&Path>) -> PathBuf {
     }
 }
 
-/// Who owns every node: `--uid`/`--gid`, else the mounting user.
+/// Who owns every node: the options' `uid`/`gid`, else the mounting user.
 fn owner(options: &MountOptions) -> Owner {
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -662,12 +668,8 @@ fn lazy_unmount(path: &Path) {
 /// The mountpoint's canonical path, if it can take a mount now (see
 /// `mountpoint::check`).
 pub fn check_mountpoint(path: &Path, options: &MountOptions) -> Result<PathBuf, MountError> {
-    mountpoint::check(path, options.allow_non_empty).map_err(|(path, refusal)| {
-        MountError::Mountpoint {
-            detail: refusal.explain(&path),
-            path,
-        }
-    })
+    mountpoint::check(path, options.allow_non_empty)
+        .map_err(|(path, refusal)| MountError::Refused { path, refusal })
 }
 
 /// A local dataset path made absolute: it keys the default spool

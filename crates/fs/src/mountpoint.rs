@@ -75,7 +75,8 @@ fn unescape(field: &str) -> String {
 
 /// Why a directory cannot take a mount.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Refusal {
+#[non_exhaustive]
+pub enum Refusal {
     /// A FUSE filesystem is mounted and served here already.
     Mounted {
         source: String,
@@ -84,7 +85,8 @@ pub(crate) enum Refusal {
     /// A FUSE filesystem whose daemon is gone is still attached (ENOTCONN).
     DeadMount,
     NotADirectory,
-    /// Entries would be hidden by the mount (`--allow-non-empty` accepts).
+    /// Entries would be hidden by the mount (accepted where a non-empty
+    /// mountpoint is allowed).
     NotEmpty {
         example: String,
     },
@@ -93,7 +95,7 @@ pub(crate) enum Refusal {
 
 impl Refusal {
     /// The message, for the mountpoint `path`.
-    pub(crate) fn explain(&self, path: &Path) -> String {
+    pub fn explain(&self, path: &Path) -> String {
         let path = path.display();
         match self {
             Refusal::Mounted { source, fs_type } => format!(
@@ -107,7 +109,7 @@ impl Refusal {
             Refusal::NotADirectory => "not a directory".into(),
             Refusal::NotEmpty { example } => format!(
                 "is not empty (it holds {example:?}, …), and the mount would hide what it \
-                 holds; use an empty directory, or pass --allow-non-empty"
+                 holds; use an empty directory, or allow a non-empty mountpoint"
             ),
             Refusal::Io(detail) => detail.clone(),
         }
@@ -224,7 +226,9 @@ bad line without separator
                 example: "kept".into()
             }
         );
-        assert!(refusal.explain(dir.path()).contains("--allow-non-empty"));
+        assert!(refusal
+            .explain(dir.path())
+            .ends_with("use an empty directory, or allow a non-empty mountpoint"));
         assert!(check(dir.path(), true).is_ok());
         let file = dir.path().join("kept");
         assert_eq!(check(&file, true).unwrap_err().1, Refusal::NotADirectory);

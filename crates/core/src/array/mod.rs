@@ -29,14 +29,30 @@ pub enum ArrayError {
         source: TileDbError,
     },
     /// The store failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Store(#[from] StoreError),
     /// A tile could not be read or decoded.
-    #[error(transparent)]
+    #[error("{0}")]
     Fetch(#[from] FetchError),
     /// The array uses a feature packfs does not read (said which).
     #[error("TileDB array {location}: {detail}")]
     Unsupported { location: String, detail: String },
+    /// From some time on, the array uses a feature packfs does not read
+    /// (said which); a read as of a time before that sees it as it was.
+    #[error(
+        "TileDB array {location}: {detail}; read the array as of a time before that to see \
+         it as it was"
+    )]
+    #[non_exhaustive]
+    UnsupportedSince { location: String, detail: String },
+    /// A file extension was given for an attribute that has no cell files
+    /// (none of the array's var-sized attributes has that name).
+    #[error(
+        "TileDB array {location}: a cell file extension is given for {attribute:?}, which is \
+         not a var-sized attribute"
+    )]
+    #[non_exhaustive]
+    UnknownExtension { location: String, attribute: String },
 }
 
 /// The kinds of tile a field has in a fragment.
@@ -128,8 +144,12 @@ impl Array {
             location: location.clone(),
             detail,
         };
+        let unsupported_since = |detail: String| ArrayError::UnsupportedSince {
+            location: location.clone(),
+            detail,
+        };
         let visible = |t2: u64| at.is_none_or(|at| t2 <= at);
-        let committed = committed_fragments(store, &visible, &unsupported).await?;
+        let committed = committed_fragments(store, &visible, &unsupported_since).await?;
         let root = store.layout().root().clone();
         let fragments_dir = root.clone().join("__fragments");
         let mut names: Vec<(TimestampedName, String)> = store
@@ -411,15 +431,14 @@ fn check_supported(schema: &ArraySchema) -> Result<(), String> {
 async fn committed_fragments(
     store: &Store,
     visible: &impl Fn(u64) -> bool,
-    unsupported: &impl Fn(String) -> ArrayError,
+    unsupported_since: &impl Fn(String) -> ArrayError,
 ) -> Result<std::collections::HashSet<String>, ArrayError> {
     let dir = store.layout().root().clone().join("__commits");
     let mut committed = std::collections::HashSet::new();
     let mut vacuumed = std::collections::HashSet::new();
     let refuse_delete = |file: &str| {
-        unsupported(format!(
-            "delete commit {file}: arrays with deletes are not read by packfs \
-             (mount with --at before it to read the array as it was)"
+        unsupported_since(format!(
+            "delete commit {file}: arrays with deletes are not read by packfs"
         ))
     };
     for object in store.list_dir(&dir).await? {
@@ -563,12 +582,11 @@ async fn load_fragment(
     // another schema (an evolved array) cannot be read with this one.
     let written_with = Footer::schema_name(&bytes).map_err(format)?;
     if written_with != schema_name {
-        return Err(ArrayError::Unsupported {
+        return Err(ArrayError::UnsupportedSince {
             location: store.location().to_string(),
             detail: format!(
                 "fragment {name} was written with schema {written_with}, others with \
-                 {schema_name}: arrays whose schema evolved are not read by packfs \
-                 (mount with --at before the change)"
+                 {schema_name}: arrays whose schema evolved are not read by packfs"
             ),
         });
     }

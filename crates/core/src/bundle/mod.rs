@@ -27,7 +27,7 @@ pub enum BundleError {
     Index { path: PathBuf, detail: String },
     /// A key or value of the index, a shard header or a record does not
     /// decode.
-    #[error(transparent)]
+    #[error("{0}")]
     Format(#[from] FormatError),
     /// A local file could not be read or written.
     #[error("{}: {source}", path.display())]
@@ -36,7 +36,7 @@ pub enum BundleError {
         source: std::io::Error,
     },
     /// The store failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Store(#[from] StoreError),
 }
 

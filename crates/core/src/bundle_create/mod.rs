@@ -35,6 +35,7 @@ use packfs_format::bundle::{
     file_key, shard_key, shard_name, BundleConfig, Compression, FileMetadata, FileType, CONFIG_KEY,
     INDEX_PATH, MAGIC, VERSION,
 };
+use packfs_format::FormatError;
 use shard::Shard;
 use walk::Entry;
 
@@ -51,7 +52,7 @@ const MAX_BLOCK_SIZE: u64 = 64 << 20;
 pub enum CreateError {
     /// Writing the bundle's index, or reading a bundle already there,
     /// failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Bundle(#[from] BundleError),
     /// A local file could not be read or written.
     #[error("{}: {source}", path.display())]
@@ -60,14 +61,14 @@ pub enum CreateError {
         source: std::io::Error,
     },
     /// The store failed.
-    #[error(transparent)]
+    #[error("{0}")]
     Store(#[from] StoreError),
     /// Entries of the source tree that cannot be bundled, each with its
     /// path (and that nothing was written).
     #[error("{}", .0.join("\n"))]
     Source(Vec<String>),
     /// A source directory or file could not be listed or read.
-    #[error(transparent)]
+    #[error("{0}")]
     SourceIo(#[from] SourceIoError),
     /// A source file's size changed between the scan and its reading, so
     /// the bytes bundled would not be the file listed.
@@ -84,15 +85,18 @@ pub enum CreateError {
     /// The destination already holds a bundle, or part of one.
     #[error("{location} already holds {what}: refusing to overwrite it (remove it, or choose another location)")]
     Exists { location: String, what: String },
-    /// An option out of range, or a source or destination that cannot be
-    /// used.
+    /// A source or destination that cannot be used.
     #[error("{0}")]
     Invalid(String),
+    /// An option out of range.
+    #[error("invalid option: {0}")]
+    #[non_exhaustive]
+    Option(#[from] OptionError),
     /// A dataset, the source of a bundle, could not be read.
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] crate::dataset::DatasetError),
     /// A dataset's tree could not be built.
-    #[error(transparent)]
+    #[error("{0}")]
     Tree(#[from] crate::tree::TreeError),
     /// The path of a dataset's tree a bundle was asked of is not one of
     /// its directories.
@@ -279,30 +283,55 @@ pub(crate) fn create_local(
     })
 }
 
+/// An option of [`CreateOptions`] out of range, named by its field.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum OptionError {
+    #[error("shards must be at least 1")]
+    NoShards,
+    /// The shard header is one block.
+    #[error("block_size must be at most {max}")]
+    BlockSizeTooLarge { max: u64 },
+    #[error("a compression level has no meaning without compression")]
+    LevelWithoutCompression,
+    #[error("{compression} levels are {levels:?}, not {level}")]
+    Level {
+        compression: &'static str,
+        levels: std::ops::RangeInclusive<i32>,
+        level: i32,
+    },
+    /// The bundle's configuration would not pass a reader's checks.
+    #[error("{0}")]
+    Config(FormatError),
+}
+
 /// The configuration of a bundle of `shard_count` shards written with
 /// `options`, checked as a reader checks it (packfs never writes a bundle
 /// it would refuse to read); the options that are not in it are checked
 /// too.
 fn bundle_config(options: &CreateOptions, shard_count: u32) -> Result<BundleConfig, CreateError> {
     use prost::Message;
-    let invalid = |m: String| Err(CreateError::Invalid(format!("invalid option: {m}")));
+    let invalid = |e: OptionError| Err(CreateError::Option(e));
     if options.shards == Some(0) {
-        return invalid("--shards must be at least 1".into());
+        return invalid(OptionError::NoShards);
     }
     if options.block_size > MAX_BLOCK_SIZE {
-        return invalid(format!("--block-size must be at most {MAX_BLOCK_SIZE}"));
+        return invalid(OptionError::BlockSizeTooLarge {
+            max: MAX_BLOCK_SIZE,
+        });
     }
     if let Some(level) = options.level {
         let levels = match options.compression {
-            Compression::None => {
-                return invalid("--level has no meaning without compression".into())
-            }
+            Compression::None => return invalid(OptionError::LevelWithoutCompression),
             Compression::Zstd => zstd::compression_level_range(),
             Compression::Gzip => 0..=9,
         };
         if !levels.contains(&level) {
-            let name = options.compression.name();
-            return invalid(format!("{name} levels are {levels:?}, not {level}"));
+            return invalid(OptionError::Level {
+                compression: options.compression.name(),
+                levels,
+                level,
+            });
         }
     }
     let config = BundleConfig {
@@ -315,7 +344,7 @@ fn bundle_config(options: &CreateOptions, shard_count: u32) -> Result<BundleConf
     };
     match BundleConfig::decode_checked(&config.encode_to_vec()) {
         Ok(_) => Ok(config),
-        Err(e) => invalid(e.to_string()),
+        Err(e) => invalid(OptionError::Config(e)),
     }
 }
 
@@ -672,7 +701,7 @@ mod tests {
         };
         assert!(bad(|o| o.block_size = 1000).contains("block_size 1000"));
         assert!(bad(|o| o.record_size = 0).contains("record_size 0"));
-        assert!(bad(|o| o.shards = Some(0)).contains("--shards"));
+        assert!(bad(|o| o.shards = Some(0)).contains("shards must be at least 1"));
         let gzip = |o: &mut CreateOptions| {
             o.compression = Compression::Gzip;
             o.level = Some(10);
@@ -682,7 +711,7 @@ mod tests {
             o.compression = Compression::None;
             o.level = Some(1);
         };
-        assert!(bad(none).contains("--level"));
+        assert!(bad(none).contains("level has no meaning without compression"));
     }
 
     #[test]

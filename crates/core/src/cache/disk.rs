@@ -1,4 +1,4 @@
-//! The optional persistent tier under the memory cache (`--cache-dir`):
+//! The optional persistent tier under the memory cache (a cache directory):
 //! blocks survive remounts, bounded in bytes.
 //!
 //! One file per block, named by the BLAKE3 hash of (object path, block

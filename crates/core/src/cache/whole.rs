@@ -1,4 +1,4 @@
-//! Whole-file copies of items, for kernel passthrough (`--cache-dir`): an
+//! Whole-file copies of items, for kernel passthrough (in a cache directory): an
 //! item read whole once through the mount is assembled, from the bytes as
 //! they are served, into one plain file under `<cache dir>/whole`, so that
 //! a later open can hand the kernel that file and its reads skip the

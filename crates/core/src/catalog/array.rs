@@ -124,9 +124,9 @@ impl ArrayCatalog {
                 .iter()
                 .any(|a| a.is_var() && &a.name == *n)
         }) {
-            return Err(ArrayError::Unsupported {
+            return Err(ArrayError::UnknownExtension {
                 location: array.location().to_string(),
-                detail: format!("--ext names {unknown:?}, which is not a var-sized attribute"),
+                attribute: unknown.clone(),
             });
         }
         if schema.array_type == ArrayType::Sparse {

@@ -42,14 +42,14 @@ const METADATA_CONCURRENCY: usize = 32;
 /// Errors of the dataset layer.
 #[derive(Debug, Error)]
 pub enum DatasetError {
-    #[error(transparent)]
+    #[error("{0}")]
     Store(#[from] StoreError),
-    #[error(transparent)]
+    #[error("{0}")]
     Format(#[from] FormatError),
     #[error("ref {name:?} does not exist in dataset {location} (create it with `packfs import`)")]
     RefNotFound { name: String, location: String },
-    /// A revision (`--ref`) that names no Manifest.
-    #[error(transparent)]
+    /// A revision that names no Manifest.
+    #[error("{0}")]
     Revision(#[from] RevisionError),
     #[error("{referrer} names {what} {id}, but object {path} does not exist")]
     Missing {

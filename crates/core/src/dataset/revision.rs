@@ -1,4 +1,4 @@
-//! Revisions: what every command that reads a dataset takes as `--ref`.
+//! Revisions: what every command that reads a dataset is told to read.
 //!
 //! `BASE` or `BASE~N`, where `BASE` is a ref name, a Manifest id (64 hex
 //! digits) or a unique prefix of one (at least [`MIN_PREFIX`] hex

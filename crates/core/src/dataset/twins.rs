@@ -16,7 +16,7 @@ use packfs_format::{check_pack, FragmentEntry, ObjectId, Placement, TrackItem};
 const COPY_CONCURRENCY: usize = 8;
 /// …fewer where they are big: about this many bytes in flight at most
 /// (one item at a time above it), as an item in a pack may be as big as
-/// `--pack-bytes`.
+/// the pack size limit.
 const COPY_BUDGET: u64 = 64 << 20;
 
 /// What [`Dataset::separate_twin_packs`] did.

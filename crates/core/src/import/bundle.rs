@@ -63,7 +63,7 @@ pub(crate) enum BundleFileError {
 /// Lists the files of the bundle at `store`'s location (`index_dir` as for
 /// [`Bundle::open`]) as import sources: every file's path below the
 /// bundle's root is classified as a directory import classifies it
-/// (`timeline` as `--timeline`), problems are reported the same way, and
+/// (`timeline` as [`ImportOptions::timeline`](super::ImportOptions::timeline)), problems are reported the same way, and
 /// files keep the mode and mtime the bundle records. Directories are not
 /// imported (a directory import keeps none either).
 pub(super) async fn prepare(

@@ -104,7 +104,7 @@ pub(super) struct Listing {
     /// The source directory (or bundle location) paths are below.
     root: PathBuf,
     /// Whether paths start with the timeline (they do unless the import
-    /// is `--timeline`).
+    /// is given one).
     timeline_dirs: bool,
     /// The new items of each Track; none is empty.
     tracks: Vec<NewItems>,

@@ -79,20 +79,35 @@ pub enum ImportError {
         #[source]
         source: std::io::Error,
     },
-    #[error(transparent)]
+    #[error("{0}")]
     Pack(#[from] PackError),
     #[error("invalid option: {0}")]
-    Option(String),
-    #[error(transparent)]
+    Option(#[from] OptionError),
+    #[error("{0}")]
     Format(#[from] FormatError),
-    #[error(transparent)]
+    #[error("{0}")]
     Dataset(#[from] DatasetError),
     /// The source is a bundle that could not be opened.
-    #[error(transparent)]
+    #[error("{0}")]
     Bundle(#[from] BundleError),
     /// SRC is an object-store location that holds no bundle.
     #[error("{location} holds no DataBundle (no {INDEX_PATH}): import reads a local directory or a bundle")]
     NotABundle { location: String },
+}
+
+/// An import option out of range, named by its field of [`PackOptions`].
+#[derive(Debug, Error, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OptionError {
+    #[error("pack_items must be at least 1")]
+    NoPackItems,
+    #[error("pack_bytes and chunk_bytes must be at least 1")]
+    NoBytes,
+    /// Pack offsets are 32-bit.
+    #[error("pack_bytes must be at most 4 GiB - 1 (pack offsets are 32-bit)")]
+    PackBytesTooLarge,
+    #[error("concurrency and memory budget must be at least 1")]
+    NoConcurrency,
 }
 
 /// The files of a source, checked, and how to read them.
@@ -341,18 +356,18 @@ async fn commit_onto_ref(
 
 fn check_options(options: &ImportOptions) -> Result<(), ImportError> {
     let o = &options.pack;
-    let fail = |m: &str| Err(ImportError::Option(m.to_string()));
+    let fail = |e: OptionError| Err(ImportError::Option(e));
     if o.pack_items == 0 {
-        return fail("--pack-items must be at least 1");
+        return fail(OptionError::NoPackItems);
     }
     if o.pack_bytes == 0 || o.chunk_bytes == 0 {
-        return fail("--pack-bytes and --chunk-bytes must be at least 1");
+        return fail(OptionError::NoBytes);
     }
     if o.pack_bytes > u64::from(u32::MAX) {
-        return fail("--pack-bytes must be at most 4 GiB - 1 (pack offsets are 32-bit)");
+        return fail(OptionError::PackBytesTooLarge);
     }
     if o.concurrency == 0 || o.memory_bytes == 0 {
-        return fail("concurrency and memory budget must be at least 1");
+        return fail(OptionError::NoConcurrency);
     }
     packfs_format::validate_ref_name(&options.ref_name)?;
     Ok(())

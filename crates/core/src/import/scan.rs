@@ -22,7 +22,7 @@ impl From<SourceIoError> for ImportError {
 pub(super) fn scan(src: &Path, timeline: Option<&str>) -> Result<Listing, ImportError> {
     let mut problems = Vec::new();
     if let Some(t) = timeline {
-        if let Err(e) = validate_segment(t, "--timeline") {
+        if let Err(e) = validate_segment(t, "timeline") {
             return Err(ImportError::Source(vec![e.to_string()]));
         }
     }
@@ -77,7 +77,7 @@ pub(super) fn classify<'a>(
         },
     };
     let layout = if parts.len() == rest.len() {
-        "SRC/<modality>/<name…> (with --timeline)"
+        "SRC/<modality>/<name…> (a timeline given)"
     } else {
         "SRC/<timeline>/<modality>/<name…>"
     };

@@ -8,7 +8,7 @@
 //! turn them on and off), and it counts what it was asked.
 //!
 //! A store gets faults only through `StoreConfig::faults`: tests set it,
-//! and so does the daemon's hidden `--inject-faults SPEC` diagnostic
+//! and so does the packfs binary's hidden fault-injection diagnostic
 //! option, in the syntax of [`Faults::parse`](crate::store::faults::Faults::parse).
 
 use std::fmt;

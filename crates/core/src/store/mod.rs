@@ -5,7 +5,7 @@
 //! [`StoreError`]; which `object_store` backend sits underneath is decided
 //! here, once, from the dataset location.
 
-/// Fault injection, for tests and the hidden `--inject-faults` diagnostic
+/// Fault injection, for tests and the packfs binary's hidden diagnostic
 /// only: a store gets faults solely through [`StoreConfig::faults`].
 #[doc(hidden)]
 pub mod faults;
@@ -72,13 +72,15 @@ pub enum StoreError {
     /// No connection to a remote store, or none object_store would open.
     #[error(
         "{context}: cannot reach {endpoint}: {reason}{}",
-        if *.allow_http_hint { " (a plain http:// endpoint: pass --allow-http)" } else { "" }
+        if *.plain_http_refused { " (plain HTTP is not allowed for this store)" } else { "" }
     )]
     Unreachable {
         context: String,
         endpoint: String,
         reason: String,
-        allow_http_hint: bool,
+        /// The endpoint is plain `http://`, which the store's settings do
+        /// not allow ([`StoreConfig::allow_http`]).
+        plain_http_refused: bool,
     },
     /// The store refused the request's credentials (401/403).
     #[error("{context}: access denied by {endpoint}: {reason}; check the credentials: {hint}")]

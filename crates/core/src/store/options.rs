@@ -34,7 +34,7 @@ pub struct StoreConfig {
     /// Move refs even where conditional puts were not shown to be atomic.
     pub unsafe_refs: bool,
     /// Faults injected between packfs and the store: only tests and the
-    /// hidden `--inject-faults` diagnostic set this.
+    /// hidden fault-injection diagnostic of the packfs binary set this.
     pub faults: Option<Arc<Faults>>,
 }
 

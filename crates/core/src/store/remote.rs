@@ -188,7 +188,7 @@ pub(super) fn open(url: &url::Url, config: &StoreConfig) -> Result<Opened, Strin
 #[derive(Debug, PartialEq, Eq)]
 enum Diagnosis {
     /// No connection (refused, timed out, no such host), or one object_store
-    /// would not open (plain http:// without `--allow-http`).
+    /// would not open (plain http:// while `allow_http` is off).
     Unreachable { reason: String, plain_http: bool },
     /// The store answered 401 or 403.
     Denied { reason: String },
@@ -243,7 +243,7 @@ impl Remote {
                 context,
                 endpoint,
                 reason,
-                allow_http_hint: plain_http
+                plain_http_refused: plain_http
                     && !self.allow_http
                     && self.endpoint.starts_with("http://"),
             },
@@ -417,11 +417,14 @@ mod tests {
             .explain("get x", &e)
             .unwrap()
             .to_string();
-        assert!(text.contains("--allow-http"), "{text}");
+        assert!(
+            text.ends_with("(plain HTTP is not allowed for this store)"),
+            "{text}"
+        );
         assert!(!remote(true, "https://s3.example")
             .explain("get x", &e)
             .unwrap()
             .to_string()
-            .contains("--allow-http"));
+            .contains("plain HTTP"));
     }
 }

@@ -178,7 +178,7 @@ impl Fs {
     }
 
     /// Attaches `catalog` at `name` in the root: found by name, not listed
-    /// (the views of `--view .NAME=SPEC`).
+    /// (a mount's named views, `.NAME=SPEC`).
     pub(crate) fn attach(mut self, name: &str, catalog: Arc<dyn Catalog>) -> Self {
         self.attached.push(Attached {
             name: name.into(),

@@ -10,10 +10,10 @@ pub struct Modes {
     pub file: u16,
     /// …and of such directories.
     pub dir: u16,
-    /// Show `file` for every file, whatever mode it has (`--file-mode`):
+    /// Show `file` for every file, whatever mode it has:
     /// presentation only, the recorded modes stay as they are.
     pub force_file: bool,
-    /// Show `dir` for every directory (`--dir-mode`).
+    /// Show `dir` for every directory, whatever mode it has.
     pub force_dir: bool,
 }
 

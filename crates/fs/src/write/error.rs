@@ -34,7 +34,7 @@ pub enum WriteError {
     BadHandle,
     #[error(
         "spool {} is full ({used} of {limit} bytes) and flushing frees no room; \
-         raise --spool-bytes or close files so they can be committed",
+         raise the spool limit or close files so they can be committed",
         dir.display()
     )]
     SpoolFull { dir: PathBuf, used: u64, limit: u64 },

@@ -116,7 +116,7 @@ impl Writer {
             Ok(Ok(())) => {}
             Ok(Err(e)) => left(format!("the final commit failed: {e}")),
             Err(_) => left(format!(
-                "the final commit did not finish within {:?} (--shutdown-timeout)",
+                "the final commit did not finish within the shutdown timeout ({:?})",
                 self.options.shutdown_timeout
             )),
         }

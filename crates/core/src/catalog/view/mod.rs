@@ -16,7 +16,8 @@ use std::str::FromStr;
 
 use crate::tree::Tree;
 
-/// A view and its options, as `--view` spells it.
+/// A view and its options, as its spelling (`webdataset:bytes=256MiB`,
+/// `samples`) names them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ViewSpec {
     /// `webdataset[:samples=N|bytes=B][,shuffle=SEED]`: tar shards.
@@ -55,9 +56,9 @@ impl Default for ShardOptions {
     }
 }
 
-/// A `--view` spelling that is not a view.
+/// A spelling that is not a view.
 #[derive(Debug, thiserror::Error)]
-#[error("--view {spec:?}: {reason} (expected 'webdataset[:samples=N|bytes=SIZE][,shuffle=SEED]' or 'samples')")]
+#[error("view {spec:?}: {reason} (expected 'webdataset[:samples=N|bytes=SIZE][,shuffle=SEED]' or 'samples')")]
 pub struct ViewSpecError {
     spec: String,
     reason: String,
@@ -149,7 +150,7 @@ pub fn open(
     })
 }
 
-/// A view as `--view` names it: the whole mount (`SPEC`), or a directory
+/// A view and where a mount shows it: the whole mount (`SPEC`), or a directory
 /// of the mount's root (`.NAME=SPEC`: a hidden name, so `find`, `cp -r`
 /// and `tar` of the mount see only the dataset).
 #[derive(Clone, Debug, PartialEq, Eq)]

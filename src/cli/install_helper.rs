@@ -1,0 +1,38 @@
+//! `packfs install-helper [--dir DIR]`: `DIR/mount.fuse.packfs`, the link
+//! to this binary that mount(8) runs for `-t fuse.packfs`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliResult;
+
+#[derive(Args, Debug)]
+pub struct InstallHelperArgs {
+    /// Where mount(8) looks for helpers.
+    #[arg(long, default_value = "/sbin")]
+    pub dir: PathBuf,
+}
+
+/// Links `DIR/mount.fuse.packfs` to this binary, replacing an older link.
+pub fn run(args: &InstallHelperArgs) -> CliResult {
+    let exe = std::env::current_exe()?.canonicalize()?;
+    let link = args.dir.join("mount.fuse.packfs");
+    match std::fs::symlink_metadata(&link) {
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::remove_file(&link)?,
+        Ok(_) => {
+            return Err(format!(
+                "{} exists and is not a link; remove it first",
+                link.display()
+            )
+            .into())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", link.display()).into()),
+    }
+    std::os::unix::fs::symlink(&exe, &link)
+        .map_err(|e| format!("linking {} to {}: {e}", link.display(), exe.display()))?;
+    println!("{} -> {}", link.display(), exe.display());
+    println!("mount -t fuse.packfs DATASET DIR -o ref=main,… and fstab lines of type fuse.packfs now mount with packfs");
+    Ok(())
+}

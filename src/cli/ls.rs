@@ -1,0 +1,99 @@
+//! `packfs ls`: a directory (or one file) of a dataset, view, bundle or
+//! array.
+
+use std::io::Write;
+
+use clap::Args;
+use packfs_core::catalog::view::ViewSpec;
+use packfs_core::catalog::Catalog;
+use packfs_core::kind::Kind;
+use packfs_core::store::StoreConfig;
+use packfs_core::tree::{NodeKind, Tree};
+
+use super::contents::{resolve_in, Contents};
+use super::{CliResult, DatasetAt};
+
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    #[command(flatten)]
+    pub at: DatasetAt,
+    /// Path inside the dataset, e.g. train/image.
+    #[arg(default_value = "/")]
+    pub path: String,
+    /// Show size and media type.
+    #[arg(short, long)]
+    pub long: bool,
+    /// List the dataset as a loader view shows it (`webdataset…` or
+    /// `samples`, as `mount --view`): e.g. its shards and their sizes.
+    #[arg(long, value_name = "SPEC")]
+    pub view: Option<ViewSpec>,
+}
+
+/// Lists the path `args` names on stdout, one entry a line.
+pub async fn run(args: LsArgs, config: &StoreConfig) -> CliResult {
+    match Contents::open(&args.at, args.view.as_ref(), config).await? {
+        Contents::Tree { tree, .. } => ls_tree(&tree, &args.path, args.long),
+        Contents::Catalog { catalog, .. } => ls_catalog(&*catalog, &args.path, args.long),
+    }
+}
+
+/// `packfs ls` of a dataset's tree.
+fn ls_tree(tree: &Tree, path: &str, long: bool) -> CliResult {
+    let node = tree.resolve(path)?;
+    let mut out = std::io::stdout().lock();
+    let mut show = |id| {
+        let n = tree.node(id).expect("resolved node exists");
+        match (n.kind, long) {
+            (NodeKind::Dir(_), false) => writeln!(out, "{}/", n.name),
+            (NodeKind::Dir(_), true) => {
+                writeln!(out, "{:>14}  {:<26}  {}/", "-", "directory", n.name)
+            }
+            (NodeKind::File(_), false) => writeln!(out, "{}", n.name),
+            (NodeKind::File(i), true) => {
+                let item = tree.item(i);
+                writeln!(
+                    out,
+                    "{:>14}  {:<26}  {}",
+                    item.size(),
+                    item.media_type(),
+                    n.name
+                )
+            }
+        }
+    };
+    match tree.node(node).expect("resolved node exists").kind {
+        NodeKind::Dir(children) => children.iter().try_for_each(|c| show(*c))?,
+        NodeKind::File(_) => show(node)?,
+    }
+    Ok(())
+}
+
+/// `packfs ls` of a view's, bundle's or array's tree.
+fn ls_catalog(catalog: &dyn Catalog, path: &str, long: bool) -> CliResult {
+    let id = resolve_in(catalog, path)?;
+    let entry = catalog
+        .entry(id)?
+        .ok_or_else(|| format!("{path}: no such file or directory"))?;
+    let mut out = std::io::stdout().lock();
+    let mut show = |id: u64, name: &str| -> CliResult {
+        let entry = catalog
+            .entry(id)?
+            .ok_or_else(|| format!("{name}: vanished"))?;
+        match (entry.kind, long) {
+            (Kind::Dir, false) => writeln!(out, "{name}/")?,
+            (Kind::Dir, true) => writeln!(out, "{:>14}  {name}/", "-")?,
+            (Kind::File, false) => writeln!(out, "{name}")?,
+            (Kind::File, true) => writeln!(out, "{:>14}  {name}", entry.size)?,
+        }
+        Ok(())
+    };
+    if entry.kind == Kind::File {
+        return show(id, path.rsplit('/').next().unwrap_or(path));
+    }
+    let mut index = 0;
+    while let Some((child, name)) = catalog.child(id, index) {
+        show(child, &name)?;
+        index += 1;
+    }
+    Ok(())
+}
