@@ -12,14 +12,14 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Held by the detached child; tells the waiting parent how mounting went.
-pub struct Readiness {
+pub(crate) struct Readiness {
     pipe: File,
 }
 
 /// Forks. The parent waits for the child's verdict and exits with it
 /// (printing `note` if the mount is ready); only the child returns, in a
 /// new session.
-pub fn detach(note: Option<String>) -> std::io::Result<Readiness> {
+pub(crate) fn detach(note: Option<String>) -> std::io::Result<Readiness> {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -66,7 +66,7 @@ pub fn detach(note: Option<String>) -> std::io::Result<Readiness> {
 impl Readiness {
     /// Reports success and detaches stdio: stdin and stdout go to /dev/null,
     /// stderr (the log) to `log_file` (appended, created 0600) or /dev/null.
-    pub fn ready(mut self, log_file: Option<&Path>) -> std::io::Result<()> {
+    pub(crate) fn ready(mut self, log_file: Option<&Path>) -> std::io::Result<()> {
         let null = OpenOptions::new()
             .read(true)
             .write(true)
@@ -89,7 +89,7 @@ impl Readiness {
     }
 
     /// Reports a failure; the parent prints `message` and exits 1.
-    pub fn fail(mut self, message: &str) {
+    pub(crate) fn fail(mut self, message: &str) {
         let _ = self.pipe.write_all(format!("E{message}").as_bytes());
     }
 }

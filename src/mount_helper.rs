@@ -49,7 +49,7 @@ const IGNORED: &[&str] = &[
 
 /// Why the helper's command line cannot be a mount.
 #[derive(Debug, thiserror::Error)]
-pub enum HelperError {
+pub(crate) enum HelperError {
     #[error("usage: mount.fuse.packfs DATASET MOUNTPOINT [-sfnv] [-o OPTIONS]")]
     Usage,
     #[error("-o {0:?}: a quote is not closed")]
@@ -58,7 +58,7 @@ pub enum HelperError {
 
 /// What the helper was asked.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Helper {
+pub(crate) enum Helper {
     /// Mount: `packfs`'s own arguments for it.
     Mount(Vec<OsString>),
     /// `-f`: mount(8)'s "fake" mode, do everything but mount.
@@ -68,7 +68,7 @@ pub enum Helper {
 /// The `packfs mount` command line for a helper invocation, or `None` if
 /// `args` (with the program name first) is an ordinary packfs command
 /// line.
-pub fn from_args(args: &[OsString]) -> Option<Result<Helper, HelperError>> {
+pub(crate) fn from_args(args: &[OsString]) -> Option<Result<Helper, HelperError>> {
     let program = Path::new(args.first()?).file_name()?.to_string_lossy();
     let named = program.starts_with("mount.");
     // fuse3's `mount.fuse` runs `packfs SOURCE MOUNTPOINT -o OPTIONS`:

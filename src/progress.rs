@@ -9,7 +9,7 @@ use packfs_core::progress::{Progress, Unit};
 
 /// One bar for a command's work: bytes with a rate and an estimate, or
 /// objects counted (ticking while their number is not known yet).
-pub struct Bar {
+pub(crate) struct Bar {
     bar: ProgressBar,
     /// What the command is, shown before a count of objects.
     prefix: String,
@@ -17,7 +17,7 @@ pub struct Bar {
 
 impl Bar {
     /// A bar for the command `prefix`; hidden unless `show`.
-    pub fn new(prefix: &str, show: bool) -> Bar {
+    pub(crate) fn new(prefix: &str, show: bool) -> Bar {
         let bar = match show {
             true => ProgressBar::new(0),
             false => ProgressBar::hidden(),

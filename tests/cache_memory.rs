@@ -7,6 +7,10 @@
 //! a test binary of its own: the allocator counts every thread of the
 //! process, so it cannot share one with other tests.
 
+// Helpers are shared by several test binaries (and the fuzz corpus with
+// the fuzz crate): `pub` there is for them, not API.
+#![allow(unreachable_pub)]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;

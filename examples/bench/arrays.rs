@@ -32,7 +32,7 @@ struct TileDbPass {
 }
 
 /// What [`measure`] measured.
-pub struct ArrayBench {
+pub(crate) struct ArrayBench {
     scans1: Vec<Scan>,
     scans8: Vec<Scan>,
     tiledb: Vec<TileDbPass>,
@@ -82,7 +82,7 @@ fn json_number(json: &str, key: &str) -> Result<f64> {
 /// Writes the array, then in `config.runs` rounds: a fresh mount scanned
 /// by 1 reader, a fresh mount scanned by 8, and TileDB's pass. `None`
 /// (with the reason printed) without the `tiledb` package.
-pub fn measure(bench: &Bench) -> Result<Option<ArrayBench>> {
+pub(crate) fn measure(bench: &Bench) -> Result<Option<ArrayBench>> {
     let (config, bin, work) = (&bench.config, bench.bin.as_path(), bench.work());
     let python = match python() {
         Ok(python) => python,
@@ -142,7 +142,7 @@ pub fn measure(bench: &Bench) -> Result<Option<ArrayBench>> {
 }
 
 /// The table; `None` when the Python `tiledb` package is missing.
-pub fn print(config: &Config, bench: Option<&ArrayBench>) {
+pub(crate) fn print(config: &Config, bench: Option<&ArrayBench>) {
     let title = "Arrays: a TileDB array through packfs against TileDB itself";
     let Some(b) = bench else {
         let skipped = plain_row(

@@ -35,7 +35,7 @@ struct Side {
 }
 
 /// What [`measure`] measured.
-pub struct BundleBench {
+pub(crate) struct BundleBench {
     source_bytes: u64,
     dataset: Side,
     bundle: Side,
@@ -53,7 +53,7 @@ struct ManyBundle {
 /// Writes a compressible tree shaped like the read tree (so the same
 /// scans and reads run on it), imports it and bundles it, then measures
 /// both mounts in `config.runs` rounds, each on fresh mounts.
-pub fn measure(bench: &Bench) -> Result<BundleBench> {
+pub(crate) fn measure(bench: &Bench) -> Result<BundleBench> {
     let (config, bin, work) = (&bench.config, bench.bin.as_path(), bench.work());
     let src = work.join("bundle-src");
     let files = compressible_tree(&src, config)?;
@@ -226,7 +226,7 @@ fn median_preads(preads: &[Preads]) -> Preads {
 
 /// The table; `many` is the many-items dataset the 1M-file bundle is set
 /// against.
-pub fn print(config: &Config, b: &BundleBench, many: Option<&ManyItems>) {
+pub(crate) fn print(config: &Config, b: &BundleBench, many: Option<&ManyItems>) {
     let (d, z) = (&b.dataset, &b.bundle);
     let mut rows = vec![
         row(

@@ -26,7 +26,7 @@ use clap::{Parser, ValueEnum};
       cargo run --release --example bench -- --only scale --scale-items 1000000,10000000 --no-import\n\n\
       Run as root for the cold scenario. Results, and what limits them: docs/PERFORMANCE.md."
 )]
-pub struct Args {
+pub(crate) struct Args {
     /// Smaller data and one round.
     #[arg(long)]
     quick: bool,
@@ -61,7 +61,7 @@ fn positive(s: &str) -> Result<usize, String> {
 
 /// What the bench can measure, in the order it runs and prints them.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Scenario {
+pub(crate) enum Scenario {
     /// Warm reads on --read-only mounts: a 512 MiB item read twice
     /// (against the disk, fuse-ceiling and tmpfs), scans of 5,000 small
     /// items with 1 and 8 readers and 20,000 random 4 KiB preads (against
@@ -108,13 +108,13 @@ pub enum Scenario {
 
 impl Scenario {
     /// Whether it mounts anything (and so needs the packfs binary).
-    pub fn mounts(self) -> bool {
+    pub(crate) fn mounts(self) -> bool {
         self != Scenario::Engine
     }
 }
 
 /// The choices and sizes of this run (`--quick` shrinks them).
-pub struct Config {
+pub(crate) struct Config {
     pub quick: bool,
     /// The chosen scenarios, in [`Scenario`] order.
     pub scenarios: Vec<Scenario>,
@@ -141,7 +141,7 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn new(args: Args) -> Config {
+    pub(crate) fn new(args: Args) -> Config {
         let scenarios = Scenario::value_variants()
             .iter()
             .copied()
@@ -174,11 +174,11 @@ impl Config {
         }
     }
 
-    pub fn wants(&self, scenario: Scenario) -> bool {
+    pub(crate) fn wants(&self, scenario: Scenario) -> bool {
         self.scenarios.contains(&scenario)
     }
 
-    pub fn mode(&self) -> &'static str {
+    pub(crate) fn mode(&self) -> &'static str {
         if self.quick {
             "quick (--quick)"
         } else {
@@ -187,7 +187,7 @@ impl Config {
     }
 
     /// The chosen scenarios as `--only` spells them.
-    pub fn scenario_names(&self) -> String {
+    pub(crate) fn scenario_names(&self) -> String {
         let names: Vec<String> = self
             .scenarios
             .iter()

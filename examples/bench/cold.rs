@@ -199,12 +199,12 @@ struct ColdComparison {
 }
 
 /// The cold comparison, or why it was skipped.
-pub struct Cold(std::result::Result<ColdComparison, String>);
+pub(crate) struct Cold(std::result::Result<ColdComparison, String>);
 
 /// Builds the cold tree, its dataset and its squashfs image and measures
 /// the plain directory, squashfuse_ll, fuse-ceiling and `packfs
 /// --read-only` cold, in rounds.
-pub fn measure(bench: &Bench) -> Result<Cold> {
+pub(crate) fn measure(bench: &Bench) -> Result<Cold> {
     if let Err(reason) = check_drop_caches() {
         progress(format!("cold rows skipped: {reason}"));
         return Ok(Cold(Err(reason)));
@@ -418,7 +418,7 @@ fn rows(config: &Config, cold: &ColdComparison) -> Vec<Row> {
     ]
 }
 
-pub fn print(config: &Config, cold: &Cold) {
+pub(crate) fn print(config: &Config, cold: &Cold) {
     let title = "Cold reads: after drop_caches, against the plain directory, squashfuse_ll and fuse-ceiling";
     let cold = match &cold.0 {
         Ok(cold) => cold,

@@ -25,32 +25,32 @@ use crate::table::thousands;
 use crate::{progress, Bench, Result};
 
 /// Timeline and modalities of the read tree: `bench/big/…`, `bench/small/…`.
-pub const TIMELINE: &str = "bench";
-pub const BIG_ITEM: &str = "bench/big/big.bin";
-pub const SMALL_DIR: &str = "bench/small";
+pub(crate) const TIMELINE: &str = "bench";
+pub(crate) const BIG_ITEM: &str = "bench/big/big.bin";
+pub(crate) const SMALL_DIR: &str = "bench/small";
 /// Sizes of the small items of the read and cold trees.
-pub const SMALL_MIN: u64 = 16 << 10;
-pub const SMALL_MAX: u64 = 64 << 10;
+pub(crate) const SMALL_MIN: u64 = 16 << 10;
+pub(crate) const SMALL_MAX: u64 = 64 << 10;
 /// The many-item datasets: modality, directories and items per pack.
 const TINY_MODALITY: &str = "tiny";
-pub const TINY_DIRS: usize = 1000;
+pub(crate) const TINY_DIRS: usize = 1000;
 const TINY_PER_PACK: usize = 50_000;
 /// Added before every GET of a [`delayed_store`].
-pub const GET_LATENCY: Duration = Duration::from_millis(20);
+pub(crate) const GET_LATENCY: Duration = Duration::from_millis(20);
 
 /// xorshift64: incompressible, distinct bytes for every file (content
 /// addressing would merge identical chunks).
-pub struct Rng(pub u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
 
-    pub fn fill(&mut self, buf: &mut [u8]) {
+    pub(crate) fn fill(&mut self, buf: &mut [u8]) {
         for chunk in buf.chunks_mut(8) {
             chunk.copy_from_slice(&self.next().to_le_bytes()[..chunk.len()]);
         }
@@ -58,7 +58,7 @@ impl Rng {
 }
 
 /// The generated items and their sizes, for checking every read.
-pub struct Files {
+pub(crate) struct Files {
     pub big_len: u64,
     pub small: HashMap<OsString, u64>,
 }
@@ -66,7 +66,7 @@ pub struct Files {
 /// The tree the warm, default-mount and epochs scenarios read: one big
 /// item and many small ones, as a source directory and as a dataset
 /// imported from it.
-pub struct ReadTree {
+pub(crate) struct ReadTree {
     pub src: PathBuf,
     pub dataset: PathBuf,
     pub files: Files,
@@ -75,7 +75,7 @@ pub struct ReadTree {
 impl ReadTree {
     /// Writes the tree (`config.big_bytes`, `config.small_files`) and
     /// imports it.
-    pub fn build(bench: &Bench) -> Result<ReadTree> {
+    pub(crate) fn build(bench: &Bench) -> Result<ReadTree> {
         let config = &bench.config;
         let src = bench.work().join("src");
         progress(format!(
@@ -102,7 +102,7 @@ impl ReadTree {
 
 /// A file at `path` of random bytes and a random length in `sizes`,
 /// written from `buf` (at least as long as the largest size); its length.
-pub fn write_random_file(
+pub(crate) fn write_random_file(
     path: &Path,
     sizes: RangeInclusive<u64>,
     rng: &mut Rng,
@@ -116,7 +116,11 @@ pub fn write_random_file(
 
 /// `count` items of `SMALL_MIN`–`SMALL_MAX` bytes, `dir/item-NNNNN.bin`;
 /// their names and sizes in name order.
-pub fn write_small_items(dir: &Path, count: usize, rng: &mut Rng) -> Result<Vec<(OsString, u64)>> {
+pub(crate) fn write_small_items(
+    dir: &Path,
+    count: usize,
+    rng: &mut Rng,
+) -> Result<Vec<(OsString, u64)>> {
     fs::create_dir_all(dir)?;
     let mut items = Vec::with_capacity(count);
     let mut buf = vec![0u8; SMALL_MAX as usize];
@@ -129,7 +133,7 @@ pub fn write_small_items(dir: &Path, count: usize, rng: &mut Rng) -> Result<Vec<
 }
 
 /// A file of `bytes` (a multiple of `READ_SIZE`) at `path`.
-pub fn write_big_item(path: &Path, bytes: u64, rng: &mut Rng) -> Result<()> {
+pub(crate) fn write_big_item(path: &Path, bytes: u64, rng: &mut Rng) -> Result<()> {
     fs::create_dir_all(path.parent().expect("has a parent"))?;
     let mut file = File::create(path)?;
     let mut buf = vec![0u8; READ_SIZE];
@@ -141,7 +145,7 @@ pub fn write_big_item(path: &Path, bytes: u64, rng: &mut Rng) -> Result<()> {
 }
 
 /// `packfs_core::import` of `src` into a new local dataset at `dataset_dir`.
-pub async fn import_tree(src: &Path, dataset_dir: &Path) -> Result<()> {
+pub(crate) async fn import_tree(src: &Path, dataset_dir: &Path) -> Result<()> {
     progress(format!("importing into {}", dataset_dir.display()));
     let dataset = Dataset::open(path_str(dataset_dir)?, true)?;
     let options = ImportOptions::default();
@@ -154,7 +158,7 @@ pub async fn import_tree(src: &Path, dataset_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn path_str(path: &Path) -> Result<&str> {
+pub(crate) fn path_str(path: &Path) -> Result<&str> {
     path.to_str()
         .ok_or_else(|| format!("{} is not UTF-8", path.display()).into())
 }
@@ -162,13 +166,13 @@ pub fn path_str(path: &Path) -> Result<&str> {
 /// The paths `find` lists in a mount of a [`build_many`] dataset of
 /// `items`: the mountpoint, the timeline and modality directories, the
 /// subdirectories and the items.
-pub fn tiny_paths(items: usize) -> usize {
+pub(crate) fn tiny_paths(items: usize) -> usize {
     3 + TINY_DIRS.min(items) + items
 }
 
 /// Writes `items` tiny items into packs of `TINY_PER_PACK` and commits one
 /// Track naming them `dNNNN/item-NNNNNN.jpg` over `TINY_DIRS` directories.
-pub async fn build_many(dataset_dir: &Path, items: usize) -> Result<()> {
+pub(crate) async fn build_many(dataset_dir: &Path, items: usize) -> Result<()> {
     let dataset = Dataset::open(path_str(dataset_dir)?, true)?;
     let store = dataset.store();
     let media_type: Arc<str> = "image/jpeg".into();
@@ -213,7 +217,7 @@ pub async fn build_many(dataset_dir: &Path, items: usize) -> Result<()> {
 
 /// The local dataset at `dataset_dir` copied into memory, behind a store
 /// that waits `GET_LATENCY` before every GET: an object store far away.
-pub fn delayed_store(runtime: &Runtime, dataset_dir: &Path) -> Result<Arc<dyn ObjectStore>> {
+pub(crate) fn delayed_store(runtime: &Runtime, dataset_dir: &Path) -> Result<Arc<dyn ObjectStore>> {
     progress(format!(
         "copying the dataset into an InMemory store ({GET_LATENCY:?} per GET)"
     ));

@@ -46,7 +46,7 @@ fn default_mount_row(
     )
 }
 
-pub fn print(config: &Config, comparison: &Comparison) {
+pub(crate) fn print(config: &Config, comparison: &Comparison) {
     let small = format!("{} items of 16–64 KiB", thousands(config.small_files));
     let scan = |s: Scan| {
         (

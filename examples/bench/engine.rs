@@ -36,7 +36,7 @@ const ROUNDS: usize = 15;
 const TAR_BLOCK: u64 = 512;
 
 /// Seconds per round of each path, and what the program copies.
-pub struct EngineBench {
+pub(crate) struct EngineBench {
     staged: Vec<f64>,
     direct: Vec<f64>,
     fresh: Vec<f64>,
@@ -122,7 +122,7 @@ fn copied(program: &ByteRangeProgram, block_size: u64) -> Copied {
 }
 
 /// Runs the rows.
-pub fn measure(runtime: &Runtime) -> Result<EngineBench> {
+pub(crate) fn measure(runtime: &Runtime) -> Result<EngineBench> {
     progress("engine: a shard-like 1 MiB read, staged against direct write");
     let store =
         Store::from_object_store(Arc::new(InMemory::new()), ObjectPath::default(), "memory");
@@ -198,7 +198,7 @@ pub fn measure(runtime: &Runtime) -> Result<EngineBench> {
 }
 
 /// The engine table.
-pub fn print(bench: &EngineBench) {
+pub(crate) fn print(bench: &EngineBench) {
     // The best round is the one least disturbed by the rest of the
     // machine; the median says how disturbed.
     let per_mib = |secs: &[f64]| {

@@ -26,13 +26,13 @@ struct Epoch {
 }
 
 /// Medians of every kind of mount.
-pub struct Epochs {
+pub(crate) struct Epochs {
     /// The big item on the plain disk, page cache warm.
     plain_mb: f64,
     mounts: Vec<Epoch>,
 }
 
-pub fn measure(bench: &Bench, tree: &ReadTree) -> Result<Epochs> {
+pub(crate) fn measure(bench: &Bench, tree: &ReadTree) -> Result<Epochs> {
     let (config, bin, files) = (&bench.config, bench.bin.as_path(), &tree.files);
     let mnt = bench.mountpoint("mnt-epochs")?;
     let kinds: [(&'static str, &[&str]); 2] =
@@ -124,7 +124,7 @@ fn rows(config: &Config, epochs: &Epochs) -> Vec<Row> {
         .collect()
 }
 
-pub fn print(config: &Config, epochs: &Epochs) {
+pub(crate) fn print(config: &Config, epochs: &Epochs) {
     print_table(
         "Later epochs: re-reads after a remount on the same --cache-dir",
         &rows(config, epochs),

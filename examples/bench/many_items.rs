@@ -16,7 +16,7 @@ use crate::table::{met, mib, plain_row, print_table, row, secs, thousands, Bar, 
 use crate::{progress, Bench, Result};
 
 /// The many-item dataset: mount, `find`, `ls -lR` and daemon memory.
-pub struct ManyItems {
+pub(crate) struct ManyItems {
     items: usize,
     pub mount_time: Duration,
     pub find_time: Duration,
@@ -26,7 +26,7 @@ pub struct ManyItems {
     hwm_kib: u64,
 }
 
-pub fn measure(bench: &Bench) -> Result<ManyItems> {
+pub(crate) fn measure(bench: &Bench) -> Result<ManyItems> {
     let (bin, items) = (bench.bin.as_path(), bench.config.tiny_items);
     let dataset_dir = bench.work().join("dataset-many");
     let mnt = bench.mountpoint("mnt-many")?;
@@ -104,7 +104,7 @@ fn rows(config: &Config, many: Option<&ManyItems>) -> Vec<Row> {
 }
 
 /// The table; `None` when `--skip-1m` left the dataset out.
-pub fn print(config: &Config, many: Option<&ManyItems>) {
+pub(crate) fn print(config: &Config, many: Option<&ManyItems>) {
     print_table("Many items in one mount", &rows(config, many));
     println!("One run each; the dataset is built with the library, not imported.");
 }

@@ -21,13 +21,13 @@ const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A `cargo` command (the one running this example, if any).
-pub fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
 /// `release/packfs` next to this example's directory, rebuilt when it is
 /// missing or older than this example (the library may have changed).
-pub fn packfs_binary() -> Result<PathBuf> {
+pub(crate) fn packfs_binary() -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let bin = exe
         .parent()
@@ -52,7 +52,7 @@ pub fn packfs_binary() -> Result<PathBuf> {
 }
 
 /// A filesystem root being measured; dropping it unmounts.
-pub trait Mounted {
+pub(crate) trait Mounted {
     fn root(&self) -> &Path;
     /// Peak resident memory of the serving process, in KiB.
     fn peak_kib(&self) -> Option<u64> {
@@ -65,7 +65,7 @@ pub trait Mounted {
 }
 
 /// A plain directory.
-pub struct Disk(pub PathBuf);
+pub(crate) struct Disk(pub PathBuf);
 
 impl Mounted for Disk {
     fn root(&self) -> &Path {
@@ -75,7 +75,7 @@ impl Mounted for Disk {
 
 /// A FUSE filesystem served by a foreground process (fuse-ceiling,
 /// squashfuse_ll); unmounted, then killed if it lingers, on drop.
-pub struct FuseProcess {
+pub(crate) struct FuseProcess {
     child: Child,
     mnt: PathBuf,
 }
@@ -83,7 +83,7 @@ pub struct FuseProcess {
 impl FuseProcess {
     /// Starts `command` (which serves `mnt` in the foreground) and waits
     /// until `mnt` shows up in the mount table.
-    pub fn start(
+    pub(crate) fn start(
         name: &str,
         mut command: Command,
         mnt: &Path,
@@ -132,7 +132,7 @@ impl Drop for FuseProcess {
 }
 
 /// A `packfs mount` daemon; unmounted on drop.
-pub struct Daemon {
+pub(crate) struct Daemon {
     mnt: PathBuf,
     pid: Option<u32>,
     /// Wall time of the `packfs mount` command (it returns once mounted).
@@ -145,11 +145,16 @@ impl Daemon {
     /// that hangs past `MOUNT_TIMEOUT`, whatever was started is ended.
     /// Read-only: the mode a training loader should use (no open or
     /// release round trip per file).
-    pub fn mount(bin: &Path, dataset: &Path, mnt: &Path) -> Result<Daemon> {
+    pub(crate) fn mount(bin: &Path, dataset: &Path, mnt: &Path) -> Result<Daemon> {
         Self::mount_with(bin, dataset, mnt, &["--read-only"])
     }
 
-    pub fn mount_with(bin: &Path, dataset: &Path, mnt: &Path, args: &[&str]) -> Result<Daemon> {
+    pub(crate) fn mount_with(
+        bin: &Path,
+        dataset: &Path,
+        mnt: &Path,
+        args: &[&str],
+    ) -> Result<Daemon> {
         let mut log = tempfile::tempfile()?;
         let start = Instant::now();
         let mut command = Command::new(bin)
@@ -197,7 +202,7 @@ impl Daemon {
 
     /// Unmounts and waits for the daemon to exit (a read-write daemon
     /// commits what it spooled first); returns how long that took.
-    pub fn unmount_and_wait(self) -> Result<Duration> {
+    pub(crate) fn unmount_and_wait(self) -> Result<Duration> {
         let start = Instant::now();
         unmount(&self.mnt);
         let pid = self.pid.ok_or("no daemon pid")?;
@@ -210,7 +215,7 @@ impl Daemon {
     }
 
     /// (VmRSS, VmHWM) of the daemon, in KiB.
-    pub fn memory_kib(&self) -> Result<(u64, u64)> {
+    pub(crate) fn memory_kib(&self) -> Result<(u64, u64)> {
         let pid = self.pid.ok_or("no daemon pid")?;
         let read = |field| proc_status_kib(pid, field).ok_or(format!("no {field} for pid {pid}"));
         Ok((read("VmRSS")?, read("VmHWM")?))
@@ -252,7 +257,7 @@ impl Drop for Daemon {
 
 /// The value of counter `name` in `/.packfs/stats` text (`name value`
 /// lines), if there is one.
-pub fn counter(stats: &str, name: &str) -> Option<u64> {
+pub(crate) fn counter(stats: &str, name: &str) -> Option<u64> {
     stats.lines().find_map(|line| {
         let mut words = line.split_whitespace();
         (words.next() == Some(name)).then(|| words.next()?.parse().ok())?

@@ -18,12 +18,12 @@ use crate::table::{met, plain_row, rate, ratio, row, show_ratio, show_scan, thou
 use crate::{median_by, progress, Bench, Result};
 
 /// The 1-reader scans through the delayed store (medians).
-pub struct Delayed {
+pub(crate) struct Delayed {
     on: Scan,
     off: Scan,
 }
 
-pub fn measure(bench: &Bench, tree: &ReadTree) -> Result<Delayed> {
+pub(crate) fn measure(bench: &Bench, tree: &ReadTree) -> Result<Delayed> {
     let (config, files) = (&bench.config, &tree.files);
     let mnt = bench.mountpoint("mnt-latency")?;
     let delayed = delayed_store(&bench.runtime, &tree.dataset)?;
@@ -63,7 +63,7 @@ pub fn measure(bench: &Bench, tree: &ReadTree) -> Result<Delayed> {
 }
 
 /// The rows, `no_latency` being the warm `--read-only` 1-reader scan.
-pub fn rows(config: &Config, delayed: &Delayed, no_latency: &Scan) -> Vec<Row> {
+pub(crate) fn rows(config: &Config, delayed: &Delayed, no_latency: &Scan) -> Vec<Row> {
     let store = format!("{} ms per GET", GET_LATENCY.as_millis());
     let on = delayed.on.files_per_sec();
     let speedup = ratio(on, Some(delayed.off.files_per_sec()));

@@ -17,15 +17,15 @@ use crate::data::{Files, Rng, BIG_ITEM, SMALL_DIR};
 use crate::Result;
 
 /// Size of every `read` call of the readers.
-pub const READ_SIZE: usize = 1 << 20;
+pub(crate) const READ_SIZE: usize = 1 << 20;
 /// Readers of the many-reader scans.
-pub const SCAN_READERS: usize = 8;
+pub(crate) const SCAN_READERS: usize = 8;
 /// The random reads: how many, and of what size.
-pub const PREADS: usize = 20_000;
+pub(crate) const PREADS: usize = 20_000;
 const PREAD_SIZE: usize = 4096;
 
 /// Reads a whole file in `READ_SIZE` calls and checks its length.
-pub fn read_checked(path: &Path, expected: u64, buf: &mut [u8]) -> Result<()> {
+pub(crate) fn read_checked(path: &Path, expected: u64, buf: &mut [u8]) -> Result<()> {
     let fail = |e| format!("read {}: {e}", path.display());
     let mut file = File::open(path).map_err(fail)?;
     let mut total = 0u64;
@@ -46,7 +46,7 @@ pub fn read_checked(path: &Path, expected: u64, buf: &mut [u8]) -> Result<()> {
 }
 
 /// MB/s of one front-to-back read of the big item.
-pub fn sequential(root: &Path, files: &Files) -> Result<f64> {
+pub(crate) fn sequential(root: &Path, files: &Files) -> Result<f64> {
     let mut buf = vec![0u8; READ_SIZE];
     let start = Instant::now();
     read_checked(&root.join(BIG_ITEM), files.big_len, &mut buf)?;
@@ -55,18 +55,18 @@ pub fn sequential(root: &Path, files: &Files) -> Result<f64> {
 
 /// What a scan read, and how long it took.
 #[derive(Clone, Copy)]
-pub struct Scan {
+pub(crate) struct Scan {
     pub files: usize,
     pub bytes: u64,
     pub secs: f64,
 }
 
 impl Scan {
-    pub fn files_per_sec(&self) -> f64 {
+    pub(crate) fn files_per_sec(&self) -> f64 {
         self.files as f64 / self.secs
     }
 
-    pub fn mb_per_sec(&self) -> f64 {
+    pub(crate) fn mb_per_sec(&self) -> f64 {
         self.bytes as f64 / self.secs / 1e6
     }
 }
@@ -74,13 +74,18 @@ impl Scan {
 /// Lists `root/SMALL_DIR` and reads its files in listing order (the first
 /// `limit` of them), split into `readers` contiguous slices read by one
 /// thread each. The listing is part of the time.
-pub fn scan(root: &Path, files: &Files, readers: usize, limit: Option<usize>) -> Result<Scan> {
+pub(crate) fn scan(
+    root: &Path,
+    files: &Files,
+    readers: usize,
+    limit: Option<usize>,
+) -> Result<Scan> {
     scan_dir(&root.join(SMALL_DIR), &files.small, readers, limit)
 }
 
 /// [`scan`] of the files of `dir`, which must be exactly `expected`
 /// (names and sizes).
-pub fn scan_dir(
+pub(crate) fn scan_dir(
     dir: &Path,
     expected: &HashMap<OsString, u64>,
     readers: usize,
@@ -137,7 +142,7 @@ fn read_slice(slice: &[(PathBuf, u64)]) -> Result<u64> {
 /// Reads `files` (path, expected length) whole with `readers` threads that
 /// each take the next file of the list as they finish one (`xargs -n1
 /// -P`); with one reader, `xargs cat` in list order.
-pub fn read_list(files: &[(PathBuf, u64)], readers: usize) -> Result<Scan> {
+pub(crate) fn read_list(files: &[(PathBuf, u64)], readers: usize) -> Result<Scan> {
     let next = AtomicUsize::new(0);
     let start = Instant::now();
     let bytes = thread::scope(|s| {
@@ -171,7 +176,7 @@ pub fn read_list(files: &[(PathBuf, u64)], readers: usize) -> Result<Scan> {
 
 /// Rate and latency of random reads.
 #[derive(Clone, Copy)]
-pub struct Preads {
+pub(crate) struct Preads {
     pub per_sec: f64,
     pub p50: Duration,
     pub p99: Duration,
@@ -179,7 +184,7 @@ pub struct Preads {
 
 /// `PREADS` reads of `PREAD_SIZE` bytes at random aligned offsets of the
 /// big item (the same offsets on every filesystem).
-pub fn random_preads(root: &Path, files: &Files) -> Result<Preads> {
+pub(crate) fn random_preads(root: &Path, files: &Files) -> Result<Preads> {
     let path = root.join(BIG_ITEM);
     let file = File::open(&path)?;
     let blocks = files.big_len / PREAD_SIZE as u64;
@@ -206,7 +211,7 @@ pub fn random_preads(root: &Path, files: &Files) -> Result<Preads> {
 }
 
 /// How long `ls -lR DIR > /dev/null` takes.
-pub fn time_ls_lr(dir: &Path) -> Result<Duration> {
+pub(crate) fn time_ls_lr(dir: &Path) -> Result<Duration> {
     let start = Instant::now();
     let status = Command::new("ls")
         .arg("-lR")
@@ -221,7 +226,7 @@ pub fn time_ls_lr(dir: &Path) -> Result<Duration> {
 
 /// How long `find MNT | wc -l` takes; an error unless it counts
 /// `expected` lines.
-pub fn timed_find(mnt: &Path, expected: usize) -> Result<Duration> {
+pub(crate) fn timed_find(mnt: &Path, expected: usize) -> Result<Duration> {
     let start = Instant::now();
     let lines = count_find_lines(mnt)?;
     let time = start.elapsed();

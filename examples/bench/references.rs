@@ -15,7 +15,7 @@ use crate::mounts::{cargo, FuseProcess};
 use crate::{progress, Result};
 
 /// Threads fuse-ceiling serves with (its README's calibration).
-pub const CEILING_THREADS: &str = "4";
+pub(crate) const CEILING_THREADS: &str = "4";
 /// How long fuse-ceiling may take to load the tree and mount.
 const CEILING_START_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long squashfuse_ll may take to mount.
@@ -23,7 +23,7 @@ const SQUASHFUSE_START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Builds fuse-ceiling if `../shared/tools/fuse-ceiling` exists; `Err` says
 /// why its column is missing.
-pub fn fuse_ceiling_binary() -> std::result::Result<PathBuf, String> {
+pub(crate) fn fuse_ceiling_binary() -> std::result::Result<PathBuf, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let manifest = root.join("../shared/tools/fuse-ceiling/Cargo.toml");
     if !manifest.exists() {
@@ -46,14 +46,14 @@ pub fn fuse_ceiling_binary() -> std::result::Result<PathBuf, String> {
 
 impl FuseProcess {
     /// fuse-ceiling serving the tree `src` from RAM.
-    pub fn ceiling(bin: &Path, src: &Path, mnt: &Path) -> Result<FuseProcess> {
+    pub(crate) fn ceiling(bin: &Path, src: &Path, mnt: &Path) -> Result<FuseProcess> {
         let mut command = Command::new(bin);
         command.arg(src).arg(mnt).env("N_THREADS", CEILING_THREADS);
         Self::start("fuse-ceiling", command, mnt, CEILING_START_TIMEOUT)
     }
 
     /// `squashfuse_ll -f IMAGE MNT`.
-    pub fn squashfuse(bin: &Path, image: &Path, mnt: &Path) -> Result<FuseProcess> {
+    pub(crate) fn squashfuse(bin: &Path, image: &Path, mnt: &Path) -> Result<FuseProcess> {
         let mut command = Command::new(bin);
         command.arg("-f").arg(image).arg(mnt);
         Self::start("squashfuse_ll", command, mnt, SQUASHFUSE_START_TIMEOUT)
@@ -72,7 +72,7 @@ fn find_tool(name: &str) -> Option<PathBuf> {
 /// `mksquashfs TREE IMAGE -noI -noD -noF -noX` (nothing compressed) and the
 /// `squashfuse_ll` binary; `Err` says why the squashfuse_ll column is
 /// missing and how to get it.
-pub fn squash_image(tree: &Path, image: &Path) -> std::result::Result<PathBuf, String> {
+pub(crate) fn squash_image(tree: &Path, image: &Path) -> std::result::Result<PathBuf, String> {
     let install = "install the Debian packages squashfuse and squashfs-tools \
                    (apt-get install -y squashfuse squashfs-tools)";
     let squashfuse = find_tool("squashfuse_ll")
@@ -101,7 +101,7 @@ pub fn squash_image(tree: &Path, image: &Path) -> std::result::Result<PathBuf, S
 /// FUSE, caches a file in 4 KiB pages, while ext4 uses large folios: a
 /// second pass there is the best any FUSE file's page cache can do here,
 /// whatever the daemon. `Err` says why there is no copy.
-pub fn small_page_copy(src: &Path) -> std::result::Result<tempfile::TempDir, String> {
+pub(crate) fn small_page_copy(src: &Path) -> std::result::Result<tempfile::TempDir, String> {
     let copy = || -> Result<tempfile::TempDir> {
         let dir = tempfile::Builder::new()
             .prefix("packfs-bench-")

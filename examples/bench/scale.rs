@@ -52,12 +52,12 @@ struct ImportRow {
 }
 
 /// What [`measure`] measured: a row per item count, and the import.
-pub struct ScaleBench {
+pub(crate) struct ScaleBench {
     rows: Vec<ScaleRow>,
     import: Option<ImportRow>,
 }
 
-pub fn measure(bench: &Bench) -> Result<ScaleBench> {
+pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
     let (config, bin, work) = (&bench.config, bench.bin.as_path(), bench.work());
     let counts = match (&config.scale_items, config.quick) {
         (Some(counts), _) => counts.clone(),
@@ -217,7 +217,7 @@ fn import_vs_tar(bin: &Path, work: &Path, files: usize) -> Result<ImportRow> {
     })
 }
 
-pub fn print(b: &ScaleBench) {
+pub(crate) fn print(b: &ScaleBench) {
     let title = "Scale: millions of items in one mount, import of many files";
     let blank = || "—".to_string();
     let mut rows = Vec::new();

@@ -9,7 +9,7 @@ use crate::cli::Config;
 use crate::readers::{Preads, Scan};
 
 /// A table row: the six cells of [`HEADER`].
-pub type Row = [String; 6];
+pub(crate) type Row = [String; 6];
 
 /// The columns of every table.
 const HEADER: [&str; 6] = [
@@ -21,7 +21,7 @@ const HEADER: [&str; 6] = [
     "Met",
 ];
 
-pub fn row(
+pub(crate) fn row(
     measurement: String,
     packfs: String,
     references: String,
@@ -33,13 +33,13 @@ pub fn row(
 }
 
 /// A row of a figure with no reference and no target.
-pub fn plain_row(measurement: String, packfs: String) -> Row {
+pub(crate) fn plain_row(measurement: String, packfs: String) -> Row {
     let blank = || "—".to_string();
     row(measurement, packfs, blank(), blank(), "—", blank())
 }
 
 /// The run's header: its size, the machine, and how an idle CPU waits.
-pub fn print_header(config: &Config) {
+pub(crate) fn print_header(config: &Config) {
     println!(
         "# packfs benchmark: {} run of {}, {} round(s), {} cores, load average at the end {}, {}",
         config.mode(),
@@ -52,7 +52,7 @@ pub fn print_header(config: &Config) {
 }
 
 /// `## title`, then the table.
-pub fn print_table(title: &str, rows: &[Row]) {
+pub(crate) fn print_table(title: &str, rows: &[Row]) {
     println!("\n## {title}\n");
     let width = |i: usize| {
         rows.iter()
@@ -80,13 +80,13 @@ pub fn print_table(title: &str, rows: &[Row]) {
 
 /// A target's bar on a ratio or a figure.
 #[derive(Clone, Copy)]
-pub enum Bar {
+pub(crate) enum Bar {
     AtLeast(f64),
     AtMost(f64),
 }
 
 /// Whether `value` reached `bar`: `yes`, `**NO**`, or `n/a` without a value.
-pub fn met(value: Option<f64>, bar: Bar) -> String {
+pub(crate) fn met(value: Option<f64>, bar: Bar) -> String {
     let ok = match (value, bar) {
         (None, _) => return "n/a".into(),
         (Some(v), Bar::AtLeast(b)) => v >= b,
@@ -95,19 +95,19 @@ pub fn met(value: Option<f64>, bar: Bar) -> String {
     if ok { "yes" } else { "**NO**" }.into()
 }
 
-pub fn ratio(value: f64, reference: Option<f64>) -> Option<f64> {
+pub(crate) fn ratio(value: f64, reference: Option<f64>) -> Option<f64> {
     reference.map(|r| value / r)
 }
 
-pub fn show_ratio(value: Option<f64>, what: &str) -> String {
+pub(crate) fn show_ratio(value: Option<f64>, what: &str) -> String {
     value.map_or_else(|| format!("n/a {what}"), |v| format!("{v:.2}× {what}"))
 }
 
-pub fn mb(x: f64) -> String {
+pub(crate) fn mb(x: f64) -> String {
     format!("{x:.0} MB/s")
 }
 
-pub fn rate(x: f64) -> String {
+pub(crate) fn rate(x: f64) -> String {
     if x >= 1000.0 {
         format!("{:.1}k", x / 1000.0)
     } else {
@@ -115,7 +115,7 @@ pub fn rate(x: f64) -> String {
     }
 }
 
-pub fn show_scan(s: &Scan) -> String {
+pub(crate) fn show_scan(s: &Scan) -> String {
     format!(
         "{} files/s, {}",
         rate(s.files_per_sec()),
@@ -123,7 +123,7 @@ pub fn show_scan(s: &Scan) -> String {
     )
 }
 
-pub fn show_preads(p: &Preads) -> String {
+pub(crate) fn show_preads(p: &Preads) -> String {
     format!(
         "{} reads/s, p50 {} µs, p99 {} µs",
         rate(p.per_sec),
@@ -132,26 +132,26 @@ pub fn show_preads(p: &Preads) -> String {
     )
 }
 
-pub fn readers_label(readers: usize) -> String {
+pub(crate) fn readers_label(readers: usize) -> String {
     match readers {
         1 => "1 reader".into(),
         n => format!("{n} readers"),
     }
 }
 
-pub fn secs(d: Duration) -> String {
+pub(crate) fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
-pub fn mib(kib: u64) -> String {
+pub(crate) fn mib(kib: u64) -> String {
     format!("{} MiB", kib / 1024)
 }
 
-pub fn gb(bytes: u64) -> String {
+pub(crate) fn gb(bytes: u64) -> String {
     format!("{:.3} GB", bytes as f64 / 1e9)
 }
 
-pub fn thousands(n: usize) -> String {
+pub(crate) fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

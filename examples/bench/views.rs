@@ -36,7 +36,7 @@ struct Pass {
 }
 
 /// What [`measure`] measured, per store: files, shards, shuffled.
-pub struct ViewsBench {
+pub(crate) struct ViewsBench {
     local: [Vec<Pass>; 3],
     delayed: [Vec<Pass>; 3],
 }
@@ -149,7 +149,7 @@ fn view_args(kind: usize) -> Vec<&'static str> {
 
 /// Writes and imports the samples, then in `config.runs` rounds each pass
 /// on a fresh mount of the local store and of a 20 ms-per-GET store.
-pub fn measure(bench: &Bench) -> Result<ViewsBench> {
+pub(crate) fn measure(bench: &Bench) -> Result<ViewsBench> {
     let (config, bin, work) = (&bench.config, bench.bin.as_path(), bench.work());
     let count = if config.quick { SAMPLES / 5 } else { SAMPLES };
     progress(format!(
@@ -206,7 +206,7 @@ pub fn measure(bench: &Bench) -> Result<ViewsBench> {
     Ok(measured)
 }
 
-pub fn print(config: &Config, b: &ViewsBench) {
+pub(crate) fn print(config: &Config, b: &ViewsBench) {
     let mut rows = Vec::new();
     for (store, passes) in [("local store", &b.local), ("20 ms per GET", &b.delayed)] {
         let median = |kind: usize| *median_by(&passes[kind], |p| p.scan.mb_per_sec());

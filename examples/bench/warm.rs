@@ -29,7 +29,7 @@ use crate::table::{
 use crate::{median_by, progress, Bench, Result};
 
 /// Figures of one filesystem.
-pub struct Figures {
+pub(crate) struct Figures {
     pub big_first: f64,
     pub big_second: f64,
     pub scan1: Scan,
@@ -59,7 +59,7 @@ impl Figures {
 }
 
 /// Medians of every system under test.
-pub struct Comparison {
+pub(crate) struct Comparison {
     disk: Figures,
     /// Second pass over the big item in tmpfs; `Err` says why it is missing.
     small_pages: std::result::Result<f64, String>,
@@ -84,7 +84,7 @@ fn warm_page_cache(root: &Path, files: &Files) -> Result<()> {
 
 /// Measures the disk, tmpfs, fuse-ceiling, `--read-only` and the default
 /// mount in `config.runs` rounds, one after the other within a round.
-pub fn compare(bench: &Bench, tree: &ReadTree) -> Result<Comparison> {
+pub(crate) fn compare(bench: &Bench, tree: &ReadTree) -> Result<Comparison> {
     // Built (if it must be) before the page cache is warmed, not after.
     let ceiling_bin = bench.ceiling();
     warm_page_cache(&tree.src, &tree.files)?;
@@ -309,7 +309,7 @@ fn memory_row(packfs: &Figures) -> Row {
 }
 
 /// The warm reads' table, with the delayed-store rows.
-pub fn print(config: &Config, comparison: &Comparison, delayed: &Delayed) {
+pub(crate) fn print(config: &Config, comparison: &Comparison, delayed: &Delayed) {
     let mut rows = compared_rows(config, comparison);
     rows.extend(prefetch::rows(config, delayed, &comparison.packfs.scan1));
     rows.push(compared_row(

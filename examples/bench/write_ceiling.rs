@@ -36,7 +36,7 @@ struct Node {
 
 /// Requests served, by kind: what a file costs in round trips.
 #[derive(Default)]
-pub struct Counts {
+pub(crate) struct Counts {
     lookup: AtomicU64,
     create: AtomicU64,
     mkdir: AtomicU64,
@@ -51,7 +51,7 @@ pub struct Counts {
 impl Counts {
     /// `kind n, …` per file of `files`, for the kinds sent at least once
     /// per 100 files; rarer ones (`mkdir` of the directories) as totals.
-    pub fn per_file(&self, files: usize) -> String {
+    pub(crate) fn per_file(&self, files: usize) -> String {
         let kinds = [
             ("lookup", &self.lookup),
             ("create", &self.create),
@@ -77,7 +77,7 @@ impl Counts {
 
     /// Requests per file the writer waits for: all but RELEASE, which the
     /// kernel sends after `close` has returned.
-    pub fn synchronous_per_file(&self, files: usize) -> f64 {
+    pub(crate) fn synchronous_per_file(&self, files: usize) -> f64 {
         let all = [
             &self.lookup,
             &self.create,
@@ -157,7 +157,7 @@ fn attr(ino: u64, kind: FileType, perm: u16, uid: u32, gid: u32) -> FileAttr {
 }
 
 /// The filesystem: a tree in RAM behind one lock.
-pub struct WriteCeiling {
+pub(crate) struct WriteCeiling {
     tree: Mutex<Tree>,
     counts: std::sync::Arc<Counts>,
 }
@@ -401,7 +401,7 @@ impl Filesystem for WriteCeiling {
 }
 
 /// A mounted [`WriteCeiling`]; unmounted (and its RAM freed) on drop.
-pub struct Mounted {
+pub(crate) struct Mounted {
     session: Option<BackgroundSession>,
     /// Requests served so far.
     pub counts: std::sync::Arc<Counts>,
@@ -411,7 +411,7 @@ impl Mounted {
     /// Mounts an empty write ceiling on `mnt`, served by `threads` threads
     /// reading their own clone of the FUSE device (as `packfs mount`
     /// serves).
-    pub fn mount(mnt: &Path, threads: usize) -> std::io::Result<Mounted> {
+    pub(crate) fn mount(mnt: &Path, threads: usize) -> std::io::Result<Mounted> {
         let counts = std::sync::Arc::new(Counts::default());
         // The root belongs to whoever owns the mountpoint: this process.
         let owner = std::fs::metadata(mnt)?;

@@ -30,7 +30,7 @@ const WRITE_MAX: u64 = 16 << 10;
 /// `cp -r` and `tar -x` of many small files into a read-write mount and
 /// into a plain directory, and what the mount then stored; medians of
 /// `config.runs` rounds, each round copying into fresh directories.
-pub struct Writes {
+pub(crate) struct Writes {
     files: usize,
     bytes: u64,
     cp: WriteWay,
@@ -79,7 +79,7 @@ fn timed(command: &mut Command, what: &str) -> Result<f64> {
     Ok(start.elapsed().as_secs_f64())
 }
 
-pub fn measure(bench: &Bench) -> Result<Writes> {
+pub(crate) fn measure(bench: &Bench) -> Result<Writes> {
     let (config, bin, work) = (&bench.config, bench.bin.as_path(), bench.work());
     let (mnt, ceiling_mnt) = (
         bench.mountpoint("mnt-write")?,
@@ -292,7 +292,7 @@ fn rows(w: &Writes) -> Vec<Row> {
     rows
 }
 
-pub fn print(writes: &Writes) {
+pub(crate) fn print(writes: &Writes) {
     print_table(
         "Writes: cp -r and tar -x into a read-write mount",
         &rows(writes),

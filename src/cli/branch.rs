@@ -7,7 +7,7 @@ use packfs_core::store::StoreConfig;
 use super::CliResult;
 
 #[derive(Args, Debug)]
-pub struct BranchArgs {
+pub(crate) struct BranchArgs {
     /// Dataset location.
     pub dataset: String,
     /// Name of the new ref.
@@ -19,7 +19,7 @@ pub struct BranchArgs {
 }
 
 /// Creates the ref and says where on stderr.
-pub async fn run(args: BranchArgs, config: &StoreConfig) -> CliResult {
+pub(super) async fn run(args: BranchArgs, config: &StoreConfig) -> CliResult {
     let dataset = Dataset::open_with(&args.dataset, false, config)?;
     let id = dataset
         .create_branch(&args.name, &args.from.to_string())

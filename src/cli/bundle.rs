@@ -15,7 +15,7 @@ use super::CliResult;
 use crate::progress::Bar;
 
 #[derive(Subcommand, Debug)]
-pub enum BundleCommand {
+pub(crate) enum BundleCommand {
     /// Write a new DataBundle of a directory tree or of a dataset.
     ///
     /// Files are concatenated into shards written in parallel, compressed
@@ -31,7 +31,7 @@ pub enum BundleCommand {
 }
 
 #[derive(Args, Debug)]
-pub struct BundleCreateArgs {
+pub(crate) struct BundleCreateArgs {
     /// Source: a directory, or a dataset location, optionally followed by
     /// a directory of its tree (DATASET/train, s3://bucket/ds/train/image).
     pub src: String,
@@ -72,7 +72,7 @@ pub struct BundleCreateArgs {
 
 impl BundleCommand {
     /// Runs the `packfs bundle` subcommand.
-    pub async fn run(self, config: &StoreConfig) -> CliResult {
+    pub(crate) async fn run(self, config: &StoreConfig) -> CliResult {
         match self {
             BundleCommand::Create(args) => run_create(args, config).await,
         }

@@ -17,7 +17,7 @@ use super::{CliResult, DatasetAt};
 const STEP: u64 = 8 << 20;
 
 #[derive(Args, Debug)]
-pub struct CatArgs {
+pub(crate) struct CatArgs {
     #[command(flatten)]
     pub at: DatasetAt,
     /// Path inside the dataset, e.g. train/image/cat/001.jpg.
@@ -30,7 +30,7 @@ pub struct CatArgs {
 
 /// Writes the file `args` names to stdout; a reader that goes away ends it
 /// quietly.
-pub async fn run(args: CatArgs, config: &StoreConfig) -> CliResult {
+pub(super) async fn run(args: CatArgs, config: &StoreConfig) -> CliResult {
     match Contents::open(&args.at, args.view.as_ref(), config).await? {
         Contents::Tree { tree, reader } => cat_tree(&tree, &reader, &args.path).await,
         Contents::Catalog { catalog, reader } => cat_catalog(&*catalog, &reader, &args.path).await,

@@ -6,13 +6,13 @@ use clap::{Args, CommandFactory};
 use super::{Cli, CliResult};
 
 #[derive(Args, Debug)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
 }
 
 /// Prints the script for `args.shell` on stdout.
-pub fn run(args: CompletionsArgs) -> CliResult {
+pub(super) fn run(args: CompletionsArgs) -> CliResult {
     let mut command = Cli::command();
     clap_complete::generate(args.shell, &mut command, "packfs", &mut std::io::stdout());
     Ok(())

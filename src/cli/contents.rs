@@ -20,7 +20,7 @@ use super::{CliResult, DatasetAt};
 
 /// The contents of a location, opened for reading, each with a reader of
 /// its store.
-pub enum Contents {
+pub(super) enum Contents {
     /// A dataset's tree at the revision asked for.
     Tree { tree: Tree, reader: Reader },
     /// A catalog: a view of a dataset, a bundle's or an array's tree.
@@ -33,7 +33,7 @@ pub enum Contents {
 impl Contents {
     /// What `at` names: view `view` of its dataset if one is given, else
     /// the bundle or array there, else the dataset's tree.
-    pub async fn open(
+    pub(super) async fn open(
         at: &DatasetAt,
         view: Option<&ViewSpec>,
         config: &StoreConfig,
@@ -89,7 +89,7 @@ async fn load_tree(dataset: &Dataset, at: &DatasetAt) -> CliResult<Tree> {
 }
 
 /// The catalog id of `path` (`/`-separated, from its root).
-pub fn resolve_in(catalog: &dyn Catalog, path: &str) -> CliResult<u64> {
+pub(super) fn resolve_in(catalog: &dyn Catalog, path: &str) -> CliResult<u64> {
     let mut id = 0;
     for name in path.split('/').filter(|n| !n.is_empty()) {
         id = catalog

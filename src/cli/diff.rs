@@ -12,7 +12,7 @@ use packfs_core::store::StoreConfig;
 use super::CliResult;
 
 #[derive(Args, Debug)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// Dataset location.
     pub dataset: String,
     /// The revision compared from: a ref, a Manifest id or a unique
@@ -29,7 +29,7 @@ pub struct DiffArgs {
 
 /// Prints one line per item that differs on stdout, and a summary on
 /// stderr.
-pub async fn run(args: DiffArgs, config: &StoreConfig) -> CliResult {
+pub(super) async fn run(args: DiffArgs, config: &StoreConfig) -> CliResult {
     let dataset = Dataset::open_with(&args.dataset, false, config)?;
     let from = dataset.resolve_revision(&args.from).await?;
     let to = dataset.resolve_revision(&args.to).await?;

@@ -13,7 +13,7 @@ use packfs_fs::mountpoint::Refusal;
 /// The text of `error` for the user: each error of its chain (it and its
 /// sources) that speaks of an option the command line sets is said naming
 /// the flag.
-pub fn error_text(error: &(dyn Error + 'static)) -> String {
+pub(crate) fn error_text(error: &(dyn Error + 'static)) -> String {
     let mut text = error.to_string();
     for cause in std::iter::successors(Some(error), |&e| e.source()) {
         if let Some(worded) = with_flags(cause) {

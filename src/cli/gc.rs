@@ -12,7 +12,7 @@ use super::CliResult;
 use crate::progress::Bar;
 
 #[derive(Args, Debug)]
-pub struct GcArgs {
+pub(crate) struct GcArgs {
     /// Dataset location.
     pub dataset: String,
     /// Only list what would be deleted.
@@ -26,7 +26,7 @@ pub struct GcArgs {
 
 /// Deletes (or with `--dry-run` lists) the unreachable objects older than
 /// the grace, one line each on stdout, and sums up on stderr.
-pub async fn run(args: GcArgs, config: &StoreConfig) -> CliResult {
+pub(super) async fn run(args: GcArgs, config: &StoreConfig) -> CliResult {
     let (dry_run, grace) = (args.dry_run, args.grace);
     packfs_core::gc::check_grace(grace)?;
     let dataset = Dataset::open_with(&args.dataset, false, config)?;

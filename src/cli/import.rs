@@ -11,7 +11,7 @@ use super::CliResult;
 use crate::progress::Bar;
 
 #[derive(Args, Debug)]
-pub struct ImportArgs {
+pub(crate) struct ImportArgs {
     /// Source directory, or DataBundle (a directory or an object-store URL).
     pub src: String,
     /// Dataset location (created if it is a missing local directory).
@@ -41,7 +41,7 @@ pub struct ImportArgs {
 
 /// Imports SRC into the dataset (created if it is a missing local
 /// directory) and says on stderr what was committed.
-pub async fn run(args: ImportArgs, config: &StoreConfig) -> CliResult {
+pub(super) async fn run(args: ImportArgs, config: &StoreConfig) -> CliResult {
     let options = ImportOptions {
         timeline: args.timeline,
         ref_name: args.ref_name,

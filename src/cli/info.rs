@@ -12,7 +12,7 @@ use packfs_core::store::StoreConfig;
 use super::{CliResult, DatasetAt};
 
 #[derive(Args, Debug)]
-pub struct InfoArgs {
+pub(crate) struct InfoArgs {
     #[command(flatten)]
     pub at: DatasetAt,
     /// Print JSON (for scripts) instead of a table.
@@ -21,7 +21,7 @@ pub struct InfoArgs {
 }
 
 /// Prints the summary of the dataset at `args`' revision on stdout.
-pub async fn run(args: InfoArgs, config: &StoreConfig) -> CliResult {
+pub(super) async fn run(args: InfoArgs, config: &StoreConfig) -> CliResult {
     let InfoArgs { at, json } = args;
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
     let resolved = dataset.resolve_revision(&at.revision).await?;

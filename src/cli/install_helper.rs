@@ -8,14 +8,14 @@ use clap::Args;
 use super::CliResult;
 
 #[derive(Args, Debug)]
-pub struct InstallHelperArgs {
+pub(crate) struct InstallHelperArgs {
     /// Where mount(8) looks for helpers.
     #[arg(long, default_value = "/sbin")]
     pub dir: PathBuf,
 }
 
 /// Links `DIR/mount.fuse.packfs` to this binary, replacing an older link.
-pub fn run(args: &InstallHelperArgs) -> CliResult {
+pub(super) fn run(args: &InstallHelperArgs) -> CliResult {
     let exe = std::env::current_exe()?.canonicalize()?;
     let link = args.dir.join("mount.fuse.packfs");
     match std::fs::symlink_metadata(&link) {

@@ -10,7 +10,7 @@ use super::merge::conflict_line;
 use super::{CliResult, DatasetAt};
 
 #[derive(Args, Debug)]
-pub struct LogArgs {
+pub(crate) struct LogArgs {
     #[command(flatten)]
     pub at: DatasetAt,
     /// Show at most this many Manifests.
@@ -20,7 +20,7 @@ pub struct LogArgs {
 
 /// Prints the Manifests of `args`' revision, newest first, along first
 /// parents.
-pub async fn run(args: LogArgs, config: &StoreConfig) -> CliResult {
+pub(super) async fn run(args: LogArgs, config: &StoreConfig) -> CliResult {
     let LogArgs { at, max_count } = args;
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
     let mut out = std::io::stdout().lock();

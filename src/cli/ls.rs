@@ -14,7 +14,7 @@ use super::contents::{resolve_in, Contents};
 use super::{CliResult, DatasetAt};
 
 #[derive(Args, Debug)]
-pub struct LsArgs {
+pub(crate) struct LsArgs {
     #[command(flatten)]
     pub at: DatasetAt,
     /// Path inside the dataset, e.g. train/image.
@@ -30,7 +30,7 @@ pub struct LsArgs {
 }
 
 /// Lists the path `args` names on stdout, one entry a line.
-pub async fn run(args: LsArgs, config: &StoreConfig) -> CliResult {
+pub(super) async fn run(args: LsArgs, config: &StoreConfig) -> CliResult {
     match Contents::open(&args.at, args.view.as_ref(), config).await? {
         Contents::Tree { tree, .. } => ls_tree(&tree, &args.path, args.long),
         Contents::Catalog { catalog, .. } => ls_catalog(&*catalog, &args.path, args.long),

@@ -7,7 +7,7 @@ use clap::{Args, CommandFactory};
 use super::{Cli, CliResult};
 
 #[derive(Args, Debug)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// Write `packfs.1` and a page per subcommand into this directory
     /// instead of printing `packfs.1`.
     #[arg(long, value_name = "DIR")]
@@ -16,7 +16,7 @@ pub struct ManArgs {
 
 /// Prints `packfs.1` (roff) on stdout, or writes every page into
 /// `args.dir`.
-pub fn run(args: ManArgs) -> CliResult {
+pub(super) fn run(args: ManArgs) -> CliResult {
     let command = Cli::command();
     let Some(dir) = args.dir else {
         clap_mangen::Man::new(command).render(&mut std::io::stdout())?;

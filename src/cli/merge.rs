@@ -7,7 +7,7 @@ use packfs_core::store::StoreConfig;
 use super::CliResult;
 
 #[derive(Args, Debug)]
-pub struct MergeArgs {
+pub(crate) struct MergeArgs {
     /// Dataset location.
     pub dataset: String,
     /// The ref to merge into.
@@ -19,7 +19,7 @@ pub struct MergeArgs {
 }
 
 /// Merges, lists the conflicts on stdout and the outcome on stderr.
-pub async fn run(args: MergeArgs, config: &StoreConfig) -> CliResult {
+pub(super) async fn run(args: MergeArgs, config: &StoreConfig) -> CliResult {
     let dataset = Dataset::open_with(&args.dataset, false, config)?;
     dataset.store().ensure_atomic_refs().await?;
     let names: Vec<String> = args.branches.iter().map(Revision::to_string).collect();
@@ -48,7 +48,7 @@ pub async fn run(args: MergeArgs, config: &StoreConfig) -> CliResult {
 }
 
 /// What `merge` and `log` say of a merge conflict.
-pub fn conflict_line(c: &Conflict) -> String {
+pub(super) fn conflict_line(c: &Conflict) -> String {
     let dir = format!("{}/{}", c.timeline, c.modality);
     format!(
         "{dir}/{}: the merged-in version is kept as {dir}/{}",

@@ -29,7 +29,7 @@ use packfs_core::store::faults::Faults;
 use packfs_core::store::{StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
 use packfs_core::units::parse_duration;
 
-pub use error_text::error_text;
+pub(crate) use error_text::error_text;
 
 /// What a command returns.
 type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
@@ -41,7 +41,7 @@ type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 /// many-to-an-object; packfs serves them as /<timeline>/<modality>/<name>.
 #[derive(Parser, Debug)]
 #[command(name = "packfs", version, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -56,7 +56,7 @@ pub struct Cli {
 /// the usual `AWS_*` (`GOOGLE_*`, `AZURE_*`) environment variables and are
 /// never printed.
 #[derive(Args, Debug)]
-pub struct StoreArgs {
+pub(crate) struct StoreArgs {
     /// S3 endpoint URL, e.g. http://127.0.0.1:9000 (AWS_ENDPOINT).
     #[arg(long, global = true, value_name = "URL")]
     pub endpoint: Option<String>,
@@ -95,7 +95,7 @@ fn faults_arg(spec: &str) -> Result<Arc<Faults>, String> {
 impl StoreArgs {
     /// The store settings of every command: these options, and the
     /// `PACKFS_UNSAFE_REFS=1` switch of the environment.
-    pub fn config(&self) -> StoreConfig {
+    pub(crate) fn config(&self) -> StoreConfig {
         let defaults = StoreOptions::default();
         StoreConfig {
             options: StoreOptions {
@@ -115,7 +115,7 @@ impl StoreArgs {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Pack a directory tree, or a DataBundle's tree, into a dataset and
     /// commit it.
     ///
@@ -215,13 +215,13 @@ pub enum Command {
 impl Command {
     /// Whether the command detaches from the terminal (a mount without
     /// `--foreground`), so its log must not be coloured.
-    pub fn daemonizes(&self) -> bool {
+    pub(crate) fn daemonizes(&self) -> bool {
         matches!(self, Command::Mount(args) if !args.foreground)
     }
 
     /// Runs the command with the store settings `store`. `Ok(false)`: it
     /// ran and found problems (`verify`).
-    pub fn run(self, store: StoreConfig) -> CliResult<bool> {
+    pub(crate) fn run(self, store: StoreConfig) -> CliResult<bool> {
         let done = |()| true;
         match self {
             // Mounting may fork, so it runs before any runtime thread exists.
@@ -251,7 +251,7 @@ fn block_on<T>(command: impl Future<Output = CliResult<T>>) -> CliResult<T> {
 
 /// Where a command reads: a location and a revision of it.
 #[derive(Args, Debug)]
-pub struct DatasetAt {
+pub(crate) struct DatasetAt {
     /// Dataset location: a directory, file://, s3://, gs://, az:// or memory:// URL.
     pub dataset: String,
     /// What to read: a ref (branch), a Manifest id or a unique prefix of at

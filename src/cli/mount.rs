@@ -20,7 +20,7 @@ use super::{error_text, CliResult};
 use crate::daemon;
 
 #[derive(Args, Debug)]
-pub struct MountArgs {
+pub(crate) struct MountArgs {
     /// Dataset or DataBundle location.
     pub dataset: String,
     /// Existing empty directory to mount on (see --allow-non-empty).
@@ -168,7 +168,7 @@ fn parse_extension(arg: &str) -> Result<(String, String), String> {
 impl MountArgs {
     /// The library's settings of the mount these arguments ask for, with
     /// the store settings `store`.
-    pub fn options(&self, store: StoreConfig) -> MountOptions {
+    pub(crate) fn options(&self, store: StoreConfig) -> MountOptions {
         MountOptions {
             store,
             revision: self.revision.clone(),
@@ -221,7 +221,7 @@ fn parse_mode(s: &str) -> Result<u16, String> {
 
 /// Mounts as `args` say. Call before any other thread is started:
 /// daemonizing forks.
-pub fn run(args: &MountArgs, store: StoreConfig) -> CliResult {
+pub(super) fn run(args: &MountArgs, store: StoreConfig) -> CliResult {
     let options = args.options(store);
     if args.foreground {
         return Ok(mount(&args.dataset, &args.mountpoint, &options, || {})?);

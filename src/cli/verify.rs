@@ -15,14 +15,14 @@ use super::{CliResult, DatasetAt};
 use crate::progress::Bar;
 
 #[derive(Args, Debug)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     #[command(flatten)]
     pub at: DatasetAt,
 }
 
 /// Prints each problem and a verdict on stdout; returns whether the
 /// location passed.
-pub async fn run(args: VerifyArgs, config: &StoreConfig) -> CliResult<bool> {
+pub(super) async fn run(args: VerifyArgs, config: &StoreConfig) -> CliResult<bool> {
     let at = args.at;
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
     match LocationKind::of(dataset.store()).await? {

@@ -8,6 +8,10 @@
 //!
 //! Needs nothing but `cargo test`: `cargo test --test core`.
 
+// Helpers are shared by several test binaries (and the fuzz corpus with
+// the fuzz crate): `pub` there is for them, not API.
+#![allow(unreachable_pub)]
+
 /// The modules of `tests/common/` these tests use: a test binary includes
 /// a module only if it uses all of it (the dead-code lint checks that).
 #[path = "../common"]

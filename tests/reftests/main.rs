@@ -20,6 +20,10 @@
 //! - [`harness`]: a sequence run on both and compared, and the property test;
 //! - [`regressions`]: the sequences proptest found.
 
+// Helpers are shared by several test binaries (and the fuzz corpus with
+// the fuzz crate): `pub` there is for them, not API.
+#![allow(unreachable_pub)]
+
 /// The modules of `tests/common/` these tests use: a test binary includes
 /// a module only if it uses all of it (the dead-code lint checks that).
 #[path = "../common"]

@@ -9,6 +9,10 @@
 //! `.ci-venv-moto/` (or `PACKFS_MOTO_SERVER`), which `.ci/run` installs:
 //! `cargo test --test s3`.
 
+// Helpers are shared by several test binaries (and the fuzz corpus with
+// the fuzz crate): `pub` there is for them, not API.
+#![allow(unreachable_pub)]
+
 /// The modules of `tests/common/` these tests use: a test binary includes
 /// a module only if it uses all of it (the dead-code lint checks that).
 #[path = "../common"]
