@@ -75,10 +75,7 @@ async fn run(dataset_dir: &Path, slices: &[std::path::PathBuf], files: usize) ->
         .zip(&branches)
         .map(|(slice, branch)| {
             let (dataset, slice) = (dataset.clone(), slice.clone());
-            let options = ImportOptions {
-                ref_name: branch.clone(),
-                ..options.clone()
-            };
+            let options = options.clone().ref_name(branch.clone());
             tokio::spawn(async move { import(&dataset, &slice, &options).await })
         })
         .collect();

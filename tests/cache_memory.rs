@@ -83,14 +83,12 @@ fn cached_blocks_hold_no_more_memory_than_the_bound() {
             });
         }
         let bound = 4 * MIB;
-        let options = CacheOptions {
-            cache_bytes: bound as u64,
-            block_size: 64 << 10,
-            prefetch: false,
-            // Each object is one GET of 16 blocks.
-            max_request: OBJECT_BYTES as u64,
-            ..CacheOptions::default()
-        };
+        // Each object is one GET of 16 blocks.
+        let options = CacheOptions::default()
+            .cache_bytes(bound as u64)
+            .block_size(64 << 10)
+            .prefetch(false)
+            .max_request(OBJECT_BYTES as u64);
         let before = LIVE.load(Relaxed);
         let cache = BlockCache::new(store, options.clone(), None);
         // Each object is read whole (one GET), then the first block of the

@@ -129,10 +129,7 @@ pub(crate) fn measure(runtime: &Runtime) -> Result<EngineBench> {
     // Without read-ahead every read goes through cached blocks; with it,
     // the same read over and over looks random, and random reads of blocks
     // not yet cached are fetched exactly and not kept.
-    let options = CacheOptions {
-        prefetch: false,
-        ..CacheOptions::default()
-    };
+    let options = CacheOptions::default().prefetch(false);
     let block_size = options.block_size;
     let reader = Reader::new(store.clone(), options, None);
     let (map, headers_len) = shard_map();

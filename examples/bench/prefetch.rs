@@ -38,14 +38,9 @@ pub(crate) fn measure(bench: &Bench, tree: &ReadTree) -> Result<Delayed> {
             ObjectPath::default(),
             "memory://bench-delayed",
         );
-        let options = MountOptions {
-            cache: CacheOptions {
-                prefetch,
-                ..CacheOptions::default()
-            },
-            read_only: true,
-            ..MountOptions::default()
-        };
+        let options = MountOptions::default()
+            .cache(CacheOptions::default().prefetch(prefetch))
+            .read_only(true);
         let handle = mount::spawn(Dataset::from_store(store), &mnt, &options)?;
         let result = scan(&mnt, files, 1, limit)?;
         handle.unmount()?;

@@ -192,11 +192,9 @@ pub(crate) fn measure(bench: &Bench) -> Result<ViewsBench> {
                 .get(1)
                 .map(|spec| spec.parse::<NamedView>())
                 .transpose()?;
-            let options = MountOptions {
-                read_only: true,
-                views: views.into_iter().collect(),
-                ..MountOptions::default()
-            };
+            let options = MountOptions::default()
+                .read_only(true)
+                .views(views.into_iter().collect());
             let handle = mount::spawn(Dataset::from_store(store), &mnt, &options)?;
             let result = pass(kind, &mnt, &samples, items);
             handle.unmount()?;

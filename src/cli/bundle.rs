@@ -82,14 +82,13 @@ impl BundleCommand {
 /// Writes the bundle and sums up on stderr what it holds.
 async fn run_create(args: BundleCreateArgs, config: &StoreConfig) -> CliResult {
     let started = std::time::Instant::now();
-    let options = CreateOptions {
-        compression: Compression::from_name(&args.compression)?,
-        level: args.level,
-        record_size: args.record_size,
-        block_size: args.block_size,
-        shards: args.shards,
-        staging_dir: args.staging_dir,
-    };
+    let options = CreateOptions::default()
+        .compression(Compression::from_name(&args.compression)?)
+        .level(args.level)
+        .record_size(args.record_size)
+        .block_size(args.block_size)
+        .shards(args.shards)
+        .staging_dir(args.staging_dir);
     let source = BundleSource::open(&args.src, &args.revision, config).await?;
     let progress = Arc::new(Bar::new("bundle create", !args.no_progress));
     let report = create(source, &args.bundle, &options, config, progress).await?;

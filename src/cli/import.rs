@@ -42,17 +42,16 @@ pub(crate) struct ImportArgs {
 /// Imports SRC into the dataset (created if it is a missing local
 /// directory) and says on stderr what was committed.
 pub(super) async fn run(args: ImportArgs, config: &StoreConfig) -> CliResult {
-    let options = ImportOptions {
-        timeline: args.timeline,
-        ref_name: args.ref_name,
-        pack: PackOptions {
-            pack_items: args.pack_items,
-            pack_bytes: args.pack_bytes,
-            chunk_bytes: args.chunk_bytes,
-            concurrency: args.concurrency,
-            ..PackOptions::default()
-        },
-    };
+    let options = ImportOptions::default()
+        .timeline(args.timeline)
+        .ref_name(args.ref_name)
+        .pack(
+            PackOptions::default()
+                .pack_items(args.pack_items)
+                .pack_bytes(args.pack_bytes)
+                .chunk_bytes(args.chunk_bytes)
+                .concurrency(args.concurrency),
+        );
     // Check the source before creating a dataset directory for it.
     let index_dir = packfs_fs::mount::bundle_index_dir(None);
     let prepared = prepare_source(&args.src, &options, config, &index_dir).await?;

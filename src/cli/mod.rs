@@ -97,20 +97,19 @@ impl StoreArgs {
     /// `PACKFS_UNSAFE_REFS=1` switch of the environment.
     pub(crate) fn config(&self) -> StoreConfig {
         let defaults = StoreOptions::default();
-        StoreConfig {
-            options: StoreOptions {
-                timeout: self.timeout.unwrap_or(defaults.timeout),
-                connect_timeout: self.connect_timeout.unwrap_or(defaults.connect_timeout),
-                retry_deadline: self.retry_deadline.unwrap_or(defaults.retry_deadline),
-                ..defaults
-            },
-            endpoint: self.endpoint.clone(),
-            region: self.region.clone(),
-            path_style: self.path_style,
-            allow_http: self.allow_http,
-            unsafe_refs: std::env::var(UNSAFE_REFS_ENV).is_ok_and(|v| v == "1"),
-            faults: self.inject_faults.clone(),
-        }
+        StoreConfig::default()
+            .options(
+                defaults
+                    .timeout(self.timeout.unwrap_or(defaults.timeout))
+                    .connect_timeout(self.connect_timeout.unwrap_or(defaults.connect_timeout))
+                    .retry_deadline(self.retry_deadline.unwrap_or(defaults.retry_deadline)),
+            )
+            .endpoint(self.endpoint.clone())
+            .region(self.region.clone())
+            .path_style(self.path_style)
+            .allow_http(self.allow_http)
+            .unsafe_refs(std::env::var(UNSAFE_REFS_ENV).is_ok_and(|v| v == "1"))
+            .faults(self.inject_faults.clone())
     }
 }
 

@@ -169,45 +169,47 @@ impl MountArgs {
     /// The library's settings of the mount these arguments ask for, with
     /// the store settings `store`.
     pub(crate) fn options(&self, store: StoreConfig) -> MountOptions {
-        MountOptions {
-            store,
-            revision: self.revision.clone(),
-            threads: self.threads,
-            allow_other: self.allow_other,
-            uid: self.uid,
-            gid: self.gid,
-            file_mode: self.file_mode,
-            dir_mode: self.dir_mode,
-            cache: CacheOptions {
-                cache_bytes: self.cache_bytes,
-                prefetch: !self.no_prefetch,
-                ..CacheOptions::default()
-            },
-            cache_dir: self.cache_dir.clone(),
-            cache_dir_bytes: self.cache_dir_bytes,
-            passthrough: !self.no_passthrough,
-            whole: WholeOptions {
-                max_bytes: self.whole_copy_bytes,
-                min_size: self.whole_copy_min,
-            },
-            read_only: self.read_only,
-            allow_non_empty: self.allow_non_empty,
-            views: self.view.clone(),
-            metrics_addr: self.metrics_addr,
-            write: WriteOptions {
-                spool_dir: self.spool_dir.clone(),
-                pack_items: self.pack_items,
-                pack_bytes: self.pack_bytes,
-                idle_flush: std::time::Duration::from_secs_f64(self.idle_flush.max(0.01)),
-                spool_bytes: self.spool_bytes,
-                shutdown_timeout: std::time::Duration::from_secs_f64(
-                    self.shutdown_timeout.max(0.0),
-                ),
-                ..WriteOptions::default()
-            },
-            array_at: self.at,
-            array_extensions: self.ext.iter().cloned().collect(),
-        }
+        MountOptions::default()
+            .store(store)
+            .revision(self.revision.clone())
+            .threads(self.threads)
+            .allow_other(self.allow_other)
+            .uid(self.uid)
+            .gid(self.gid)
+            .file_mode(self.file_mode)
+            .dir_mode(self.dir_mode)
+            .cache(
+                CacheOptions::default()
+                    .cache_bytes(self.cache_bytes)
+                    .prefetch(!self.no_prefetch),
+            )
+            .cache_dir(self.cache_dir.clone())
+            .cache_dir_bytes(self.cache_dir_bytes)
+            .passthrough(!self.no_passthrough)
+            .whole(
+                WholeOptions::default()
+                    .max_bytes(self.whole_copy_bytes)
+                    .min_size(self.whole_copy_min),
+            )
+            .read_only(self.read_only)
+            .allow_non_empty(self.allow_non_empty)
+            .views(self.view.clone())
+            .metrics_addr(self.metrics_addr)
+            .write(
+                WriteOptions::default()
+                    .spool_dir(self.spool_dir.clone())
+                    .pack_items(self.pack_items)
+                    .pack_bytes(self.pack_bytes)
+                    .idle_flush(std::time::Duration::from_secs_f64(
+                        self.idle_flush.max(0.01),
+                    ))
+                    .spool_bytes(self.spool_bytes)
+                    .shutdown_timeout(std::time::Duration::from_secs_f64(
+                        self.shutdown_timeout.max(0.0),
+                    )),
+            )
+            .array_at(self.at)
+            .array_extensions(self.ext.iter().cloned().collect())
     }
 }
 
@@ -240,14 +242,10 @@ pub(super) fn run(args: &MountArgs, store: StoreConfig) -> CliResult {
         Some(path) => Some(path),
         None => default_log_file(&location, &options.revision.to_string(), &mountpoint),
     };
-    let options = MountOptions {
-        cache_dir: absolute(&options.cache_dir, "--cache-dir")?,
-        write: WriteOptions {
-            spool_dir: absolute(&options.write.spool_dir, "--spool-dir")?,
-            ..options.write.clone()
-        },
-        ..options
-    };
+    let cache_dir = absolute(&options.cache_dir, "--cache-dir")?;
+    let spool_dir = absolute(&options.write.spool_dir, "--spool-dir")?;
+    let write = options.write.clone().spool_dir(spool_dir);
+    let options = options.cache_dir(cache_dir).write(write);
     let note = log_file
         .as_ref()
         .map(|path| format!("logging to {}", path.display()));

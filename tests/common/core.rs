@@ -45,13 +45,8 @@ impl Fixture {
             .block_on(packfs_core::import::import(
                 &dataset,
                 &src,
-                &ImportOptions {
-                    pack: packfs_core::packer::PackOptions {
-                        pack_items: 4,
-                        ..Default::default()
-                    },
-                    ..ImportOptions::default()
-                },
+                &ImportOptions::default()
+                    .pack(packfs_core::packer::PackOptions::default().pack_items(4)),
             ))
             .unwrap();
         Fixture {
@@ -68,10 +63,7 @@ impl Fixture {
             .enable_all()
             .build()
             .unwrap();
-        let options = MountOptions {
-            write,
-            ..MountOptions::default()
-        };
+        let options = MountOptions::default().write(write);
         let fs = open_fs(&self.dataset, &self.spool, &options, runtime.handle()).unwrap();
         Core {
             fs: Some(fs),
@@ -81,10 +73,7 @@ impl Fixture {
 
     pub fn mount_read_only(&self) -> Core {
         let runtime = tokio::runtime::Runtime::new().unwrap();
-        let options = MountOptions {
-            read_only: true,
-            ..MountOptions::default()
-        };
+        let options = MountOptions::default().read_only(true);
         let fs = open_fs(&self.dataset, &self.spool, &options, runtime.handle()).unwrap();
         Core {
             fs: Some(fs),

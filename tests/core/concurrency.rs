@@ -290,12 +290,10 @@ fn run(seed: u64) {
     let bench = Bench::new(&stored());
     let core = bench.mount_with(
         2,
-        WriteOptions {
-            // Flushes of every kind run while the threads work.
-            idle_flush: Duration::from_millis(100),
-            pack_items: 4,
-            ..WriteOptions::default()
-        },
+        // Flushes of every kind run while the threads work.
+        WriteOptions::default()
+            .idle_flush(Duration::from_millis(100))
+            .pack_items(4),
     );
     let versions: HashSet<Vec<u8>> = stored().into_iter().map(|(_, b)| b).collect();
     let versions = Arc::new(Mutex::new(versions));
@@ -404,10 +402,7 @@ fn a_flush_during_a_write_open_keeps_the_stored_file() {
     let bench = Bench::new(&stored());
     let core = bench.mount_with(
         2,
-        WriteOptions {
-            idle_flush: Duration::from_secs(3600),
-            ..WriteOptions::default()
-        },
+        WriteOptions::default().idle_flush(Duration::from_secs(3600)),
     );
     // x and y committed by this mount, in one pack: x at 0, y after it.
     for (name, byte) in [("x", b'x'), ("y", b'y')] {

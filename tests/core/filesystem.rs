@@ -165,12 +165,10 @@ fn a_write_waiting_for_spool_room_lets_the_flusher_free_it() {
     // One worker: a wait that blocked its thread would starve the flusher.
     let core = bench.mount_with(
         1,
-        WriteOptions {
-            spool_bytes: 64 << 10,
-            pack_items: 1000,
-            idle_flush: Duration::from_secs(3600),
-            ..WriteOptions::default()
-        },
+        WriteOptions::default()
+            .spool_bytes(64 << 10)
+            .pack_items(1000)
+            .idle_flush(Duration::from_secs(3600)),
     );
     for i in 0..6 {
         let fh = core.create_open("t/m", &format!("fill{i}"), &[7u8; 10 << 10]);
@@ -230,10 +228,7 @@ fn a_closed_file_survives_a_crash_before_its_release() {
 fn closing_copies_nothing_and_an_unchanged_version_is_not_uploaded_again() {
     let bench = small_dataset();
     // No idle flush: it would commit (and delete) spool files meanwhile.
-    let options = WriteOptions {
-        idle_flush: Duration::from_secs(3600),
-        ..WriteOptions::default()
-    };
+    let options = WriteOptions::default().idle_flush(Duration::from_secs(3600));
     let core = bench.mount_with(2, options);
     let puts = || bench.faults.data_puts.load(Ordering::SeqCst);
     // Empty files are made ahead of need; versions hold bytes.

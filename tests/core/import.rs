@@ -10,13 +10,7 @@ use packfs_core::tree::Tree;
 use crate::common::{write_file, Rng};
 
 fn options() -> ImportOptions {
-    ImportOptions {
-        pack: packfs_core::packer::PackOptions {
-            pack_items: 10,
-            ..Default::default()
-        },
-        ..ImportOptions::default()
-    }
+    ImportOptions::default().pack(packfs_core::packer::PackOptions::default().pack_items(10))
 }
 
 async fn tree(dataset: &Dataset) -> Tree {
@@ -37,10 +31,7 @@ async fn packs_hold_at_most_pack_items_in_sorted_order() {
     }
     let dir = tmp.path().join("ds");
     let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
-    let opts = ImportOptions {
-        timeline: Some("train".into()),
-        ..options()
-    };
+    let opts = options().timeline(Some("train".into()));
     let report = import(&dataset, &src, &opts).await.unwrap();
     assert_eq!(report.items, 95);
     assert_eq!(report.objects_written, 10, "⌈95/10⌉ packs");

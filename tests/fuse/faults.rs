@@ -63,23 +63,17 @@ fn mount_read_only(
 ) -> (std::path::PathBuf, mount::MountHandle) {
     let mnt = dir.join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    let options = MountOptions {
-        read_only: true,
-        ..MountOptions::default()
-    };
+    let options = MountOptions::default().read_only(true);
     let handle = mount::spawn(dataset, &mnt, &options).unwrap();
     (mnt, handle)
 }
 
 fn import_options() -> ImportOptions {
-    ImportOptions {
-        pack: packfs_core::packer::PackOptions {
-            pack_items: 10,
-            chunk_bytes: 1 << 20,
-            ..Default::default()
-        },
-        ..ImportOptions::default()
-    }
+    ImportOptions::default().pack(
+        packfs_core::packer::PackOptions::default()
+            .pack_items(10)
+            .chunk_bytes(1 << 20),
+    )
 }
 
 #[test]
@@ -170,14 +164,11 @@ fn writable_faulty_mount(dir: &std::path::Path) -> Writable {
         .unwrap();
     let mnt = dir.join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let options = MountOptions {
-        write: packfs_fs::write::WriteOptions {
-            spool_dir: Some(dir.join("spool")),
-            idle_flush: Duration::from_secs(3600),
-            ..Default::default()
-        },
-        ..MountOptions::default()
-    };
+    let options = MountOptions::default().write(
+        packfs_fs::write::WriteOptions::default()
+            .spool_dir(Some(dir.join("spool")))
+            .idle_flush(Duration::from_secs(3600)),
+    );
     let handle = mount::spawn(dataset.clone(), &mnt, &options).unwrap();
     Writable {
         faults,
@@ -271,10 +262,7 @@ fn short_bodies_are_retried_and_never_served_as_data() {
     handle.unmount().unwrap();
 
     // No retries: every read is exact or EIO, and some are EIO.
-    let impatient = StoreOptions {
-        retry_deadline: Duration::ZERO,
-        ..StoreOptions::default()
-    };
+    let impatient = StoreOptions::default().retry_deadline(Duration::ZERO);
     let dataset = Dataset::from_store(dataset.store().clone().with_options(impatient));
     faults.truncate_every_nth_get.store(0, Ordering::SeqCst);
     let (mnt, handle) = mount_read_only(dataset, &tmp.path().join("again"));
@@ -358,11 +346,9 @@ fn large_objects_upload_in_parts_through_failures() {
     let faults = Arc::new(Faults::default());
     faults.fail_next_puts.store(2, Ordering::SeqCst);
     faults.lie_about_puts_of.lock().push("t/big/".into());
-    let parts = StoreOptions {
-        multipart_threshold: 256 << 10,
-        part_bytes: 64 << 10,
-        ..StoreOptions::default()
-    };
+    let parts = StoreOptions::default()
+        .multipart_threshold(256 << 10)
+        .part_bytes(64 << 10);
     let store = Store::from_object_store(
         Arc::new(FaultyStore::new(Arc::new(InMemory::new()), faults.clone())),
         ObjectPath::default(),

@@ -16,10 +16,7 @@ use crate::model::{mtime, name_of, parent_of, within, Model};
 use crate::operations::{Data, Op, H};
 
 fn write_options() -> WriteOptions {
-    WriteOptions {
-        idle_flush: Duration::from_secs(3600),
-        ..WriteOptions::default()
-    }
+    WriteOptions::default().idle_flush(Duration::from_secs(3600))
 }
 
 pub fn mount(fixture: &Fixture) -> Core {

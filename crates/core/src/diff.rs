@@ -29,6 +29,7 @@ const COMPARE_STEP: u64 = 4 << 20;
 
 /// Why two revisions could not be compared.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum DiffError {
     #[error("{0}")]
     Dataset(#[from] DatasetError),

@@ -58,6 +58,7 @@ const _: () = assert!(MIN_GRACE.as_secs() >= 2 * REFRESH_AGE.as_secs());
 
 /// Why gc stopped before deleting anything, or what went wrong.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum GcError {
     #[error("{0}")]
     Dataset(#[from] DatasetError),

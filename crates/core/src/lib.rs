@@ -34,7 +34,8 @@
 //!   refs moved by compare-and-swap.
 //! - Leaves: [`blocking`] (where blocking file reads run), [`metrics`]
 //!   (what is recorded as it happens), [`kind`], [`units`],
-//!   [`private_dir`], [`progress`], [`source_tree`].
+//!   [`private_dir`], [`progress`], [`source_tree`]; [`options!`], how every
+//!   options struct is declared.
 
 pub mod array;
 pub mod blocking;
@@ -52,6 +53,7 @@ pub mod info;
 pub mod kind;
 pub mod location;
 pub mod metrics;
+mod options;
 pub mod packer;
 pub mod private_dir;
 pub mod progress;

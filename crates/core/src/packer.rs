@@ -118,6 +118,7 @@ impl FileReader for LocalFiles {
     }
 }
 
+crate::options! {
 /// How files are packed and uploaded.
 #[derive(Clone, Debug)]
 pub struct PackOptions {
@@ -131,6 +132,7 @@ pub struct PackOptions {
     pub concurrency: usize,
     /// Bytes of file data held in memory by in-flight uploads, at most.
     pub memory_bytes: u64,
+}
 }
 
 impl Default for PackOptions {
@@ -147,6 +149,7 @@ impl Default for PackOptions {
 
 /// Why files could not be packed and uploaded. Nothing is committed then.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum PackError {
     #[error("read {path}: {source}")]
     Read {

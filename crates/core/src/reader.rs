@@ -22,6 +22,7 @@ use packfs_format::engine::{
 
 /// Why file bytes could not be read.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ReadError {
     /// The metadata does not describe the bytes completely.
     #[error(transparent)]

@@ -14,6 +14,7 @@ const MAX_REPORTED: usize = 20;
 /// A source directory or entry that could not be listed or examined.
 #[derive(Debug, Error)]
 #[error("{op} {path}: {source}")]
+#[non_exhaustive]
 pub struct SourceIoError {
     pub op: &'static str,
     pub path: PathBuf,

@@ -11,6 +11,7 @@ pub type NodeId = u32;
 
 /// Errors finding a path in the tree.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum TreeError {
     #[error("{path}: no such file or directory")]
     NotFound { path: String },

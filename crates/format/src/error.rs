@@ -7,6 +7,7 @@ use thiserror::Error;
 /// inside it (for example `track object_index[17]`), so a message points at
 /// the exact offending element.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FormatError {
     /// The bytes are not well-formed CBOR.
     #[error("{what}: malformed CBOR: {detail}")]

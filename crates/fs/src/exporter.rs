@@ -127,6 +127,7 @@ fn registry(live: Live) -> Registry {
 /// Why the metrics endpoint could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("metrics endpoint {addr}: {source}")]
+#[non_exhaustive]
 pub struct MetricsError {
     addr: SocketAddr,
     #[source]

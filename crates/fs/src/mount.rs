@@ -42,6 +42,7 @@ pub const READ_WRITE_THREADS: usize = 1;
 /// readers are parallel loaders.
 pub(crate) const READ_ONLY_THREADS: usize = 4;
 
+packfs_core::options! {
 /// Settings of a mount.
 #[derive(Clone, Debug)]
 pub struct MountOptions {
@@ -95,6 +96,7 @@ pub struct MountOptions {
     /// Serve Prometheus metrics at `http://ADDR/metrics`.
     pub metrics_addr: Option<std::net::SocketAddr>,
 }
+}
 
 impl MountOptions {
     /// The view shown as the whole mount, if any.
@@ -140,6 +142,7 @@ impl Default for MountOptions {
 
 /// Errors of mounting.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum MountError {
     /// The kernel would not mount on `path`.
     #[error("mountpoint {path}: {detail}")]

@@ -20,6 +20,7 @@ use packfs_format::tiledb::{tile, Datatype, TileDbError};
 /// Why an array could not be opened or read. Each names the object and
 /// what is wrong with it.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ArrayError {
     /// A file of the array does not decode.
     #[error("{object}: {source}")]

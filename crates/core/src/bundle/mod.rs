@@ -20,6 +20,7 @@ use packfs_format::FormatError;
 /// Why a bundle could not be read, or its index written. Each names the
 /// file or object and what is wrong with it.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum BundleError {
     /// The index database could not be opened or queried, or is not a
     /// bundle's.

@@ -109,6 +109,7 @@ pub enum CreateError {
     },
 }
 
+crate::options! {
 /// How a bundle is written. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]
 pub struct CreateOptions {
@@ -125,6 +126,7 @@ pub struct CreateOptions {
     /// Where a bundle bound for an object store is put together (`None`:
     /// the system's temporary directory).
     pub staging_dir: Option<PathBuf>,
+}
 }
 
 impl Default for CreateOptions {

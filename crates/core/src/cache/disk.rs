@@ -22,6 +22,7 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Why a cache directory could not be used.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum DiskCacheError {
     #[error("cache directory {dir}: {source}")]
     Io {

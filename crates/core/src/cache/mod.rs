@@ -31,6 +31,7 @@ pub use record::RecordCodec;
 pub use record::RecordRef;
 pub use stats::Stats;
 
+crate::options! {
 /// Settings of the cache and prefetcher.
 #[derive(Clone, Debug)]
 pub struct CacheOptions {
@@ -46,6 +47,7 @@ pub struct CacheOptions {
     pub prefetch_memory: u64,
     /// Largest single prefetch GET.
     pub max_request: u64,
+}
 }
 
 impl Default for CacheOptions {
@@ -64,6 +66,7 @@ impl Default for CacheOptions {
 /// Why bytes could not be fetched. Cloneable: one failed GET is reported
 /// to every reader that waited for it.
 #[derive(Clone, Debug, Error)]
+#[non_exhaustive]
 pub enum FetchError {
     /// The object's real length disagrees with the metadata (a pack's
     /// length is the sum of its entries').

@@ -54,6 +54,7 @@ const SUM_LEN: usize = 32 + 3 * 8;
 /// Suffix of a copy being assembled.
 const TMP: &str = ".tmp";
 
+crate::options! {
 /// Settings of the whole-file copies.
 #[derive(Clone, Debug)]
 pub struct WholeOptions {
@@ -62,6 +63,7 @@ pub struct WholeOptions {
     /// Items smaller than this get no copy: the daemon serves them faster
     /// (see docs/PERFORMANCE.md).
     pub min_size: u64,
+}
 }
 
 impl Default for WholeOptions {
@@ -76,6 +78,7 @@ impl Default for WholeOptions {
 /// Why the copies' directory could not be used.
 #[derive(Debug, Error)]
 #[error("whole-file copies in {dir}: {source}")]
+#[non_exhaustive]
 pub struct WholeError {
     dir: PathBuf,
     #[source]

@@ -34,6 +34,7 @@ pub struct Entry {
 /// value): the entry cannot be served, and only it (`EIO`).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
+#[non_exhaustive]
 pub struct CatalogError(pub String);
 
 /// A read-only tree of entries. Ids are the catalog's own; 0 is its root

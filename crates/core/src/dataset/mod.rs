@@ -41,6 +41,7 @@ const METADATA_CONCURRENCY: usize = 32;
 
 /// Errors of the dataset layer.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum DatasetError {
     #[error("{0}")]
     Store(#[from] StoreError),

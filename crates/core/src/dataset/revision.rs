@@ -143,6 +143,7 @@ impl Resolved {
 
 /// Why a revision names no Manifest.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum RevisionError {
     #[error(
         "invalid revision {spec:?}: {detail} (expected a ref name, a Manifest id or a prefix \

@@ -32,6 +32,7 @@ use listing::NewItems;
 use packfs_format::bundle::INDEX_PATH;
 use packfs_format::{FormatError, ObjectId, Track, TrackItem};
 
+crate::options! {
 /// Settings of an import. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]
 pub struct ImportOptions {
@@ -42,6 +43,7 @@ pub struct ImportOptions {
     pub ref_name: String,
     /// How files are packed and uploaded.
     pub pack: PackOptions,
+}
 }
 
 impl Default for ImportOptions {
@@ -69,6 +71,7 @@ pub struct ImportReport {
 
 /// Errors of an import. Source problems name the file.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ImportError {
     #[error("{}", .0.join("\n"))]
     Source(Vec<String>),

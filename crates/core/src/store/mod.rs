@@ -40,6 +40,7 @@ use remote::Remote;
 
 /// Errors of the store layer. Each names the object or location involved.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum StoreError {
     #[error("invalid dataset location {location:?}: {detail}")]
     Location { location: String, detail: String },

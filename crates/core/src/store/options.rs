@@ -16,6 +16,7 @@ use super::faults::Faults;
 /// reads it into [`StoreConfig::unsafe_refs`].
 pub const UNSAFE_REFS_ENV: &str = "PACKFS_UNSAFE_REFS";
 
+crate::options! {
 /// Everything [`Store::open`](super::Store::open) needs besides the
 /// location. Credentials are not here: they come from the usual `AWS_*`
 /// (`GOOGLE_*`, `AZURE_*`) environment variables, read by `object_store`.
@@ -37,7 +38,9 @@ pub struct StoreConfig {
     /// hidden fault-injection diagnostic of the packfs binary set this.
     pub faults: Option<Arc<Faults>>,
 }
+}
 
+crate::options! {
 /// Time-outs and retry bounds of one [`Store`](super::Store).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StoreOptions {
@@ -52,6 +55,7 @@ pub struct StoreOptions {
     pub multipart_threshold: u64,
     /// Size of each part of a multipart upload (S3 wants ≥ 5 MiB).
     pub part_bytes: usize,
+}
 }
 
 impl Default for StoreOptions {

@@ -18,6 +18,7 @@ const MAX_IN_FLIGHT: usize = 16;
 
 /// Why a program could not produce its destination bytes.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ExecuteError {
     /// The sources do not hold the bytes the program reads; found before
     /// any read was issued.

@@ -41,6 +41,7 @@ pub struct Segment {
 
 /// Why a map cannot be executed. Each variant names the byte ranges at fault.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MapError {
     /// A segment reaches past the end of the destination.
     #[error(

@@ -8,6 +8,7 @@ use thiserror::Error;
 
 /// Why a source could not deliver the bytes asked for.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum SourceError {
     /// The bytes asked for lie (partly) past the end of the source.
     #[error("{len} bytes at offset {offset} lie outside the source's {source_len} bytes")]

@@ -22,6 +22,7 @@ pub use tile::{decode_generic_tile, decode_tile, GenericTile};
 /// structure (and where known the file and offset) so a message points at
 /// the exact place.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TileDbError {
     /// The bytes end before the structure does.
     #[error("{what}: truncated: needs {needed} bytes at offset {offset}, {available} there")]

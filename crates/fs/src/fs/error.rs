@@ -10,6 +10,7 @@ use packfs_core::reader::ReadError;
 
 /// Why an operation failed, before the FUSE layer makes it an errno.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum FsError {
     #[error(transparent)]
     Namespace(#[from] NsError),
@@ -80,7 +81,7 @@ impl FsError {
             },
             FsError::SpoolRead { .. } | FsError::Catalog(_) => libc::EIO,
             // Data that cannot be produced exactly is an I/O error, never zeros.
-            FsError::Read(ReadError::Map(_) | ReadError::Execute(_)) => libc::EIO,
+            FsError::Read(_) => libc::EIO,
         }
     }
 }

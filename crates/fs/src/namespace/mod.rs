@@ -61,6 +61,7 @@ const MODALITY_DEPTH: usize = 2;
 
 /// Why a namespace operation failed. The FUSE layer maps these to errno.
 #[derive(Debug, Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NsError {
     #[error("no such file or directory")]
     NotFound,

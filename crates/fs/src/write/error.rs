@@ -12,6 +12,7 @@ use packfs_core::reader::ReadError;
 
 /// Why a write-side operation failed.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum WriteError {
     #[error(transparent)]
     Namespace(#[from] NsError),

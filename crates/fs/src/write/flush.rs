@@ -72,12 +72,10 @@ impl Flusher {
             })
             .collect();
         Flusher {
-            upload_options: PackOptions {
-                pack_items: options.pack_items,
-                pack_bytes: options.pack_bytes,
-                chunk_bytes: options.chunk_bytes,
-                ..PackOptions::default()
-            },
+            upload_options: PackOptions::default()
+                .pack_items(options.pack_items)
+                .pack_bytes(options.pack_bytes)
+                .chunk_bytes(options.chunk_bytes),
             state: tokio::sync::Mutex::new(State {
                 own_tip: tree.manifest_id(),
                 tracks,

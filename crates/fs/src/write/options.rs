@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+packfs_core::options! {
 /// Settings of a read-write mount. `Default` gives the documented defaults.
 #[derive(Clone, Debug)]
 pub struct WriteOptions {
@@ -23,6 +24,7 @@ pub struct WriteOptions {
     /// not been committed by then stays journaled in the spool, and the
     /// next mount of the dataset with this spool commits it.
     pub shutdown_timeout: Duration,
+}
 }
 
 impl Default for WriteOptions {

@@ -26,12 +26,14 @@ pub enum ViewSpec {
     PerSample,
 }
 
+crate::options! {
 /// How samples are cut into shards and in which order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardOptions {
     pub cut: ShardCut,
     /// Samples in a seeded global permutation instead of key order.
     pub shuffle: Option<u64>,
+}
 }
 
 /// When a shard is full.
@@ -59,6 +61,7 @@ impl Default for ShardOptions {
 /// A spelling that is not a view.
 #[derive(Debug, thiserror::Error)]
 #[error("view {spec:?}: {reason} (expected 'webdataset[:samples=N|bytes=SIZE][,shuffle=SEED]' or 'samples')")]
+#[non_exhaustive]
 pub struct ViewSpecError {
     spec: String,
     reason: String,
