@@ -7,9 +7,10 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
 use cli::Cli;
 use mount_helper::Helper;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();

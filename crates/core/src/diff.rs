@@ -14,11 +14,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
+use packfs_format::{FragmentEntry, Placement, Track, TrackEntry, TrackItem, TRACK_KIND_FRAGMENT};
 use thiserror::Error;
 
 use crate::dataset::{Dataset, DatasetError, Item, Resolved, SnapshotTrack};
 use crate::reader::{ReadError, Reader};
-use packfs_format::{FragmentEntry, Placement, Track, TrackEntry, TrackItem, TRACK_KIND_FRAGMENT};
 
 /// Tracks fetched at once.
 const TRACK_CONCURRENCY: usize = 16;

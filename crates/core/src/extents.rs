@@ -8,10 +8,10 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use packfs_format::engine::{ByteRangeMap, SourceIndex};
 
 use crate::cache::{ObjectRef, RecordRef};
 use crate::dataset::{ChunkRef, ItemData, ItemSource};
-use packfs_format::engine::{ByteRangeMap, SourceIndex};
 
 /// Where bytes of a file come from. One file may mix kinds.
 #[derive(Clone, Debug)]

@@ -39,12 +39,12 @@ use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use object_store::path::Path;
+use packfs_format::{ObjectId, Placement};
 use thiserror::Error;
 
 use crate::dataset::{Dataset, DatasetError};
 use crate::progress::{Progress, Quiet, Unit};
 use crate::store::{ObjectKind, StoreError, REFRESH_AGE};
-use packfs_format::{ObjectId, Placement};
 
 /// The shortest grace gc accepts: twice [`REFRESH_AGE`], so that an object
 /// a writer reused or refreshed stays at least an hour from deletion.

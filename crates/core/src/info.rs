@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use object_store::path::Path;
-
 use serde::Serialize;
 
 use crate::dataset::{Dataset, DatasetError, ItemSource, Resolved, SnapshotTrack};

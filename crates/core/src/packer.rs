@@ -12,20 +12,18 @@ use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use futures::{StreamExt, TryStreamExt};
-use tokio::sync::Semaphore;
-
-use std::path::{Path, PathBuf};
-
+use packfs_format::{Chunk, FragmentEntry, ItemManifest, ObjectId, Placement};
 use thiserror::Error;
+use tokio::sync::Semaphore;
 
 use crate::dataset::{Dataset, DatasetError};
 use crate::progress::{Progress, Unit as Counted};
-use packfs_format::{Chunk, FragmentEntry, ItemManifest, ObjectId, Placement};
 
 /// A file to pack as item `name` of (`timeline`, `modality`).
 #[derive(Clone, Debug)]

@@ -7,18 +7,17 @@ use std::ops::{Deref, Range};
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
-use thiserror::Error;
-
-use crate::cache::map_ahead::MapAhead;
-use crate::cache::{BlockCache, CacheOptions, DiskCache, ObjectRef, RecordRef, Stats};
-
-use crate::dataset::ItemData;
-use crate::extents::{Extents, Source};
-use crate::store::Store;
 use packfs_format::engine::{
     ByteRangeProgram, CoalesceLimits, ExecuteError, MapError, MemorySource, NormalizedMap, Run,
     SeekableSource, SegmentKind, SourceError, Target,
 };
+use thiserror::Error;
+
+use crate::cache::map_ahead::MapAhead;
+use crate::cache::{BlockCache, CacheOptions, DiskCache, ObjectRef, RecordRef, Stats};
+use crate::dataset::ItemData;
+use crate::extents::{Extents, Source};
+use crate::store::Store;
 
 /// Why file bytes could not be read.
 #[derive(Debug, Error)]

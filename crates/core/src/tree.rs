@@ -1,10 +1,10 @@
 //! The directory tree of a snapshot: `/<timeline>/<modality>/<name…>`,
 //! built once at mount and served from memory.
 
+use packfs_format::{Attrs, ObjectId};
 use thiserror::Error;
 
 use crate::dataset::{ItemRef, ItemTable, Snapshot, SnapshotTrack};
-use packfs_format::{Attrs, ObjectId};
 
 /// Index of a node; the root is [`Tree::ROOT`].
 pub type NodeId = u32;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
+use packfs_core::cache::{BlockCache, Stats};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -19,7 +20,6 @@ use tracing::{info, warn};
 
 use crate::fs::Fs;
 use crate::write::Writer;
-use packfs_core::cache::{BlockCache, Stats};
 
 /// What a scrape reads live from the mount.
 #[derive(Clone)]

@@ -15,11 +15,11 @@ use fuser::{
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
     ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
+use packfs_core::kind::Kind;
 use parking_lot::Mutex;
 use tracing::debug;
 
 use crate::fs::{self, Fs, FsError, Opened, SetAttr, Stat};
-use packfs_core::kind::Kind;
 
 /// Attributes and names of stable nodes of a read-write mount may be
 /// cached this long: every change goes through the mount.

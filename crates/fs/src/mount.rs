@@ -4,18 +4,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fuser::{Config, MountOption, SessionACL, SessionUnmounter};
-use sd_notify::NotifyState;
-use thiserror::Error;
-use tokio::signal::unix::{signal, SignalKind};
-use tracing::{debug, info, warn};
-
-use crate::exporter::{self, Live, MetricsError};
-use crate::fs::passthrough::Passthrough;
-use crate::fs::{Fs, Owner};
-use crate::fuse::PackFs;
-use crate::mountpoint::{self, Refusal};
-use crate::namespace::{Modes, Namespace};
-use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
 use packfs_core::array::Array;
 use packfs_core::bundle::Bundle;
 use packfs_core::cache::whole::{WholeCache, WholeError, WholeOptions};
@@ -29,6 +17,18 @@ use packfs_core::location::LocationKind;
 use packfs_core::reader::Reader;
 use packfs_core::store::{Store, StoreConfig};
 use packfs_core::tree::{Tree, TreeError};
+use sd_notify::NotifyState;
+use thiserror::Error;
+use tokio::signal::unix::{signal, SignalKind};
+use tracing::{debug, info, warn};
+
+use crate::exporter::{self, Live, MetricsError};
+use crate::fs::passthrough::Passthrough;
+use crate::fs::{Fs, Owner};
+use crate::fuse::PackFs;
+use crate::mountpoint::{self, Refusal};
+use crate::namespace::{Modes, Namespace};
+use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
 
 /// Threads reading kernel requests on a read-write mount by default. One:
 /// a serial writer (`cp -r`, `tar -x`) waits for every request, and each

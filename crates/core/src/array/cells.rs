@@ -10,11 +10,11 @@ use std::cmp::Reverse;
 use std::ops::Range;
 
 use bytes::Bytes;
+use packfs_format::tiledb::schema::{ArraySchema, Dimension, Layout};
+use packfs_format::tiledb::Datatype;
 
 use super::{int_value, Array, ArrayError, Field, TileKind};
 use crate::cache::BlockCache;
-use packfs_format::tiledb::schema::{ArraySchema, Dimension, Layout};
-use packfs_format::tiledb::Datatype;
 
 /// Where a cell is: fragment, tile, and position in the tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,15 +7,15 @@ pub mod cells;
 use std::sync::Arc;
 
 use object_store::path::Path;
-use thiserror::Error;
-
-use crate::cache::{FetchError, ObjectRef, RecordCodec, RecordRef};
-use crate::store::{Store, StoreError};
 use packfs_format::tiledb::filter::FilterPipeline;
 use packfs_format::tiledb::fragment::{decode_u64_list, Footer, TileCodec, TimestampedName};
 use packfs_format::tiledb::schema::{ArraySchema, ArrayType};
 use packfs_format::tiledb::TileType;
 use packfs_format::tiledb::{tile, Datatype, TileDbError};
+use thiserror::Error;
+
+use crate::cache::{FetchError, ObjectRef, RecordCodec, RecordRef};
+use crate::store::{Store, StoreError};
 
 /// Why an array could not be opened or read. Each names the object and
 /// what is wrong with it.

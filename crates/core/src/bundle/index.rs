@@ -3,15 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
+use packfs_format::bundle::{
+    dir_prefix, file_key, parse_file_key, prefix_end, shard_key, shard_prefix, BundleConfig,
+    Compression, FileMetadata, ShardMetadata, APPLICATION_ID, CONFIG_KEY, FILE_PREFIX,
+};
 use parking_lot::Mutex;
 use prost::Message;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use super::BundleError;
-use packfs_format::bundle::{
-    dir_prefix, file_key, parse_file_key, prefix_end, shard_key, shard_prefix, BundleConfig,
-    Compression, FileMetadata, ShardMetadata, APPLICATION_ID, CONFIG_KEY, FILE_PREFIX,
-};
 
 /// The table every bundle index has. A rowid table (not `WITHOUT ROWID`):
 /// rowids are stable ids of entries, which a mount uses as inode ids.

@@ -9,13 +9,13 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 
 use object_store::path::Path;
+use packfs_format::bundle::{check_shard_header, shard_name, INDEX_PATH, SHARD_HEADER_LEN};
+use packfs_format::FormatError;
 use thiserror::Error;
 
 use crate::cache::ObjectRef;
 use crate::store::{Store, StoreError};
 use index::Index;
-use packfs_format::bundle::{check_shard_header, shard_name, INDEX_PATH, SHARD_HEADER_LEN};
-use packfs_format::FormatError;
 
 /// Why a bundle could not be read, or its index written. Each names the
 /// file or object and what is wrong with it.

@@ -5,6 +5,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use packfs_format::bundle::FileAttributes;
+use packfs_format::Attrs;
+
 use super::walk::Entry;
 use super::CreateError;
 use crate::cache::CacheOptions;
@@ -13,8 +16,6 @@ use crate::reader::Reader;
 use crate::source_tree::SourceIoError;
 use crate::store::{Store, StoreConfig};
 use crate::tree::{NodeId, NodeKind, Tree};
-use packfs_format::bundle::FileAttributes;
-use packfs_format::Attrs;
 
 /// A dataset's tree, or the subtree below a directory of it, at one ref.
 pub struct DatasetTree {

@@ -21,6 +21,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use object_store::path::Path as ObjectPath;
+use packfs_format::bundle::{
+    file_key, shard_key, shard_name, BundleConfig, Compression, FileMetadata, FileType, CONFIG_KEY,
+    INDEX_PATH, MAGIC, VERSION,
+};
+use packfs_format::FormatError;
 use thiserror::Error;
 
 use crate::bundle::index::IndexWriter;
@@ -31,11 +36,6 @@ use crate::progress::{Progress, Unit};
 use crate::source_tree::SourceIoError;
 use crate::store::{Store, StoreConfig, StoreError};
 pub use dataset::DatasetTree;
-use packfs_format::bundle::{
-    file_key, shard_key, shard_name, BundleConfig, Compression, FileMetadata, FileType, CONFIG_KEY,
-    INDEX_PATH, MAGIC, VERSION,
-};
-use packfs_format::FormatError;
 use shard::Shard;
 use walk::Entry;
 

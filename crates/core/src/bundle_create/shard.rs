@@ -6,14 +6,15 @@ use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use packfs_format::bundle::{
+    crc32c, shard_header, Compression, FileMetadata, FileType, ShardMetadata, LARGE_FILE,
+};
+
 use super::walk::Entry;
 use super::CreateError;
 use super::{BundleSource, CreateOptions};
 use crate::progress::Progress;
 use crate::source_tree::SourceIoError;
-use packfs_format::bundle::{
-    crc32c, shard_header, Compression, FileMetadata, FileType, ShardMetadata, LARGE_FILE,
-};
 
 /// What a shard holds, for the index.
 pub(super) struct Shard {

@@ -4,9 +4,10 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use packfs_format::bundle::FileAttributes;
+
 use super::CreateError;
 use crate::source_tree::{check_root, list_dir, problems_report, SourceIoError};
-use packfs_format::bundle::FileAttributes;
 
 /// A directory or file below SRC (SRC itself has no entry).
 pub(super) struct Entry {

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::future::FutureExt;
 use object_store::path::Path;
+use packfs_format::bundle::Compression;
+use packfs_format::tiledb::fragment::TileCodec;
 
 use super::{BlockCache, BlockKey, Cached, FetchError, Stats};
 use crate::cache::ObjectRef;
-use packfs_format::bundle::Compression;
-use packfs_format::tiledb::fragment::TileCodec;
 
 /// How a record's stored bytes decode.
 #[derive(Clone, Debug)]

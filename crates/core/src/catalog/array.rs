@@ -19,6 +19,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use futures::StreamExt;
+use packfs_format::engine::{ByteRangeMap, SourceIndex};
+use packfs_format::tiledb::schema::ArrayType;
 use parking_lot::Mutex;
 
 use super::{Catalog, CatalogError, Entry};
@@ -27,8 +29,6 @@ use crate::array::{Array, ArrayError, Field, TileKind};
 use crate::cache::BlockCache;
 use crate::extents::{Extents, Source};
 use crate::kind::Kind;
-use packfs_format::engine::{ByteRangeMap, SourceIndex};
-use packfs_format::tiledb::schema::ArrayType;
 
 /// Ids of cell files start here; below are the root's entries.
 const FIRST_CELL: u64 = 1 << 20;

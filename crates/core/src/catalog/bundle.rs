@@ -9,6 +9,9 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use packfs_format::bundle::Compression;
+use packfs_format::engine::{ByteRangeMap, SourceIndex};
+use packfs_format::time_of_ns;
 use parking_lot::Mutex;
 
 use super::{Catalog, CatalogError, Entry};
@@ -17,9 +20,6 @@ use crate::bundle::{Bundle, BundleError};
 use crate::cache::{ObjectRef, RecordCodec, RecordRef};
 use crate::extents::{Extents, Source};
 use crate::kind::Kind;
-use packfs_format::bundle::Compression;
-use packfs_format::engine::{ByteRangeMap, SourceIndex};
-use packfs_format::time_of_ns;
 
 /// Directory listings kept (a listing is read once per `readdir` batch).
 const LISTINGS: usize = 64;

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
+use packfs_format::ObjectId;
 
 use super::{Catalog, CatalogError, Entry};
 use crate::cache::Stats;
 use crate::extents::Extents;
 use crate::kind::Kind;
-use packfs_format::ObjectId;
 
 /// The name it is attached at in the mount's root.
 pub const NAME: &str = packfs_format::CONTROL_DIR;

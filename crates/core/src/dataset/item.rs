@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use object_store::path::Path;
-
 use packfs_format::Attrs;
 
 /// One chunk object of a chunked item.

@@ -13,12 +13,12 @@
 use std::sync::Arc;
 
 use object_store::path::Path;
-
-use super::item::{ChunkRef, Item, ItemData, ItemSource};
 use packfs_format::{
     check_pack, read_columns, Attrs, Columns, FormatError, FragmentEntry, ObjectId, Placement,
     Track, TrackDir, DEFAULT_MEDIA_TYPE,
 };
+
+use super::item::{ChunkRef, Item, ItemData, ItemSource};
 
 /// A mode the writer did not record (modes are at most `0o7777`).
 const NO_MODE: u16 = u16::MAX;

@@ -23,14 +23,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
-use tracing::{info, warn};
-
-use super::{Dataset, DatasetError, TrackContent, TrackUpdate};
-use crate::store::StoreError;
 use packfs_format::{
     Attrs, FragmentEntry, Manifest, ObjectId, Placement, Track, TrackDir, TrackItem,
     TRACK_KIND_FRAGMENT,
 };
+use tracing::{info, warn};
+
+use super::{Dataset, DatasetError, TrackContent, TrackUpdate};
+use crate::store::StoreError;
 
 /// Manifests visited per tip while looking for the common ancestor: a
 /// bound on the walk, so a deep history is refused, not walked for ever.

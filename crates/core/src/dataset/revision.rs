@@ -14,10 +14,10 @@
 use std::fmt;
 use std::str::FromStr;
 
+use packfs_format::{validate_ref_name, FormatError, ObjectId};
 use thiserror::Error;
 
 use super::{Dataset, DatasetError};
-use packfs_format::{validate_ref_name, FormatError, ObjectId};
 
 /// Fewest hex digits of a Manifest id prefix: fewer would make prefixes
 /// ambiguous in large histories and look like short ref names.

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
+use packfs_format::{Manifest, ObjectId, Track, TrackDir, TrackEntry};
 
 use super::item::ChunkRef;
 use super::items::ItemTable;
 use super::{check_content, Dataset, DatasetError, METADATA_CONCURRENCY};
-use packfs_format::{Manifest, ObjectId, Track, TrackDir, TrackEntry};
 
 /// The items of one (timeline, modality).
 #[derive(Clone, Debug)]

@@ -6,11 +6,11 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
+use packfs_format::{check_pack, FragmentEntry, ObjectId, Placement, TrackItem};
 use tracing::info;
 
 use super::{check_hash, Dataset, DatasetError};
 use crate::store::StoreError;
-use packfs_format::{check_pack, FragmentEntry, ObjectId, Placement, TrackItem};
 
 /// Items copied out of packs at once (each holds its bytes until stored)…
 const COPY_CONCURRENCY: usize = 8;

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
+use packfs_format::bundle::crc32c;
+use packfs_format::Attrs;
 use parking_lot::Mutex;
 use thiserror::Error;
 
@@ -23,8 +25,6 @@ use crate::packer::{FileReader, PackError, SourceFiles};
 use crate::reader::{ReadError, Reader};
 use crate::source_tree::problems_report;
 use crate::store::Store;
-use packfs_format::bundle::crc32c;
-use packfs_format::Attrs;
 
 /// Bytes of a file read from the bundle at a time (a chunk is read in
 /// such steps, so a read never holds a chunk twice).

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::packer::{media_type, SourceFiles};
 use packfs_format::{Attrs, FragmentEntry, ObjectId, Placement, TrackItem};
+
+use crate::packer::{media_type, SourceFiles};
 
 /// Files grouped by the (timeline, modality) they join, as they are found;
 /// `T` is what is kept of each (a [`TrackItem`], with whatever else its

@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-
+use packfs_format::bundle::INDEX_PATH;
+use packfs_format::{FormatError, ObjectId, Track, TrackItem};
 use thiserror::Error;
 use tracing::info;
 
@@ -29,8 +30,6 @@ use crate::packer::{upload, FileReader, LocalFiles, PackError, PackOptions, Sour
 use crate::progress::{Progress, Quiet};
 use crate::store::{Store, StoreConfig, StoreError};
 use listing::NewItems;
-use packfs_format::bundle::INDEX_PATH;
-use packfs_format::{FormatError, ObjectId, Track, TrackItem};
 
 crate::options! {
 /// Settings of an import. `Default` gives the documented defaults.

@@ -2,10 +2,11 @@
 
 use std::path::Path;
 
+use packfs_format::{validate_item_name, validate_segment, Attrs, TrackItem};
+
 use super::listing::{Groups, Listing};
 use super::ImportError;
 use crate::source_tree::{check_root, list_dir, problems_report, SourceIoError};
-use packfs_format::{validate_item_name, validate_segment, Attrs, TrackItem};
 
 impl From<SourceIoError> for ImportError {
     fn from(e: SourceIoError) -> Self {

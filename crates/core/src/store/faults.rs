@@ -16,8 +16,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -26,6 +24,7 @@ use object_store::{
     CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
     ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
+use parking_lot::Mutex;
 
 /// What a [`FaultyStore`] does wrong. `Default`: nothing.
 #[derive(Debug, Default)]

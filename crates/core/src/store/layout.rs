@@ -2,7 +2,6 @@
 //! (see `docs/FORMAT.md`, "Object layout").
 
 use object_store::path::Path;
-
 use packfs_format::{ObjectId, RESERVED_PREFIX};
 
 /// Fragment Tracks always use time bucket 0 (DreamDB 0022 §4).

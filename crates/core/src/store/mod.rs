@@ -29,12 +29,12 @@ use object_store::path::Path;
 use object_store::{
     GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, WriteMultipart,
 };
+use packfs_format::{FormatError, ObjectId};
 use thiserror::Error;
 
 pub use layout::Layout;
 pub(crate) use layout::ObjectKind;
 pub use options::{StoreConfig, StoreOptions, UNSAFE_REFS_ENV};
-use packfs_format::{FormatError, ObjectId};
 use refs::RefBackend;
 use remote::Remote;
 

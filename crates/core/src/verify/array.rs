@@ -4,11 +4,11 @@
 //! metadata, and var tiles' cell offsets against their tile.
 
 use futures::StreamExt;
+use packfs_format::tiledb::schema::ArrayType;
 
 use crate::array::cells::var_bounds;
 use crate::array::{Array, Field, TileKind};
 use crate::cache::BlockCache;
-use packfs_format::tiledb::schema::ArrayType;
 
 /// Tiles read at once.
 const TILES_AT_ONCE: usize = 8;

@@ -4,14 +4,15 @@
 
 use std::sync::Arc;
 
+use packfs_format::bundle::crc32c;
+use packfs_format::engine::{ByteRangeMap, SourceIndex};
+
 use crate::bundle::index::IndexEntry;
 use crate::bundle::{Bundle, BundleError};
 use crate::catalog::bundle::BundleCatalog;
 use crate::extents::{Extents, Source};
 use crate::reader::Reader;
 use crate::store::Store;
-use packfs_format::bundle::crc32c;
-use packfs_format::engine::{ByteRangeMap, SourceIndex};
 
 /// What [`verify`] found.
 #[derive(Debug, Default)]

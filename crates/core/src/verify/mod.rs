@@ -13,12 +13,12 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use object_store::path::Path;
+use packfs_format::ObjectId;
 
 use crate::dataset::{check_hash, Dataset, DatasetError, ItemSource};
 use crate::progress::{Progress, Quiet, Unit};
 use crate::store::StoreError;
 use crate::tree::Tree;
-use packfs_format::ObjectId;
 
 /// Objects hashed at once.
 const CONCURRENCY: usize = 16;

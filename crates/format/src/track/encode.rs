@@ -6,13 +6,13 @@
 use std::collections::HashMap;
 use std::iter::repeat_n;
 
+use ciborium::value::Value;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
 use super::{mode_value, mtime_value, Track, DEFAULT_MEDIA_TYPE, TRACK_KIND_FRAGMENT};
 use crate::cbor;
 use crate::FragmentEntry;
-use ciborium::value::Value;
 
 impl Track {
     /// The Track as the CBOR map the module docs describe; the optional

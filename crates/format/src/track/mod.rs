@@ -19,10 +19,10 @@
 //! still hold and the pack's real length can still be checked; it is not
 //! part of the namespace.
 
-use foldhash::{HashMapExt, HashSetExt};
 use std::sync::Arc;
 
 use ciborium::value::Value;
+use foldhash::{HashMapExt, HashSetExt};
 
 use super::cbor;
 use super::{validate_item_name, FormatError, FragmentEntry, ObjectId, Placement};

@@ -1,12 +1,12 @@
 //! Why an operation of the filesystem core failed, and the errno each
 //! failure is answered with.
 
+use packfs_core::catalog::CatalogError;
+use packfs_core::reader::ReadError;
 use thiserror::Error;
 
 use crate::namespace::NsError;
 use crate::write::WriteError;
-use packfs_core::catalog::CatalogError;
-use packfs_core::reader::ReadError;
 
 /// Why an operation failed, before the FUSE layer makes it an errno.
 #[derive(Debug, Error)]

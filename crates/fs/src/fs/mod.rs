@@ -19,12 +19,6 @@ pub mod passthrough;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use tracing::warn;
-
-use crate::namespace::{Attr, Content, Ino, Namespace, NsError, ROOT_INO};
-use crate::write::{WriteError, Writer};
-pub use error::FsError;
-pub use opened::Opened;
 use packfs_core::cache::Stats;
 use packfs_core::catalog::Catalog;
 use packfs_core::extents::Extents;
@@ -32,6 +26,12 @@ use packfs_core::kind::Kind;
 use packfs_core::reader::{ReadBytes, Reader};
 use packfs_core::tree::Tree;
 use packfs_format::ObjectId;
+use tracing::warn;
+
+use crate::namespace::{Attr, Content, Ino, Namespace, NsError, ROOT_INO};
+use crate::write::{WriteError, Writer};
+pub use error::FsError;
+pub use opened::Opened;
 use passthrough::Passthrough;
 
 /// Inodes of attached catalogs start here, one span of ids each: above

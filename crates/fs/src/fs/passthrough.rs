@@ -20,15 +20,15 @@ use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use packfs_core::cache::whole::{WholeCache, WholeKey};
+use packfs_core::cache::Stats;
+use packfs_core::dataset::{ItemData, ItemSource};
+use packfs_core::reader::ReadBytes;
 use parking_lot::Mutex;
 use tracing::{info, warn};
 
 use super::opened::Opened;
 use crate::namespace::Ino;
-use packfs_core::cache::whole::{WholeCache, WholeKey};
-use packfs_core::cache::Stats;
-use packfs_core::dataset::{ItemData, ItemSource};
-use packfs_core::reader::ReadBytes;
 
 /// `CAP_SYS_ADMIN`'s bit in the capability sets: the kernel registers
 /// backing files only for it.

@@ -35,11 +35,10 @@ mod writers;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use parking_lot::RwLock;
-use thiserror::Error;
-
 use packfs_core::kind::Kind;
 use packfs_core::tree::{NodeId, Tree};
+use parking_lot::RwLock;
+use thiserror::Error;
 
 pub use content::{CommittedItem, Content, SpoolFile};
 pub use export::{Export, ExportedFile, ExportedModality};

@@ -4,13 +4,13 @@
 
 use std::time::SystemTime;
 
+use packfs_core::kind::Kind;
+use packfs_format::ns_of_time;
 use tracing::warn;
 
 use super::journal::Record;
 use super::{WriteError, Writer};
 use crate::namespace::{Attr, Ino, Namespace, SpoolFile};
-use packfs_core::kind::Kind;
-use packfs_format::ns_of_time;
 
 impl Writer {
     /// Journals `record`; a failure is logged (the change itself stands,

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use thiserror::Error;
-
-use crate::namespace::NsError;
 use packfs_core::dataset::DatasetError;
 use packfs_core::packer::PackError;
 use packfs_core::reader::ReadError;
+use thiserror::Error;
+
+use crate::namespace::NsError;
 
 /// Why a write-side operation failed.
 #[derive(Debug, Error)]

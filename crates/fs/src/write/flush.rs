@@ -8,14 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use futures::FutureExt;
-use tracing::{info, warn};
-
-use super::journal::{Journal, Record};
-use super::{WriteError, WriteOptions};
-use crate::namespace::{
-    CommittedItem, Content, Export, ExportedFile, ExportedModality, Ino, Namespace, SpoolFile,
-    ROOT_INO,
-};
 use packfs_core::dataset::{
     writer_string, ChunkRef, Dataset, DatasetError, Item, ItemSource, TrackContent, TrackUpdate,
     MAX_COMMIT_ATTEMPTS,
@@ -24,6 +16,14 @@ use packfs_core::packer::{media_type, upload, LocalFiles, PackOptions, SourceFil
 use packfs_core::progress::Quiet;
 use packfs_core::store::StoreError;
 use packfs_format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
+use tracing::{info, warn};
+
+use super::journal::{Journal, Record};
+use super::{WriteError, WriteOptions};
+use crate::namespace::{
+    CommittedItem, Content, Export, ExportedFile, ExportedModality, Ino, Namespace, SpoolFile,
+    ROOT_INO,
+};
 
 /// A spooled file just committed: its inode, the uploaded version and its
 /// generation, and the item it now is.

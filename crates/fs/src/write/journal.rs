@@ -16,9 +16,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use ciborium::value::Value;
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-
 use packfs_format::{Attrs, ObjectId};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 /// One journaled change. Paths are `/`-separated from the mount's root.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -38,6 +38,8 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use packfs_core::dataset::Dataset;
+use packfs_core::reader::Reader;
 use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 use tracing::info;
@@ -48,8 +50,6 @@ use handles::Handle;
 use journal::{Journal, Record};
 use locks::InodeLocks;
 pub use options::WriteOptions;
-use packfs_core::dataset::Dataset;
-use packfs_core::reader::Reader;
 pub use recover::recover;
 use schedule::FlushStatus;
 use session::Session;

@@ -7,15 +7,15 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use packfs_core::dataset::Dataset;
+use packfs_core::reader::Reader;
+use packfs_core::tree::Tree;
+use packfs_format::time_of_ns;
 use tracing::warn;
 
 use super::journal::{self, Journal, Record};
 use super::{Spool, WriteError, WriteOptions, Writer};
 use crate::namespace::{Ino, Namespace, NsError, ROOT_INO};
-use packfs_core::dataset::Dataset;
-use packfs_core::reader::Reader;
-use packfs_core::tree::Tree;
-use packfs_format::time_of_ns;
 
 /// Commits what the journal of the spool at `spool_dir` holds for
 /// `ref_name`, if anything; returns how many changes were replayed.

@@ -19,14 +19,14 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
+use packfs_format::engine::{ByteRangeMap, SourceIndex};
+use packfs_format::{tar, time_of_ns, Attrs};
 
 use super::{samples, SampleMember, ShardCut, ShardOptions, TimelineSamples};
 use crate::catalog::{Catalog, CatalogError, Entry};
 use crate::extents::{Extents, Source};
 use crate::kind::Kind;
 use crate::tree::Tree;
-use packfs_format::engine::{ByteRangeMap, SourceIndex};
-use packfs_format::{tar, time_of_ns, Attrs};
 
 /// One member placed in a shard.
 #[derive(Debug)]
