@@ -23,7 +23,7 @@ use thiserror::Error;
 use tokio::sync::Semaphore;
 
 use crate::dataset::{Dataset, DatasetError};
-use crate::progress::{Progress, Unit as Counted};
+use crate::progress::{Progress, Unit};
 
 /// A file to pack as item `name` of (`timeline`, `modality`).
 #[derive(Clone, Debug)]
@@ -193,7 +193,7 @@ pub fn media_type(name: &str) -> &'static str {
 }
 
 /// One upload: a pack of consecutive small files, or one chunk of a large one.
-enum Unit {
+enum Upload {
     Pack {
         files: Vec<usize>,
         bytes: u64,
@@ -205,11 +205,11 @@ enum Unit {
     },
 }
 
-impl Unit {
+impl Upload {
     fn bytes(&self) -> u64 {
         match self {
-            Unit::Pack { bytes, .. } => *bytes,
-            Unit::Chunk { range, .. } => range.end - range.start,
+            Upload::Pack { bytes, .. } => *bytes,
+            Upload::Chunk { range, .. } => range.end - range.start,
         }
     }
 }
@@ -238,13 +238,13 @@ pub struct Uploaded {
 /// Splits files, which are sorted by (timeline, modality, name), into
 /// upload units: small files of one modality are packed in order, up to
 /// `pack_items` and `pack_bytes`; files over `chunk_bytes` are chunked.
-fn plan(files: &dyn SourceFiles, o: &PackOptions) -> Vec<Unit> {
+fn plan(files: &dyn SourceFiles, o: &PackOptions) -> Vec<Upload> {
     let mut units = Vec::new();
     let mut pack: Vec<usize> = Vec::new();
     let mut pack_bytes = 0u64;
-    let flush = |pack: &mut Vec<usize>, bytes: &mut u64, units: &mut Vec<Unit>| {
+    let flush = |pack: &mut Vec<usize>, bytes: &mut u64, units: &mut Vec<Upload>| {
         if !pack.is_empty() {
-            units.push(Unit::Pack {
+            units.push(Upload::Pack {
                 files: std::mem::take(pack),
                 bytes: std::mem::take(bytes),
             });
@@ -263,7 +263,7 @@ fn plan(files: &dyn SourceFiles, o: &PackOptions) -> Vec<Unit> {
             let mut index = 0;
             while start < size {
                 let end = size.min(start + o.chunk_bytes);
-                units.push(Unit::Chunk {
+                units.push(Upload::Chunk {
                     file: i,
                     index,
                     range: start..end,
@@ -295,7 +295,7 @@ pub async fn upload(
 ) -> Result<Uploaded, PackError> {
     let units = plan(files, options);
     let total: u64 = (0..files.count()).map(|i| files.size(i)).sum();
-    progress.begin("importing", Counted::Bytes, Some(total));
+    progress.begin("importing", Unit::Bytes, Some(total));
     // Permits are KiB of file data held in memory by in-flight units.
     let budget_kib = u32::try_from(options.memory_bytes.div_ceil(1024)).unwrap_or(u32::MAX);
     let memory = Arc::new(Semaphore::new(budget_kib as usize));
@@ -448,7 +448,7 @@ async fn separate_twin_packs(
         match cuts.get(address) {
             Some(cut) if cut != sizes => {
                 for &m in members {
-                    let unit = Unit::Pack {
+                    let unit = Upload::Pack {
                         files: vec![m],
                         bytes: files.size(m),
                     };
@@ -473,13 +473,13 @@ async fn upload_unit(
     dataset: &Dataset,
     files: &dyn SourceFiles,
     reader: &dyn FileReader,
-    unit: Unit,
+    unit: Upload,
 ) -> Result<(Done, bool), PackError> {
     let parts: Vec<(usize, Range<u64>)> = match &unit {
-        Unit::Pack { files: members, .. } => {
+        Upload::Pack { files: members, .. } => {
             members.iter().map(|&i| (i, 0..files.size(i))).collect()
         }
-        Unit::Chunk { file, range, .. } => vec![(*file, range.clone())],
+        Upload::Chunk { file, range, .. } => vec![(*file, range.clone())],
     };
     let (timeline, modality) = files.track(parts[0].0);
     let body = reader.read(files, parts).await?;
@@ -495,7 +495,7 @@ async fn upload_unit(
         .await
         .map_err(DatasetError::from)?;
     let done = match unit {
-        Unit::Pack { files: members, .. } => {
+        Upload::Pack { files: members, .. } => {
             let sizes = members.iter().map(|&i| files.size(i)).collect();
             Done::Pack {
                 files: members,
@@ -503,7 +503,7 @@ async fn upload_unit(
                 sizes,
             }
         }
-        Unit::Chunk { file, index, .. } => Done::Chunk {
+        Upload::Chunk { file, index, .. } => Done::Chunk {
             file,
             index,
             chunk: Chunk { address, size },
