@@ -49,6 +49,10 @@ pub(crate) struct Args {
     /// first item count) against `tar -cf`.
     #[arg(long)]
     no_import: bool,
+    /// scale: one-file commits made through a read-write mount at each
+    /// item count (fsync time, index bytes written, store growth, diff).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    scale_commits: usize,
 }
 
 /// A number above 0.
@@ -122,6 +126,8 @@ pub(crate) struct Config {
     /// The scale scenario's item counts, when given.
     pub scale_items: Option<Vec<usize>>,
     pub no_import: bool,
+    /// One-file commits at each scale count (0: none).
+    pub scale_commits: usize,
     /// Rounds of the measurements that run in rounds.
     pub runs: usize,
     /// The read tree: its big item and its small items.
@@ -162,6 +168,7 @@ impl Config {
             skip_1m: args.skip_1m,
             scale_items: (!args.scale_items.is_empty()).then_some(args.scale_items),
             no_import: args.no_import,
+            scale_commits: args.scale_commits,
             runs: args.runs.unwrap_or(default_runs),
             big_bytes,
             small_files,

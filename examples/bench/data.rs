@@ -32,7 +32,7 @@ pub(crate) const SMALL_DIR: &str = "bench/small";
 pub(crate) const SMALL_MIN: u64 = 16 << 10;
 pub(crate) const SMALL_MAX: u64 = 64 << 10;
 /// The many-item datasets: modality, directories and items per pack.
-const TINY_MODALITY: &str = "tiny";
+pub(crate) const TINY_MODALITY: &str = "tiny";
 pub(crate) const TINY_DIRS: usize = 1000;
 const TINY_PER_PACK: usize = 50_000;
 /// Added before every GET of a [`delayed_store`].

@@ -5,16 +5,23 @@
 //! against `tar -cf` of the same tree on the same disk, with the peak RSS
 //! of each.
 //!
+//! At each count, `--scale-commits` one-file commits through a read-write
+//! mount (`fsync` of a new file): the time `fsync` takes, the bytes of
+//! index (Track roots, pages, Manifests) each writes, the store's growth
+//! over all of them, and `packfs diff` of the last two revisions.
+//!
 //! Mounts of the first count run `--runs` rounds (medians shown); the
 //! others and the import run once (each takes minutes).
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs;
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::data::{build_many, tiny_paths, write_random_file, Rng};
+use crate::data::{build_many, tiny_paths, write_random_file, Rng, TIMELINE, TINY_MODALITY};
 use crate::mounts::Daemon;
 use crate::readers::{time_ls_lr, timed_find};
 use crate::table::{met, mib, print_table, row, secs, show_ratio, thousands, Bar};
@@ -36,6 +43,20 @@ struct ScaleRow {
     find_hwm_kib: u64,
     /// `ls -lR` on a fresh mount and VmHWM after it; smallest count only.
     ls: Option<(Duration, u64)>,
+    commits: Option<CommitRow>,
+}
+
+/// One-file commits through a read-write mount.
+struct CommitRow {
+    commits: usize,
+    /// Median time of `fsync` of a new file (its commit).
+    fsync: Duration,
+    /// Median bytes of index objects one commit stored.
+    index_bytes: u64,
+    /// Growth of the whole store over all the commits.
+    growth: u64,
+    /// `packfs diff` of the last two revisions.
+    diff: Duration,
 }
 
 /// One round: mount time, find time, VmHWM after find, and `ls -lR` with
@@ -108,6 +129,10 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
             };
             passes.push((mount, find, hwm, ls));
         }
+        let commits = match config.scale_commits {
+            0 => None,
+            k => Some(commits(bin, &dataset, &mnt, n, k)?),
+        };
         let median = |f: &dyn Fn(&Pass) -> f64| {
             let mut v: Vec<f64> = passes.iter().map(f).collect();
             v.sort_by(f64::total_cmp);
@@ -125,6 +150,7 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
                     median(&|p| p.3.map_or(0.0, |l| l.1 as f64)) as u64,
                 )
             }),
+            commits,
         });
         fs::remove_dir_all(&dataset)?;
     }
@@ -133,6 +159,112 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
         false => Some(import_vs_tar(bin, work, counts[0])?),
     };
     Ok(ScaleBench { rows, import })
+}
+
+/// `k` one-file commits into the dataset of `n` items through a read-write
+/// mount, then `packfs diff` of the last two revisions.
+fn commits(bin: &Path, dataset: &Path, mnt: &Path, n: usize, k: usize) -> Result<CommitRow> {
+    progress(format!(
+        "scale: {} items: {k} one-file commits through a read-write mount",
+        thousands(n)
+    ));
+    let store_before = tree_bytes(dataset)?;
+    let daemon = Daemon::mount_with(bin, dataset, mnt, &[])?;
+    let dir = mnt.join(TIMELINE).join(TINY_MODALITY);
+    let (mut fsyncs, mut index) = (Vec::new(), Vec::new());
+    for i in 0..k {
+        let before = index_objects(dataset)?;
+        let start = Instant::now();
+        let mut file = fs::File::create(dir.join(format!("commit-{i:03}.txt")))?;
+        file.write_all(b"one new file\n")?;
+        file.sync_all()?;
+        fsyncs.push(start.elapsed());
+        let written: u64 = index_objects(dataset)?
+            .into_iter()
+            .filter(|(name, _)| !before.contains_key(name))
+            .map(|(_, len)| len)
+            .sum();
+        index.push(written);
+    }
+    daemon.unmount_and_wait()?;
+    let growth = tree_bytes(dataset)?.saturating_sub(store_before);
+    let start = Instant::now();
+    let out = Command::new(bin)
+        .args([
+            "diff".as_ref(),
+            dataset.as_os_str(),
+            "main~1".as_ref(),
+            "main".as_ref(),
+        ])
+        .output()?;
+    let diff = start.elapsed();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || listed.lines().count() != 1 {
+        return Err(format!(
+            "packfs diff of one commit listed {listed:?} ({})",
+            out.status
+        )
+        .into());
+    }
+    fsyncs.sort();
+    index.sort();
+    let row = CommitRow {
+        commits: k,
+        fsync: fsyncs[k / 2],
+        index_bytes: index[k / 2],
+        growth,
+        diff,
+    };
+    progress(format!(
+        "scale: fsync {:.3} s, {} of index a commit, store +{} after {k}, diff {:.2} s",
+        row.fsync.as_secs_f64(),
+        bytes(row.index_bytes),
+        bytes(row.growth),
+        row.diff.as_secs_f64()
+    ));
+    Ok(row)
+}
+
+/// The index objects of the dataset at `dir` (Track roots, pages,
+/// Manifests), by path, with their sizes.
+fn index_objects(dir: &Path) -> Result<HashMap<PathBuf, u64>> {
+    let mut out = HashMap::new();
+    for kind in ["tracks", "pages", "manifests"] {
+        let Ok(entries) = fs::read_dir(dir.join("_packfs").join(kind)) else {
+            continue;
+        };
+        for e in entries {
+            let e = e?;
+            out.insert(e.path(), e.metadata()?.len());
+        }
+    }
+    Ok(out)
+}
+
+/// Bytes of every file below `dir`.
+fn tree_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for e in fs::read_dir(&d)? {
+            let e = e?;
+            let meta = e.metadata()?;
+            match meta.is_dir() {
+                true => pending.push(e.path()),
+                false => total += meta.len(),
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// `n` bytes in B, KiB or MiB.
+fn bytes(n: u64) -> String {
+    match n {
+        n if n < 1 << 10 => format!("{n} B"),
+        n if n < 1 << 20 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{:.1} MiB", n as f64 / (1 << 20) as f64),
+    }
 }
 
 /// Writes `files` files of 100–1000 bytes as `SRC/train/files/dNNN/…`,
@@ -262,6 +394,49 @@ pub(crate) fn print(b: &ScaleBench) {
                 false => blank(),
             },
         ));
+        if let Some(c) = &r.commits {
+            rows.push(row(
+                format!(
+                    "{n} items: `fsync` of one new file in a read-write mount (median of {})",
+                    c.commits
+                ),
+                secs(c.fsync),
+                blank(),
+                blank(),
+                "≤ 0.3 s",
+                met(Some(c.fsync.as_secs_f64()), Bar::AtMost(0.3)),
+            ));
+            rows.push(row(
+                format!("{n} items: index bytes one such commit writes (median)"),
+                bytes(c.index_bytes),
+                blank(),
+                blank(),
+                "≤ 1 MiB",
+                met(Some(c.index_bytes as f64), Bar::AtMost((1 << 20) as f64)),
+            ));
+            rows.push(row(
+                format!(
+                    "{n} items: store growth after {} one-file commits",
+                    c.commits
+                ),
+                bytes(c.growth),
+                blank(),
+                blank(),
+                "≤ 1 MiB a commit",
+                met(
+                    Some(c.growth as f64 / c.commits as f64),
+                    Bar::AtMost((1 << 20) as f64),
+                ),
+            ));
+            rows.push(row(
+                format!("{n} items: `packfs diff` of two revisions one file apart"),
+                secs(c.diff),
+                blank(),
+                blank(),
+                "≤ 1 s",
+                met(Some(c.diff.as_secs_f64()), Bar::AtMost(1.0)),
+            ));
+        }
         if let Some((ls, hwm)) = r.ls {
             rows.push(row(
                 format!("{n} items: `ls -lR MNT` (fresh mount; VmHWM after)"),

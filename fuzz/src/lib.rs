@@ -8,6 +8,8 @@
 //! run checks beyond that: decoded values survive a re-encode, and the
 //! byte-range engine agrees with naive versions of its own rules.
 
+use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::ops::Range;
 
 use futures::executor::block_on;
@@ -18,7 +20,11 @@ use packfs_format::engine::{
 use packfs_format::tiledb::fragment::{decode_u64_list, Footer};
 use packfs_format::tiledb::schema::ArraySchema;
 use packfs_format::tiledb::{decode_generic_tile, decode_tile, Datatype, FilterPipeline, TileType};
-use packfs_format::{decode_ref, encode_ref, ItemManifest, Manifest, Track};
+use packfs_format::{
+    decode_ref, encode_ref, name_order, read_columns, read_pack_page, Columns, FragmentEntry,
+    ItemManifest, Manifest, ObjectId, PackPageRef, PageRef, PageShape, PagedReader, Placement,
+    Track, TrackRoot,
+};
 
 /// A target's body: runs one input.
 pub type Body = fn(&[u8]);
@@ -27,6 +33,7 @@ pub type Body = fn(&[u8]);
 pub const TARGETS: &[(&str, Body)] = &[
     ("manifest", manifest),
     ("track", track),
+    ("track_page", track_page),
     ("item_manifest", item_manifest),
     ("reference", reference),
     ("byte_range_map", byte_range_map),
@@ -107,6 +114,156 @@ pub fn track(data: &[u8]) {
     if let Ok(t) = Track::decode(data, "fuzz") {
         assert_eq!(Track::decode(&t.encode(), "re-encoded"), Ok(t));
     }
+}
+
+/// The objects of a paged Track: the input as a root, as a name page and
+/// as a pack page.
+pub fn track_page(data: &[u8]) {
+    let _ = TrackRoot::is_paged(data);
+    if let Ok(root) = TrackRoot::decode(data, "fuzz") {
+        let encoded = root.encode();
+        assert!(TrackRoot::is_paged(&encoded));
+        assert_eq!(
+            TrackRoot::decode(&encoded, "re-encoded").as_ref(),
+            Ok(&root)
+        );
+        for (k, page) in root.pages.iter().enumerate() {
+            assert_eq!(root.page_of(&page.first), Some(k), "{:?}", page.first);
+        }
+    }
+    name_page(data);
+    pack_page(data);
+}
+
+/// What a Track reader reads of a page: names (`None`: retired) and sizes.
+#[derive(Default)]
+struct PageRows {
+    names: Vec<Option<String>>,
+    sizes: Vec<u64>,
+}
+
+impl Columns for PageRows {
+    fn entry(&mut self, entry: FragmentEntry) {
+        self.sizes.push(entry.byte_size);
+    }
+    fn name(&mut self, name: Option<&str>) {
+        self.names.push(name.map(str::to_string));
+    }
+    fn media_type(&mut self, _: u32) {}
+    fn mode(&mut self, _: Option<u16>) {}
+    fn mtime(&mut self, _: Option<i64>) {}
+}
+
+fn page_what(id: &ObjectId) -> String {
+    format!("page {id}")
+}
+
+/// The input as the one name page of a root that says what any Track
+/// reader finds in it (its first name, its items and their bytes), so
+/// only the paged checks can refuse it. A Track read from it encodes to
+/// pages that read back as the same Track and encode to the same pages.
+fn name_page(data: &[u8]) {
+    let mut rows = PageRows::default();
+    let layout = read_columns(data, "fuzz", &mut rows);
+    let first = match &layout {
+        Ok(layout) => {
+            let names = rows.names.iter().flatten().map(String::as_str);
+            let dirs = layout.dirs.iter().map(|d| d.name.as_str());
+            names
+                .chain(dirs)
+                .min_by(|a, b| name_order(a, b))
+                .unwrap_or("")
+        }
+        Err(_) => "",
+    };
+    let bytes = rows.sizes.iter().try_fold(0u64, |n, &s| n.checked_add(s));
+    let page = PageRef {
+        first: first.to_string(),
+        id: ObjectId::of(data),
+        items: rows.sizes.len() as u64,
+        bytes: bytes.unwrap_or(0),
+    };
+    let root = TrackRoot {
+        items: page.items,
+        bytes: page.bytes,
+        pages: vec![page],
+        pack_pages: vec![],
+    };
+    let decoded = Track::decode_paged(&root, [data], [], "fuzz", page_what);
+    assert!(
+        layout.is_ok() || decoded.is_err(),
+        "a page no Track reader reads"
+    );
+    let Ok(track) = decoded else {
+        return;
+    };
+    for pair in track.items().windows(2) {
+        assert_eq!(name_order(&pair[0].name, &pair[1].name), Ordering::Less);
+    }
+    for shape in [PageShape::default(), PageShape::with_rows(2)] {
+        let paged = track.encode_paged(&shape);
+        let pages: HashMap<ObjectId, &[u8]> =
+            paged.pages.iter().map(|(id, b)| (*id, &b[..])).collect();
+        let root = TrackRoot::decode(&paged.root, "re-encoded").expect("an encoded root");
+        let again = Track::decode_paged(
+            &root,
+            root.pages.iter().map(|p| pages[&p.id]),
+            root.pack_pages.iter().map(|p| pages[&p.id]),
+            "re-encoded",
+            page_what,
+        )
+        .expect("an encoded Track reads back");
+        assert_eq!(again.items(), track.items());
+        assert_eq!(again.retired(), track.retired());
+        // Directories that record nothing and have something below them
+        // may go; no other.
+        for d in track.dirs() {
+            assert!(
+                again.dirs().contains(d) || d.attrs == Default::default(),
+                "{d:?}"
+            );
+        }
+        assert!(again.dirs().iter().all(|d| track.dirs().contains(d)));
+        assert_eq!(again.encode_paged(&shape).id, paged.id);
+    }
+}
+
+/// The input as a pack page: each record checked on its own, then read
+/// under a root that names the page, where no name page holds its items.
+fn pack_page(data: &[u8]) {
+    let Ok(records) = read_pack_page(data, "fuzz") else {
+        return;
+    };
+    for pair in records.windows(2) {
+        assert!(pair[0].address < pair[1].address);
+    }
+    for r in &records {
+        assert!(r.live > 0);
+        for e in &r.retired {
+            let Placement::Packed { offset } = e.placement else {
+                panic!("a retired entry that is not packed: {e:?}");
+            };
+            assert!(e.address == r.address && offset + e.byte_size <= r.length);
+        }
+    }
+    let Some(first) = records.first() else {
+        return;
+    };
+    let root = TrackRoot {
+        pages: vec![],
+        pack_pages: vec![PackPageRef {
+            first: first.address,
+            id: ObjectId::of(data),
+            packs: records.len() as u64,
+        }],
+        items: 0,
+        bytes: 0,
+    };
+    let mut reader = PagedReader::new(&root, PageRows::default());
+    reader
+        .pack_page(data, "fuzz")
+        .expect("a pack page reads under a root that says what it holds");
+    assert!(reader.finish("fuzz").is_err(), "packs with no item");
 }
 
 pub fn item_manifest(data: &[u8]) {

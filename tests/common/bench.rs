@@ -20,6 +20,8 @@ use super::files::walk;
 pub struct Bench {
     fixture: Fixture,
     pub faults: Arc<Faults>,
+    /// The store under the faults, to list what is stored.
+    pub memory: Arc<InMemory>,
 }
 
 impl Deref for Bench {
@@ -34,10 +36,12 @@ impl Bench {
     /// A dataset holding `files` (`t/<modality>/<name>` → bytes).
     pub fn new(files: &[(&str, Vec<u8>)]) -> Bench {
         let faults = Arc::new(Faults::default());
-        let store = FaultyStore::new(Arc::new(InMemory::new()), faults.clone());
+        let memory = Arc::new(InMemory::new());
+        let store = FaultyStore::new(memory.clone(), faults.clone());
         Bench {
             fixture: Fixture::new(Arc::new(store), files),
             faults,
+            memory,
         }
     }
 

@@ -12,6 +12,7 @@ use packfs_core::dataset::Dataset;
 use packfs_core::import::ImportOptions;
 use packfs_core::kind::Kind;
 use packfs_core::store::Store;
+use packfs_format::PageShape;
 use packfs_fs::fs::{Fs, Stat};
 use packfs_fs::mount::{open_fs, MountOptions};
 use packfs_fs::namespace::{Ino, ROOT_INO};
@@ -35,11 +36,14 @@ impl Fixture {
         for (path, bytes) in files {
             write_file(&src.join(path), bytes);
         }
+        // Pages of a few rows: every test of the core crosses page
+        // boundaries in what it commits and reads back.
         let dataset = Dataset::from_store(Store::from_object_store(
             store,
             Default::default(),
             "memory://core-test",
-        ));
+        ))
+        .with_page_shape(PageShape::with_rows(4));
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime
             .block_on(packfs_core::import::import(

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use ciborium::value::Value;
 use packfs_format::{
-    encode_ref, Chunk, FragmentEntry, ItemManifest, Manifest, ObjectId, Placement, Track,
-    TrackEntry, TrackItem,
+    encode_ref, read_columns, read_pack_page, Attrs, Chunk, Columns, FragmentEntry, ItemManifest,
+    Manifest, ObjectId, PageShape, Placement, Track, TrackDir, TrackEntry, TrackItem, TrackRoot,
 };
 
 #[path = "../../fuzz/src/lib.rs"]
@@ -92,6 +92,12 @@ fn decoder_seeds_decode() {
             let decoded = match target {
                 "manifest" => Manifest::decode(&seed, target).map(drop),
                 "track" => Track::decode(&seed, target).map(drop),
+                // A root, a pack page, or a name page (a Track whose packs
+                // may lie partly on other pages).
+                "track_page" => TrackRoot::decode(&seed, target)
+                    .map(drop)
+                    .or_else(|_| read_pack_page(&seed, target).map(drop))
+                    .or_else(|_| read_columns(&seed, target, &mut Discard).map(drop)),
                 "item_manifest" => ItemManifest::decode(&seed, target).map(drop),
                 "reference" => packfs_format::decode_ref(&seed, target).map(drop),
                 _ => continue,
@@ -99,6 +105,17 @@ fn decoder_seeds_decode() {
             decoded.unwrap_or_else(|e| panic!("{target} seed: {e}"));
         }
     }
+}
+
+/// A Track reader's sink that keeps nothing.
+struct Discard;
+
+impl Columns for Discard {
+    fn entry(&mut self, _: FragmentEntry) {}
+    fn name(&mut self, _: Option<&str>) {}
+    fn media_type(&mut self, _: u32) {}
+    fn mode(&mut self, _: Option<u16>) {}
+    fn mtime(&mut self, _: Option<i64>) {}
 }
 
 fn cbor(value: Value) -> Vec<u8> {
@@ -217,6 +234,49 @@ fn seeds() -> Vec<(&'static str, Vec<Vec<u8>>)> {
         ("unknown", Value::Array(vec![Value::Null])),
     ]);
 
+    // Paged: the Track above with directories, cut into pages of about
+    // two rows (so packs span pages), and one of whole and chunked items
+    // only, whose single name page reads on its own.
+    let dir = |name: &str, mode, mtime_ns| TrackDir {
+        name: name.into(),
+        attrs: Attrs { mode, mtime_ns },
+    };
+    let with_dirs = track
+        .clone()
+        .with_dirs(
+            vec![
+                dir("", Some(0o755), None),
+                dir("a", None, Some(1_700_000_000_000_000_000)),
+                dir("empty", None, None),
+                dir("d/e", Some(0o700), Some(-1)),
+            ],
+            "seed",
+        )
+        .unwrap();
+    let unpacked = Track::new(
+        vec![
+            item("whole", "image/jpeg", entry(id("w"), 9, Placement::Whole)),
+            item(
+                "x/big",
+                "video/mp4",
+                entry(id("im"), 1 << 40, Placement::Chunked),
+            ),
+        ],
+        vec![],
+        "seed",
+    )
+    .unwrap()
+    .with_dirs(vec![dir("x/empty", Some(0o750), None)], "seed")
+    .unwrap();
+    let mut paged = Vec::new();
+    for encoded in [
+        with_dirs.encode_paged(&PageShape::with_rows(2)),
+        unpacked.encode_paged(&PageShape::default()),
+    ] {
+        paged.push(encoded.root);
+        paged.extend(encoded.pages.into_iter().map(|(_, page)| page));
+    }
+
     let chunks = ItemManifest {
         chunks: vec![
             Chunk {
@@ -254,6 +314,7 @@ fn seeds() -> Vec<(&'static str, Vec<Vec<u8>>)> {
             "track",
             vec![track.encode(), empty_track.encode(), cbor(foreign_track)],
         ),
+        ("track_page", paged),
         (
             "item_manifest",
             vec![

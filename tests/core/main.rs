@@ -35,4 +35,5 @@ mod files;
 mod filesystem;
 mod fuzz_corpus;
 mod import;
+mod paged;
 mod ref_cas;

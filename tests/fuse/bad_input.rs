@@ -410,14 +410,17 @@ fn track_object(f: &Fixture, timeline: &str, modality: &str) -> String {
 }
 
 /// A Track object whose bytes are not those its name is the hash of, but
-/// still a valid Track: a whole other Track copied over it, or one byte
-/// of a name changed. Every command refuses it, naming the object, its id
-/// and the hash of what is there.
+/// still a valid Track (a whole other Track copied over it), and a page of
+/// a paged Track with one byte of a name changed. Every command refuses
+/// it, naming the object, its id and the hash of what is there.
 #[test]
-fn track_that_does_not_hash_to_its_name_is_refused() {
-    for variant in ["another track", "one byte changed"] {
+fn track_or_page_that_does_not_hash_to_its_name_is_refused() {
+    for variant in ["another track", "a page with one byte changed"] {
         let f = Fixture::new();
-        let object = track_object(&f, "train", "image");
+        let object = match variant {
+            "another track" => track_object(&f, "train", "image"),
+            _ => page_holding(&f, b"a.jpg"),
+        };
         let expected = object.rsplit('/').next().unwrap().to_string();
         let path = f.ds.join(&object);
         let damaged = if variant == "another track" {
@@ -439,9 +442,23 @@ fn track_that_does_not_hash_to_its_name_is_refused() {
     }
 }
 
-/// The ItemManifest of the chunked item with its two chunks listed the
-/// other way round: valid, the same total size, the wrong bytes. Refused,
-/// like a damaged Track.
+/// The page object (`_packfs/pages/<hex>`) whose bytes contain `needle`.
+fn page_holding(f: &Fixture, needle: &[u8]) -> String {
+    let pages = f.ds.join("_packfs/pages");
+    let found = fs::read_dir(&pages)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let bytes = fs::read(p).unwrap();
+            bytes.windows(needle.len()).any(|w| w == needle)
+        })
+        .unwrap_or_else(|| panic!("no page under {} holds {needle:?}", pages.display()));
+    format!(
+        "_packfs/pages/{}",
+        found.file_name().unwrap().to_str().unwrap()
+    )
+}
+
 #[test]
 fn item_manifest_that_does_not_hash_to_its_name_is_refused() {
     let f = Fixture::new();

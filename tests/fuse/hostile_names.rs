@@ -42,7 +42,8 @@ fn tamper(dataset: &Dataset, name: &str, edit: impl FnOnce(&mut Vec<Value>)) -> 
         let manifest_path = store.layout().manifest(&manifest_id);
         let manifest = dataset.manifest(&manifest_id, "main").await.unwrap();
         let track_id = manifest.tracks[0].track;
-        let track_bytes = store.get(&store.layout().track(&track_id)).await.unwrap();
+        // Tampered in the single-object form, which every packfs reads.
+        let track_bytes = dataset.track(&track_id, "main").await.unwrap().encode();
 
         let mut track: Value = ciborium::from_reader(&track_bytes[..]).unwrap();
         let Value::Map(fields) = &mut track else {

@@ -95,8 +95,8 @@ fn verify_and_gc_show_progress_on_a_terminal_only() {
     let verify = on_terminal("verify");
     assert!(verify.contains("verifying objects ["), "{verify}");
     assert!(
-        verify.contains("/12"),
-        "10 packs, a Track, a Manifest: {verify}"
+        verify.contains("/14"),
+        "10 packs, a Track's root, name page and pack page, a Manifest: {verify}"
     );
     assert!(verify.contains("OK ref main"), "{verify}");
     let gc = on_terminal("gc --dry-run");

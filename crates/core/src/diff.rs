@@ -2,7 +2,7 @@
 //! another.
 //!
 //! Tracks with the same id on both sides hold the same items and are not
-//! even fetched. Of an item on both sides, the Track entries decide almost
+//! even fetched; of two paged Tracks, neither are the pages both list. Of an item on both sides, the Track entries decide almost
 //! always: the same object, placement and size are the same bytes; another
 //! size, or another whole object (whose id is the hash of the item's
 //! bytes), are other bytes. Only an item of the same size stored elsewhere
@@ -14,10 +14,10 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
-use packfs_format::{FragmentEntry, Placement, Track, TrackEntry, TrackItem, TRACK_KIND_FRAGMENT};
+use packfs_format::{FragmentEntry, Placement, TrackEntry, TrackItem, TRACK_KIND_FRAGMENT};
 use thiserror::Error;
 
-use crate::dataset::{Dataset, DatasetError, Item, Resolved, SnapshotTrack};
+use crate::dataset::{Dataset, DatasetError, Item, Resolved, SnapshotTrack, TrackPart};
 use crate::reader::{ReadError, Reader};
 
 /// Tracks fetched at once.
@@ -124,16 +124,8 @@ pub async fn diff(
     }
     pairs.retain(|_, [a, b]| a.map(|e| e.track) != b.map(|e| e.track));
     report.tracks_compared = pairs.len();
-    let loaded: Vec<[Option<Track>; 2]> = futures::stream::iter(pairs.values())
-        .map(|pair| async move {
-            let mut tracks = [None, None];
-            for (side, entry) in pair.iter().enumerate() {
-                if let Some(entry) = entry {
-                    tracks[side] = Some(load_track(dataset, entry, sides[side]).await?);
-                }
-            }
-            Ok::<_, DatasetError>(tracks)
-        })
+    let loaded: Vec<[Option<TrackPart>; 2]> = futures::stream::iter(pairs.values())
+        .map(|pair| load_pair(dataset, *pair, sides))
         .buffered(TRACK_CONCURRENCY)
         .try_collect()
         .await?;
@@ -144,7 +136,9 @@ pub async fn diff(
             continue;
         };
         let dir = format!("/{}/{}/", entry.timeline, entry.modality);
-        let names = compare_items(a.as_ref(), b.as_ref(), &dir, &mut report.differences);
+        let (x, y) = (a.as_ref(), b.as_ref());
+        let (x, y) = (x.map(|t| &t.items[..]), y.map(|t| &t.items[..]));
+        let names = compare_items(x, y, &dir, &mut report.differences);
         // Items to read are on both sides, so are their Tracks.
         if let ([Some(x), Some(y)], Some(a), Some(b)) = (pair, a, b) {
             if !names.is_empty() {
@@ -159,24 +153,51 @@ pub async fn diff(
     Ok(report)
 }
 
-/// A Fragment Track of `side`'s Manifest (other kinds are refused, as a
-/// mount refuses them).
-async fn load_track(
+/// The items of one (timeline, modality) on each side that may differ:
+/// of two paged Tracks, only those on name pages the other side does not
+/// list (a page with one id holds the same items on both sides), so what
+/// is fetched grows with the difference, not with the Tracks. Tracks of
+/// another kind than Fragment are refused, as a mount refuses them.
+async fn load_pair(
     dataset: &Dataset,
-    entry: &TrackEntry,
-    side: &Resolved,
-) -> Result<Track, DatasetError> {
-    if entry.kind != TRACK_KIND_FRAGMENT {
-        return Err(DatasetError::UnsupportedTrackKind {
-            id: side.id,
-            timeline: entry.timeline.clone(),
-            modality: entry.modality.clone(),
-            kind: entry.kind.clone(),
-        });
+    pair: [Option<&TrackEntry>; 2],
+    sides: [&Resolved; 2],
+) -> Result<[Option<TrackPart>; 2], DatasetError> {
+    let referrer = [0, 1].map(|side| format!("manifest {}", sides[side].id));
+    for (side, entry) in pair.iter().enumerate() {
+        if let Some(entry) = entry.filter(|e| e.kind != TRACK_KIND_FRAGMENT) {
+            return Err(DatasetError::UnsupportedTrackKind {
+                id: sides[side].id,
+                timeline: entry.timeline.clone(),
+                modality: entry.modality.clone(),
+                kind: entry.kind.clone(),
+            });
+        }
     }
-    dataset
-        .track(&entry.track, &format!("manifest {}", side.id))
-        .await
+    let mut roots = [None, None];
+    for (side, entry) in pair.iter().enumerate() {
+        if let Some(entry) = entry {
+            roots[side] = Some(dataset.track_root(&entry.track, &referrer[side]).await?);
+        }
+    }
+    let mut shared = HashSet::new();
+    if let [Some(Some(a)), Some(Some(b))] = &roots {
+        let theirs: HashSet<_> = b.pages.iter().map(|p| p.id).collect();
+        shared.extend(
+            a.pages
+                .iter()
+                .map(|p| p.id)
+                .filter(|id| theirs.contains(id)),
+        );
+    }
+    let mut parts = [None, None];
+    for ((side, entry), root) in pair.iter().enumerate().zip(roots) {
+        if let Some(entry) = entry {
+            let part = dataset.track_part(&entry.track, &referrer[side], root, &shared);
+            parts[side] = Some(part.await?);
+        }
+    }
+    Ok(parts)
 }
 
 /// Whether two entries name the same bytes in the same place.
@@ -188,13 +209,13 @@ fn same_place(a: &FragmentEntry, b: &FragmentEntry) -> bool {
 /// paths starting with `dir`; returns the names whose bytes must be read
 /// to tell, in the order of their bytes on the second side.
 fn compare_items(
-    a: Option<&Track>,
-    b: Option<&Track>,
+    a: Option<&[TrackItem]>,
+    b: Option<&[TrackItem]>,
     dir: &str,
     out: &mut Vec<Difference>,
 ) -> Vec<String> {
     let mut before: HashMap<&str, &TrackItem> = a
-        .map(|t| t.items().iter().map(|i| (i.name.as_str(), i)).collect())
+        .map(|items| items.iter().map(|i| (i.name.as_str(), i)).collect())
         .unwrap_or_default();
     let mut push = |change, name: &str| {
         out.push(Difference {
@@ -203,7 +224,7 @@ fn compare_items(
         })
     };
     let mut unsure: Vec<&TrackItem> = Vec::new();
-    for item in b.map(Track::items).unwrap_or_default() {
+    for item in b.unwrap_or_default() {
         let Some(old) = before.remove(item.name.as_str()) else {
             push(Change::Added, &item.name);
             continue;
@@ -240,16 +261,22 @@ async fn compare_bytes(
     dataset: &Dataset,
     sides: [&Resolved; 2],
     entries: [&TrackEntry; 2],
-    tracks: [Track; 2],
+    parts: [TrackPart; 2],
     names: Vec<String>,
     reader: &Reader,
     report: &mut DiffReport,
 ) -> Result<(), DiffError> {
     let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
-    let [a, b] = tracks;
+    let [a, b] = parts;
+    let (a_items, b_items) = (wanted_items(&a, &wanted), wanted_items(&b, &wanted));
+    let referrer = [0, 1].map(|side| format!("manifest {}", sides[side].id));
+    let (a_lengths, b_lengths) = futures::try_join!(
+        dataset.pack_lengths(&a, &a_items, &referrer[0]),
+        dataset.pack_lengths(&b, &b_items, &referrer[1]),
+    )?;
     let (a, b) = futures::try_join!(
-        SnapshotTrack::load_only(dataset, entries[0], a, |n| wanted.contains(n)),
-        SnapshotTrack::load_only(dataset, entries[1], b, |n| wanted.contains(n)),
+        SnapshotTrack::load_items(dataset, entries[0], &a_items, &a_lengths),
+        SnapshotTrack::load_items(dataset, entries[1], &b_items, &b_lengths),
     )?;
     let by_name = |t: &SnapshotTrack| -> HashMap<String, Item> {
         t.items
@@ -283,6 +310,12 @@ async fn compare_bytes(
         }
     }
     Ok(())
+}
+
+/// The items of `part` whose names are `wanted`.
+fn wanted_items<'p>(part: &'p TrackPart, wanted: &HashSet<&str>) -> Vec<&'p TrackItem> {
+    let items = part.items.iter();
+    items.filter(|i| wanted.contains(i.name.as_str())).collect()
 }
 
 /// Whether two items of one size hold the same bytes, reading both up to
@@ -353,7 +386,7 @@ pub fn quote_path(path: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use packfs_format::{Attrs, ObjectId};
+    use packfs_format::{Attrs, ObjectId, Track};
 
     fn item(name: &str, size: u64, address: &[u8], placement: Placement, mode: u16) -> TrackItem {
         TrackItem {
@@ -399,7 +432,7 @@ mod tests {
             item("new", 1, b"w6", Whole, 0o644),
         ]);
         let mut out = Vec::new();
-        let mut unsure = compare_items(Some(&a), Some(&b), "/t/m/", &mut out);
+        let mut unsure = compare_items(Some(a.items()), Some(b.items()), "/t/m/", &mut out);
         out.sort_by(|x, y| x.path.cmp(&y.path));
         let got: Vec<(char, &str)> = out
             .iter()
@@ -423,8 +456,8 @@ mod tests {
     fn a_side_without_the_track_adds_or_removes_everything() {
         let t = track(vec![item("a", 1, b"x", Placement::Whole, 0o644)]);
         let mut out = Vec::new();
-        assert!(compare_items(None, Some(&t), "/t/m/", &mut out).is_empty());
-        assert!(compare_items(Some(&t), None, "/t/m/", &mut out).is_empty());
+        assert!(compare_items(None, Some(t.items()), "/t/m/", &mut out).is_empty());
+        assert!(compare_items(Some(t.items()), None, "/t/m/", &mut out).is_empty());
         let markers: Vec<char> = out.iter().map(|d| d.change.marker()).collect();
         assert_eq!(markers, ['+', '-']);
     }

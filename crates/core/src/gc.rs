@@ -1,7 +1,7 @@
 //! `packfs gc`: deletes objects no ref can reach.
 //!
 //! Reachable: every Manifest in the history of every ref (all parents), the
-//! Tracks they list, and every data object those Tracks name — packs and
+//! Tracks they list and their pages, and every data object those Tracks name — packs and
 //! whole objects of live and retired entries, ItemManifests and their
 //! chunks. History is kept whole, so what gc frees is what no history
 //! names: the uploads of imports or flushes that never committed, and
@@ -140,6 +140,10 @@ impl Reach {
     ) -> Result<(), GcError> {
         let layout = dataset.store().layout();
         self.keep.insert(layout.track(&t.track));
+        let referrer = format!("manifest {manifest}");
+        for page in dataset.pages_of([t.track], &referrer).await? {
+            self.keep.insert(layout.page(&page));
+        }
         let track = dataset
             .track(&t.track, &format!("manifest {manifest}"))
             .await?;

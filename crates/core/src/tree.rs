@@ -459,6 +459,7 @@ mod tests {
                     })
                     .collect(),
                 dirs: Vec::new(),
+                pages: Vec::new(),
             })
             .collect();
         Snapshot {

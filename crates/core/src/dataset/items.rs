@@ -12,10 +12,11 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use object_store::path::Path;
 use packfs_format::{
-    check_pack, read_columns, Attrs, Columns, FormatError, FragmentEntry, ObjectId, Placement,
-    Track, TrackDir, DEFAULT_MEDIA_TYPE,
+    check_lengths, check_pack, read_columns, Attrs, Columns, FormatError, FragmentEntry, ObjectId,
+    PackLengths, PagedReader, Placement, TrackDir, TrackItem, TrackRoot, DEFAULT_MEDIA_TYPE,
 };
 
 use super::item::{ChunkRef, Item, ItemData, ItemSource};
@@ -112,11 +113,45 @@ impl ItemTable {
         Ok((table, dirs))
     }
 
-    /// The table of an already decoded Track.
-    pub(crate) fn of_track(track: &Track, data_path: impl Fn(&ObjectId) -> Path) -> ItemTable {
+    /// [`ItemTable::decode`] of a paged Track: its `root`, and the bytes
+    /// of its name pages and its pack pages (`pages`), in the root's order
+    /// and each checked against its id; `page_what` names a page in errors.
+    pub fn decode_paged(
+        root: &TrackRoot,
+        pages: [&[Bytes]; 2],
+        what: &str,
+        page_what: impl Fn(&ObjectId) -> String,
+        data_path: impl Fn(&ObjectId) -> Path,
+    ) -> Result<(ItemTable, Vec<TrackDir>), FormatError> {
+        let [names, packs] = pages.map(|p| p.iter().map(|b| &b[..]));
+        let reader = PagedReader::new(root, Builder::default());
+        let (builder, layout, lengths) = reader.read(names, packs, what, page_what)?;
+        let table = builder.finish(layout.len, true, layout.media_table, what, data_path)?;
+        let tiled: foldhash::HashMap<ObjectId, u64> = table
+            .objects
+            .iter()
+            .filter_map(|o| match o.kind {
+                ObjectKind::Packed { len } => Some((o.id, len)),
+                _ => None,
+            })
+            .collect();
+        check_lengths(&lengths, |a| tiled.get(a).copied(), what)?;
+        Ok((table, layout.dirs))
+    }
+
+    /// The table of `items` (some of a Track's, without its retired
+    /// entries), each pack's length taken from `lengths`, where the
+    /// Track's entries were checked to tile it.
+    pub(crate) fn of_items<'t>(
+        items: impl IntoIterator<Item = &'t TrackItem>,
+        lengths: &PackLengths,
+        what: &str,
+        data_path: impl Fn(&ObjectId) -> Path,
+    ) -> Result<ItemTable, FormatError> {
         let mut builder = Builder::default();
         let mut media: Vec<Arc<str>> = Vec::new();
-        for it in track.items() {
+        let mut len = 0;
+        for it in items {
             builder.entry(it.entry.clone());
             builder.name(Some(&it.name));
             let k = match media.iter().position(|m| *m == it.media_type) {
@@ -129,21 +164,12 @@ impl ItemTable {
             builder.media_type(k as u32);
             builder.mode(it.attrs.mode);
             builder.mtime(it.attrs.mtime_ns);
+            len += 1;
         }
-        for e in track.retired() {
-            builder.entry(e.clone());
-            builder.name(None);
-            builder.media_type(0);
-            builder.mode(None);
-            builder.mtime(None);
-        }
-        let len = track.items().len() + track.retired().len();
         if media.is_empty() {
             media.push(DEFAULT_MEDIA_TYPE.into());
         }
-        builder
-            .finish(len, true, Some(media), "", data_path)
-            .expect("a decoded Track passed the same checks")
+        builder.finish_with(len, true, Some(media), what, data_path, Some(lengths))
     }
 
     pub fn len(&self) -> usize {
@@ -459,12 +485,27 @@ impl Builder {
     /// The finished table of `len` rows: names synthesized when the Track
     /// has none, packs checked and their lengths set, retired rows dropped.
     fn finish(
+        self,
+        len: usize,
+        has_names: bool,
+        media_table: Option<Vec<Arc<str>>>,
+        what: &str,
+        data_path: impl Fn(&ObjectId) -> Path,
+    ) -> Result<ItemTable, FormatError> {
+        self.finish_with(len, has_names, media_table, what, data_path, None)
+    }
+
+    /// [`Builder::finish`], the packs' lengths taken from `lengths` when
+    /// given (the rows are some of a Track's, which need not tile a pack)
+    /// instead of checked and summed.
+    fn finish_with(
         mut self,
         len: usize,
         has_names: bool,
         media_table: Option<Vec<Arc<str>>>,
         what: &str,
         data_path: impl Fn(&ObjectId) -> Path,
+        lengths: Option<&PackLengths>,
     ) -> Result<ItemTable, FormatError> {
         if !has_names {
             // A Track from a writer that records no names (module docs of
@@ -483,7 +524,10 @@ impl Builder {
         }
         t.modes = self.any_mode.then_some(self.modes);
         t.mtimes = self.any_mtime.then_some(self.mtimes);
-        check_packs(&mut t, &self.retired, what)?;
+        match lengths {
+            None => check_packs(&mut t, &self.retired, what)?,
+            Some(lengths) => set_pack_lengths(&mut t, lengths, what)?,
+        }
         for o in &mut t.objects {
             o.path = Arc::new(data_path(&o.id));
         }
@@ -495,6 +539,24 @@ impl Builder {
         t.names.shrink_to_fit();
         Ok(t)
     }
+}
+
+/// Sets each pack's length to the one `lengths` gives.
+fn set_pack_lengths(
+    t: &mut ItemTable,
+    lengths: &PackLengths,
+    what: &str,
+) -> Result<(), FormatError> {
+    for o in &mut t.objects {
+        if let ObjectKind::Packed { len } = &mut o.kind {
+            *len = *lengths.get(&o.id).ok_or_else(|| FormatError::Pack {
+                what: what.to_string(),
+                pack: o.id.to_hex(),
+                detail: "no length is recorded for it".into(),
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// Checks that the entries of each pack with a live row cover it from 0
@@ -553,6 +615,7 @@ fn check_packs(t: &mut ItemTable, retired: &[usize], what: &str) -> Result<(), F
 mod tests {
     use super::*;
     use crate::dataset::testing::item;
+    use packfs_format::Track;
 
     fn path(id: &ObjectId) -> Path {
         Path::from(format!("data/{}", id.to_hex()))
@@ -611,7 +674,8 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        let of_track = ItemTable::of_track(&t, path);
+        let (_, lengths, _) = t.clone().into_parts();
+        let of_track = ItemTable::of_items(t.items(), &lengths, "t", path).unwrap();
         assert!(table
             .iter()
             .zip(of_track.iter())

@@ -9,19 +9,22 @@
 mod item;
 mod items;
 mod merge;
+mod paged;
 mod revision;
 mod snapshot;
 #[cfg(test)]
 mod testing;
 mod twins;
 
+use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use packfs_format::{
-    FormatError, ItemManifest, Manifest, ObjectId, Track, TrackEntry, TRACK_KIND_FRAGMENT,
+    FormatError, ItemManifest, Manifest, ObjectId, PageShape, Track, TrackEntry,
+    TRACK_KIND_FRAGMENT,
 };
 use thiserror::Error;
 
@@ -29,6 +32,7 @@ use crate::store::{Store, StoreConfig, StoreError};
 pub use item::{ChunkRef, Item, ItemData, ItemSource};
 pub use items::{ItemRef, ItemTable};
 pub use merge::{Conflict, MergeOutcome, MergeReport};
+pub(crate) use paged::TrackPart;
 pub use revision::{Resolved, Revision, RevisionError};
 pub use snapshot::{Snapshot, SnapshotTrack};
 pub use twins::Separated;
@@ -122,6 +126,8 @@ struct Commit<'a> {
 #[derive(Clone, Debug)]
 pub struct Dataset {
     store: Store,
+    /// How the Tracks this handle writes are cut into pages.
+    page_shape: PageShape,
 }
 
 impl Dataset {
@@ -137,13 +143,21 @@ impl Dataset {
         create: bool,
         config: &StoreConfig,
     ) -> Result<Self, DatasetError> {
-        Ok(Dataset {
-            store: Store::open(location, create, config)?,
-        })
+        Ok(Dataset::from_store(Store::open(location, create, config)?))
     }
 
     pub fn from_store(store: Store) -> Self {
-        Dataset { store }
+        Dataset {
+            store,
+            page_shape: PageShape::DEFAULT,
+        }
+    }
+
+    /// The same dataset, writing Tracks cut into pages as `shape` says
+    /// (readers accept any cut; small pages exercise page boundaries).
+    pub fn with_page_shape(mut self, shape: PageShape) -> Self {
+        self.page_shape = shape;
+        self
     }
 
     pub fn store(&self) -> &Store {
@@ -190,19 +204,6 @@ impl Dataset {
         let bytes = self.fetch(&path, "manifest", id, referrer).await?;
         check_content(&path, id, &bytes)?;
         Ok(Manifest::decode(&bytes, &format!("manifest {path}"))?)
-    }
-
-    pub async fn track(&self, id: &ObjectId, referrer: &str) -> Result<Track, DatasetError> {
-        let path = self.store.layout().track(id);
-        let bytes = self.fetch(&path, "track", id, referrer).await?;
-        let id = *id;
-        // Tracks can be tens of MB: hash and decode off the async threads.
-        tokio::task::spawn_blocking(move || {
-            check_content(&path, &id, &bytes)?;
-            Ok(Track::decode_owned(bytes, &format!("track {path}"))?)
-        })
-        .await
-        .expect("track decode panicked")
     }
 
     pub async fn item_manifest(
@@ -280,22 +281,6 @@ impl Dataset {
             out.push((id, manifest));
         }
         Ok(out)
-    }
-
-    /// Stores a Track object (content-addressed) and returns its id.
-    pub(crate) async fn put_track(&self, track: &Track) -> Result<ObjectId, DatasetError> {
-        self.put_encoded_track(Bytes::from(track.encode())).await
-    }
-
-    /// [`Dataset::put_track`] of a Track already encoded
-    /// ([`Track::encode`]), for a writer that needs its id before it
-    /// decides to store it.
-    pub(crate) async fn put_encoded_track(&self, bytes: Bytes) -> Result<ObjectId, DatasetError> {
-        let id = ObjectId::of(&bytes);
-        self.store
-            .put_immutable(&self.store.layout().track(&id), bytes)
-            .await?;
-        Ok(id)
     }
 
     /// Commits a new Manifest with `tracks` and moves `ref_name` from
@@ -377,10 +362,18 @@ impl Dataset {
             writer,
         } = commit;
         let mut entries = Vec::with_capacity(tracks.len());
+        let replaced = self.replaced_tracks(&parents, &tracks).await?;
         for update in tracks {
             let track = match update.content {
                 TrackContent::Existing(id) => id,
-                TrackContent::New(track) => self.put_track(&track).await?,
+                TrackContent::New(track) => {
+                    let key = (update.timeline.clone(), update.modality.clone());
+                    let parent_tracks = replaced.get(&key).into_iter().flatten().copied();
+                    let stored = self
+                        .pages_of(parent_tracks, "a parent of the commit")
+                        .await?;
+                    self.put_track(track, &stored).await?
+                }
             };
             entries.push(TrackEntry {
                 timeline: update.timeline,
@@ -405,6 +398,42 @@ impl Dataset {
             .put_immutable(&self.store.layout().manifest(&id), bytes)
             .await?;
         Ok((id, manifest))
+    }
+}
+
+impl Dataset {
+    /// The Tracks the parents' Manifests hold for each (timeline, modality)
+    /// that `tracks` writes anew: their pages are stored already and, named
+    /// by the Manifest the commit's compare-and-swap expects, safe from gc.
+    async fn replaced_tracks(
+        &self,
+        parents: &[ObjectId],
+        tracks: &[TrackUpdate],
+    ) -> Result<HashMap<(String, String), Vec<ObjectId>>, DatasetError> {
+        let mut replaced: HashMap<(String, String), Vec<ObjectId>> = HashMap::new();
+        if !tracks
+            .iter()
+            .any(|t| matches!(t.content, TrackContent::New(_)))
+        {
+            return Ok(replaced);
+        }
+        for parent in parents {
+            let manifest = self.manifest(parent, "a parent of the commit").await?;
+            for t in manifest.tracks {
+                let new = tracks.iter().any(|u| {
+                    matches!(u.content, TrackContent::New(_))
+                        && u.timeline == t.timeline
+                        && u.modality == t.modality
+                });
+                if new {
+                    replaced
+                        .entry((t.timeline, t.modality))
+                        .or_default()
+                        .push(t.track);
+                }
+            }
+        }
+        Ok(replaced)
     }
 }
 

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
-use packfs_format::{Manifest, ObjectId, Track, TrackDir, TrackEntry};
+use packfs_format::{Manifest, ObjectId, PackLengths, TrackDir, TrackEntry, TrackItem};
 
 use super::item::ChunkRef;
 use super::items::ItemTable;
-use super::{check_content, Dataset, DatasetError, METADATA_CONCURRENCY};
+use super::paged::TrackBytes;
+use super::{Dataset, DatasetError, METADATA_CONCURRENCY};
 
 /// The items of one (timeline, modality).
 #[derive(Clone, Debug)]
@@ -21,6 +22,8 @@ pub struct SnapshotTrack {
     pub items: ItemTable,
     /// Directories the Track records (empty ones, and attributes).
     pub dirs: Vec<TrackDir>,
+    /// The pages of the Track, when it is paged.
+    pub pages: Vec<ObjectId>,
 }
 
 /// A Manifest with all its Tracks loaded.
@@ -41,20 +44,25 @@ impl SnapshotTrack {
         referrer: &str,
     ) -> Result<Self, DatasetError> {
         let layout = dataset.store().layout().clone();
-        let path = layout.track(&entry.track);
-        let what = format!("track {path}");
-        let bytes = dataset
-            .fetch(&path, "track", &entry.track, referrer)
-            .await?;
-        let (id, timeline, modality) =
-            (entry.track, entry.timeline.clone(), entry.modality.clone());
+        let what = format!("track {}", layout.track(&entry.track));
+        let fetched = dataset.track_bytes(&entry.track, referrer).await?;
+        let pages = fetched.page_ids();
+        let (timeline, modality) = (entry.timeline.clone(), entry.modality.clone());
         let described = what.clone();
-        // Tracks can be hundreds of MB: hash and decode off the async
-        // threads, and drop the bytes as soon as they are decoded.
+        // Tracks can be hundreds of MB: decoded off the async threads, and
+        // their bytes dropped as soon as they are.
         let (mut items, dirs) = tokio::task::spawn_blocking(move || {
-            check_content(&path, &id, &bytes)?;
             let data_path = |id: &ObjectId| layout.data_object(&timeline, &modality, id);
-            Ok::<_, DatasetError>(ItemTable::decode(&bytes, &described, data_path)?)
+            match fetched {
+                TrackBytes::Single(bytes) => ItemTable::decode(&bytes, &described, data_path),
+                TrackBytes::Paged { root, names, packs } => ItemTable::decode_paged(
+                    &root,
+                    [&names, &packs],
+                    &described,
+                    |id| format!("page {}", layout.page(id)),
+                    data_path,
+                ),
+            }
         })
         .await
         .expect("track decode panicked")?;
@@ -66,29 +74,31 @@ impl SnapshotTrack {
             what,
             items,
             dirs,
+            pages,
         })
     }
 
-    /// The items of `track` whose names `keep` accepts (and only their
-    /// ItemManifests are fetched).
-    pub(crate) async fn load_only(
+    /// A table of `items`, some of the Track `entry` names (whose packs
+    /// have the lengths `lengths`), with their ItemManifests.
+    pub(crate) async fn load_items(
         dataset: &Dataset,
         entry: &TrackEntry,
-        track: Track,
-        keep: impl Fn(&str) -> bool,
+        items: &[&TrackItem],
+        lengths: &PackLengths,
     ) -> Result<Self, DatasetError> {
         let layout = dataset.store().layout();
+        let what = format!("track {}", layout.track(&entry.track));
         let data_path = |id: &ObjectId| layout.data_object(&entry.timeline, &entry.modality, id);
-        let mut items = ItemTable::of_track(&track, data_path);
-        items.retain(keep);
-        load_item_manifests(dataset, entry, &mut items).await?;
+        let mut table = ItemTable::of_items(items.iter().copied(), lengths, &what, data_path)?;
+        load_item_manifests(dataset, entry, &mut table).await?;
         Ok(SnapshotTrack {
             timeline: entry.timeline.clone(),
             modality: entry.modality.clone(),
             track_id: entry.track,
-            what: format!("track {}", layout.track(&entry.track)),
-            items,
-            dirs: track.dirs().to_vec(),
+            what,
+            items: table,
+            dirs: Vec::new(),
+            pages: Vec::new(),
         })
     }
 }

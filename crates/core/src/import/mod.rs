@@ -14,7 +14,6 @@ mod scan;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
 use packfs_format::bundle::INDEX_PATH;
 use packfs_format::{FormatError, ObjectId, Track, TrackItem};
 use thiserror::Error;
@@ -228,6 +227,9 @@ struct WrittenTrack {
     timeline: String,
     modality: String,
     track: ObjectId,
+    /// The new items are those numbered `first..first + new` (by
+    /// `t_start`): [`merge_items`] numbers them after the old ones.
+    first: i64,
     new: usize,
 }
 
@@ -255,11 +257,24 @@ async fn reread(
 ) -> Result<Vec<NewItems>, DatasetError> {
     let mut groups = Vec::with_capacity(written.len());
     for w in written {
-        let (mut items, ..) = dataset
+        let (items, ..) = dataset
             .track(&w.track, "the import's own commit")
             .await?
             .into_parts();
-        let items = items.split_off(items.len() - w.new);
+        let new = w.first..w.first.saturating_add(w.new as i64);
+        let mut items: Vec<TrackItem> = items
+            .into_iter()
+            .filter(|i| new.contains(&i.entry.t_start))
+            .collect();
+        if items.len() != w.new {
+            return Err(DatasetError::Merge(format!(
+                "track {}: the import's lost commit holds {} of its {} new items",
+                w.track,
+                items.len(),
+                w.new
+            )));
+        }
+        items.sort_unstable_by_key(|i| i.entry.t_start);
         groups.push(NewItems {
             timeline: w.timeline,
             modality: w.modality,
@@ -319,19 +334,32 @@ async fn commit_onto_ref(
         separated.reused += apart.reused;
         let what = format!("track {}/{}", key.0, key.1);
         let new = group.items.len();
-        let encoded = merge_items(old, group.items, &what)
-            .map_err(DatasetError::from)?
-            .encode();
-        let id = ObjectId::of(&encoded);
-        if existing != Some(id) {
-            changed = true;
-            dataset.put_encoded_track(Bytes::from(encoded)).await?;
-        }
+        let (merged, first) = merge_items(old, group.items, &what).map_err(DatasetError::from)?;
+        let stored = match existing {
+            Some(id) => dataset.pages_of([id], "the parent manifest").await?,
+            None => HashSet::new(),
+        };
+        let (merged, paged) = dataset.encode_track(merged).await;
+        // A Track stored as a single object (no pages) holds the same items
+        // when it has the id of their single-object encoding.
+        let unchanged = existing == Some(paged.id)
+            || (existing.is_some()
+                && stored.is_empty()
+                && existing == Some(ObjectId::of(&merged.encode())));
+        drop(merged);
+        let id = match unchanged {
+            true => existing.expect("unchanged from an existing Track"),
+            false => {
+                changed = true;
+                dataset.put_paged(paged, &stored).await?
+            }
+        };
         tracks.insert(key.clone(), id);
         written.push(WrittenTrack {
             timeline: key.0,
             modality: key.1,
             track: id,
+            first,
             new,
         });
     }
@@ -375,10 +403,14 @@ fn check_options(options: &ImportOptions) -> Result<(), ImportError> {
     Ok(())
 }
 
-/// The Track after an import: existing items not replaced keep their place
-/// and `t_start`; new items follow in name order, numbered from the end of
-/// the kept ones (so they are the Track's last items).
-fn merge_items(old: Track, mut new: Vec<TrackItem>, what: &str) -> Result<Track, FormatError> {
+/// The Track after an import, and the `t_start` of its first new item:
+/// existing items not replaced keep their `t_start`; new items follow in
+/// name order, numbered from the end of the kept ones.
+fn merge_items(
+    old: Track,
+    mut new: Vec<TrackItem>,
+    what: &str,
+) -> Result<(Track, i64), FormatError> {
     let dirs = old.dirs().to_vec();
     // No set of the new names when there is nothing they could replace.
     let replaced: HashSet<&str> = match old.items().is_empty() {
@@ -399,5 +431,6 @@ fn merge_items(old: Track, mut new: Vec<TrackItem>, what: &str) -> Result<Track,
         items.reserve_exact(new.len());
         items.append(&mut new);
     }
-    Track::new(items, retired, what)?.with_dirs(dirs, what)
+    let track = Track::new(items, retired, what)?.with_dirs(dirs, what)?;
+    Ok((track, first))
 }

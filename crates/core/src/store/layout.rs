@@ -43,6 +43,11 @@ impl Layout {
         self.meta("tracks", &id.to_hex())
     }
 
+    /// `_packfs/pages/<hash>`: a page of a paged Track.
+    pub fn page(&self, id: &ObjectId) -> Path {
+        self.meta("pages", &id.to_hex())
+    }
+
     /// `_packfs/refs/<name>`
     pub fn reference(&self, name: &str) -> Path {
         self.meta("refs", name)
@@ -83,6 +88,9 @@ impl Layout {
             [RESERVED_PREFIX, "tracks", leaf] => {
                 hex(leaf).map_or(ObjectKind::Other, ObjectKind::Track)
             }
+            [RESERVED_PREFIX, "pages", leaf] => {
+                hex(leaf).map_or(ObjectKind::Other, ObjectKind::Page)
+            }
             [tl, _, TIME_BUCKET, leaf] if tl != RESERVED_PREFIX => {
                 hex(leaf).map_or(ObjectKind::Other, |_| ObjectKind::Data)
             }
@@ -96,6 +104,8 @@ impl Layout {
 pub(crate) enum ObjectKind {
     Manifest(ObjectId),
     Track(ObjectId),
+    /// A page of a paged Track.
+    Page(ObjectId),
     /// A pack, whole object, chunk or ItemManifest.
     Data,
     /// Refs, locks and anything packfs did not write.

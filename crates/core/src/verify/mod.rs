@@ -67,6 +67,7 @@ pub async fn verify_with(
     want(&layout.manifest(&id), None);
     for (entry, track) in snapshot.manifest.tracks.iter().zip(&snapshot.tracks) {
         want(&layout.track(&entry.track), None);
+        track.pages.iter().for_each(|p| want(&layout.page(p), None));
         report.items += track.items.len();
         for item in track.items.iter() {
             match &item.source() {

@@ -28,7 +28,12 @@ use super::cbor;
 use super::{validate_item_name, FormatError, FragmentEntry, ObjectId, Placement};
 
 mod encode;
+mod paged;
 mod reader;
+pub use paged::{
+    check_lengths, name_order, read_pack_page, NamePage, PackPageRef, PackRecord, PageRef,
+    PageShape, PagedReader, PagedTrack, TrackRoot,
+};
 pub use reader::{read as read_columns, Columns, TrackLayout};
 
 /// The only Track kind packfs serves.
@@ -129,14 +134,21 @@ impl Track {
         // A retired entry is needed only while its pack has live items, and
         // not when a live entry holds the very same bytes again (an item
         // re-imported unchanged lands in the same pack at the same offset).
-        // Writers pass every entry a pack ever had; keep one per range.
+        // Writers pass every entry a pack ever had; keep one per range. The
+        // live ranges are a set: a flush passes every old entry as retired,
+        // and a pack holds up to tens of thousands of items.
+        let live: foldhash::HashSet<(ObjectId, u64, u64)> = items
+            .iter()
+            .filter_map(|i| match i.entry.placement {
+                Placement::Packed { offset } => Some((i.entry.address, offset, i.entry.byte_size)),
+                _ => None,
+            })
+            .collect();
         let mut kept = foldhash::HashSet::new();
         retired.retain(|e| match e.placement {
             Placement::Packed { offset } => {
-                packs
-                    .get(&e.address)
-                    .is_some_and(|live| !live.contains(&(offset, e.byte_size)))
-                    && kept.insert((e.address, offset, e.byte_size))
+                let range = (e.address, offset, e.byte_size);
+                packs.contains_key(&e.address) && !live.contains(&range) && kept.insert(range)
             }
             _ => false,
         });

@@ -184,6 +184,7 @@ mod tests {
             what: format!("track {modality}"),
             items: items.into_iter().collect(),
             dirs: Vec::new(),
+            pages: Vec::new(),
         };
         Tree::build(Snapshot {
             manifest_id: ObjectId::of(b"m"),

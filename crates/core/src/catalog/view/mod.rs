@@ -408,6 +408,7 @@ pub(crate) mod tests {
                 what: format!("track {modality}"),
                 items,
                 dirs: Vec::new(),
+                pages: Vec::new(),
             });
         }
         let tree = Tree::build(Snapshot {

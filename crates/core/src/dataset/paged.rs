@@ -1,0 +1,287 @@
+//! Track objects in both forms: a single object, or a root with pages
+//! (`docs/FORMAT.md`, Paged Tracks). Loading fetches the pages a root names
+//! and checks each against its id; storing writes the pages a commit
+//! changed, then the root.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use packfs_format::{
+    read_pack_page, ObjectId, PackLengths, PagedTrack, Placement, Track, TrackItem, TrackRoot,
+};
+
+use super::{check_content, Dataset, DatasetError, METADATA_CONCURRENCY};
+
+/// Some of a Track's items ([`Dataset::track_part`]), and what gives the
+/// length of each of its packs.
+pub(crate) struct TrackPart {
+    pub(crate) items: Vec<TrackItem>,
+    /// The root of a paged Track, whose pack pages give the lengths.
+    root: Option<TrackRoot>,
+    /// Every pack's length, of a single-object Track.
+    lengths: PackLengths,
+}
+
+/// A Track object as fetched: its bytes (checked against its id), and its
+/// pages' when it is a paged root.
+pub(crate) enum TrackBytes {
+    Single(Bytes),
+    Paged {
+        root: TrackRoot,
+        /// Name pages, in the root's order.
+        names: Vec<Bytes>,
+        /// Pack pages, in the root's order.
+        packs: Vec<Bytes>,
+    },
+}
+
+impl TrackBytes {
+    /// The pages the object names (none for a single object).
+    pub(crate) fn page_ids(&self) -> Vec<ObjectId> {
+        match self {
+            TrackBytes::Single(_) => Vec::new(),
+            TrackBytes::Paged { root, .. } => root.page_ids().collect(),
+        }
+    }
+}
+
+impl Dataset {
+    /// Fetches the Track object `id` that `referrer` names and, when it is
+    /// a paged root, all its pages, each checked against its id.
+    pub(crate) async fn track_bytes(
+        &self,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<TrackBytes, DatasetError> {
+        let layout = self.store().layout();
+        let path = layout.track(id);
+        let bytes = self.fetch(&path, "track", id, referrer).await?;
+        let (root_bytes, check_id, check_path) = (bytes.clone(), *id, path.clone());
+        // A single-object Track can be hundreds of MB: hashed off the
+        // async threads.
+        let root = tokio::task::spawn_blocking(move || {
+            check_content(&check_path, &check_id, &root_bytes)?;
+            if !TrackRoot::is_paged(&root_bytes) {
+                return Ok::<_, DatasetError>(None);
+            }
+            let what = format!("track {check_path}");
+            Ok(Some(TrackRoot::decode(&root_bytes, &what)?))
+        })
+        .await
+        .expect("track hashing panicked")?;
+        let Some(root) = root else {
+            return Ok(TrackBytes::Single(bytes));
+        };
+        let referrer = format!("track {path}");
+        // Ids collected first: a future holding a closure over borrowed
+        // pages would not be `Send`.
+        let name_ids: Vec<ObjectId> = root.pages.iter().map(|p| p.id).collect();
+        let pack_ids: Vec<ObjectId> = root.pack_pages.iter().map(|p| p.id).collect();
+        let names = self.pages(name_ids, &referrer);
+        let packs = self.pages(pack_ids, &referrer);
+        let (names, packs) = futures::try_join!(names, packs)?;
+        Ok(TrackBytes::Paged { root, names, packs })
+    }
+
+    /// The pages `ids`, in order, each checked against its id.
+    pub(crate) async fn pages(
+        &self,
+        ids: Vec<ObjectId>,
+        referrer: &str,
+    ) -> Result<Vec<Bytes>, DatasetError> {
+        futures::stream::iter(ids)
+            .map(|id| async move {
+                let path = self.store().layout().page(&id);
+                let bytes = self.fetch(&path, "page", &id, referrer).await?;
+                check_content(&path, &id, &bytes)?;
+                Ok::<_, DatasetError>(bytes)
+            })
+            .buffered(METADATA_CONCURRENCY)
+            .try_collect()
+            .await
+    }
+
+    /// The Track object `id`, decoded from either form.
+    pub async fn track(&self, id: &ObjectId, referrer: &str) -> Result<Track, DatasetError> {
+        let fetched = self.track_bytes(id, referrer).await?;
+        let what = format!("track {}", self.store().layout().track(id));
+        let layout = self.store().layout().clone();
+        tokio::task::spawn_blocking(move || match fetched {
+            TrackBytes::Single(bytes) => Ok(Track::decode_owned(bytes, &what)?),
+            TrackBytes::Paged { root, names, packs } => Ok(Track::decode_paged(
+                &root,
+                names.iter().map(|b| &b[..]),
+                packs.iter().map(|b| &b[..]),
+                &what,
+                |id| format!("page {}", layout.page(id)),
+            )?),
+        })
+        .await
+        .expect("track decode panicked")
+    }
+
+    /// The root of the Track object `id`, or `None` when it is a single
+    /// object.
+    pub(crate) async fn track_root(
+        &self,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<Option<TrackRoot>, DatasetError> {
+        let path = self.store().layout().track(id);
+        let bytes = self.fetch(&path, "track", id, referrer).await?;
+        if !TrackRoot::is_paged(&bytes) {
+            return Ok(None);
+        }
+        check_content(&path, id, &bytes)?;
+        Ok(Some(TrackRoot::decode(&bytes, &format!("track {path}"))?))
+    }
+
+    /// The pages of the Tracks `ids` (paged roots; single objects have
+    /// none): pages a commit replacing one of them need not store again.
+    pub(crate) async fn pages_of(
+        &self,
+        ids: impl IntoIterator<Item = ObjectId>,
+        referrer: &str,
+    ) -> Result<HashSet<ObjectId>, DatasetError> {
+        let mut pages = HashSet::new();
+        for id in ids {
+            if let Some(root) = self.track_root(&id, referrer).await? {
+                pages.extend(root.page_ids());
+            }
+        }
+        Ok(pages)
+    }
+
+    /// The items of the Track `id` but those on name pages in `skip`
+    /// (pages another Track lists too, which hold the same items there).
+    /// A single-object Track gives all its items.
+    /// `root` is its root ([`Dataset::track_root`]), when already fetched.
+    pub(crate) async fn track_part(
+        &self,
+        id: &ObjectId,
+        referrer: &str,
+        root: Option<Option<TrackRoot>>,
+        skip: &HashSet<ObjectId>,
+    ) -> Result<TrackPart, DatasetError> {
+        let root = match root {
+            Some(root) => root,
+            None => self.track_root(id, referrer).await?,
+        };
+        let Some(root) = root else {
+            let (items, lengths, _) = self.track(id, referrer).await?.into_parts();
+            return Ok(TrackPart {
+                items,
+                root: None,
+                lengths,
+            });
+        };
+        let referrer = format!("track {}", self.store().layout().track(id));
+        let wanted: Vec<usize> = (0..root.pages.len())
+            .filter(|&i| !skip.contains(&root.pages[i].id))
+            .collect();
+        let names = self
+            .pages(
+                wanted.iter().map(|&i| root.pages[i].id).collect(),
+                &referrer,
+            )
+            .await?;
+        let layout = self.store().layout().clone();
+        tokio::task::spawn_blocking(move || {
+            let mut items = Vec::new();
+            for (&i, bytes) in wanted.iter().zip(&names) {
+                let what = format!("page {}", layout.page(&root.pages[i].id));
+                items.extend(root.name_page(i, bytes, &what)?.items);
+            }
+            Ok(TrackPart {
+                items,
+                root: Some(root),
+                lengths: PackLengths::default(),
+            })
+        })
+        .await
+        .expect("page decode panicked")
+    }
+
+    /// The lengths of the packs `items` of `part` are packed in: from the
+    /// pack pages that record them, fetched for a paged Track.
+    pub(crate) async fn pack_lengths(
+        &self,
+        part: &TrackPart,
+        items: &[&TrackItem],
+        referrer: &str,
+    ) -> Result<PackLengths, DatasetError> {
+        let Some(root) = &part.root else {
+            return Ok(part.lengths.clone());
+        };
+        let mut wanted: Vec<usize> = items
+            .iter()
+            .filter(|i| matches!(i.entry.placement, Placement::Packed { .. }))
+            .filter_map(|i| root.pack_page_of(&i.entry.address))
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let ids = wanted.iter().map(|&i| root.pack_pages[i].id).collect();
+        let mut lengths = PackLengths::default();
+        for (&i, bytes) in wanted.iter().zip(self.pages(ids, referrer).await?) {
+            let what = format!(
+                "page {}",
+                self.store().layout().page(&root.pack_pages[i].id)
+            );
+            for r in read_pack_page(&bytes, &what)? {
+                lengths.insert(r.address, r.length);
+            }
+        }
+        Ok(lengths)
+    }
+
+    /// Encodes `track` in the paged form.
+    pub(crate) async fn encode_track(&self, track: Track) -> (Track, PagedTrack) {
+        let shape = self.page_shape;
+        tokio::task::spawn_blocking(move || {
+            let paged = track.encode_paged(&shape);
+            (track, paged)
+        })
+        .await
+        .expect("track encode panicked")
+    }
+
+    /// Stores the paged Track `paged`: its pages not in `stored` (the pages
+    /// of the Tracks it replaces, which the commit's parent still names),
+    /// then its root, each page before the root. Returns the root's id.
+    pub(crate) async fn put_paged(
+        &self,
+        paged: PagedTrack,
+        stored: &HashSet<ObjectId>,
+    ) -> Result<ObjectId, DatasetError> {
+        let layout = self.store().layout();
+        futures::stream::iter(
+            paged
+                .pages
+                .into_iter()
+                .filter(|(id, _)| !stored.contains(id)),
+        )
+        .map(|(id, bytes)| async move {
+            self.store()
+                .put_immutable(&layout.page(&id), Bytes::from(bytes))
+                .await
+        })
+        .buffer_unordered(METADATA_CONCURRENCY)
+        .try_collect::<Vec<bool>>()
+        .await?;
+        self.store()
+            .put_immutable(&layout.track(&paged.id), Bytes::from(paged.root))
+            .await?;
+        Ok(paged.id)
+    }
+
+    /// Stores `track` in the paged form, skipping the pages in `stored`.
+    pub(crate) async fn put_track(
+        &self,
+        track: Track,
+        stored: &HashSet<ObjectId>,
+    ) -> Result<ObjectId, DatasetError> {
+        let (_, paged) = self.encode_track(track).await;
+        self.put_paged(paged, stored).await
+    }
+}
