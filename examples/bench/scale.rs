@@ -39,6 +39,8 @@ struct ScaleRow {
     rounds: usize,
     mount: Duration,
     find: Duration,
+    /// VmHWM of the daemon once the mount is ready (KiB).
+    mount_hwm_kib: u64,
     /// VmHWM of the daemon after `find` (KiB).
     find_hwm_kib: u64,
     /// `ls -lR` on a fresh mount and VmHWM after it; smallest count only.
@@ -59,9 +61,9 @@ struct CommitRow {
     diff: Duration,
 }
 
-/// One round: mount time, find time, VmHWM after find, and `ls -lR` with
-/// the VmHWM after it.
-type Pass = (Duration, Duration, u64, Option<(Duration, u64)>);
+/// One round: mount time, find time, VmHWM after find, `ls -lR` with the
+/// VmHWM after it, and VmHWM once mounted.
+type Pass = (Duration, Duration, u64, Option<(Duration, u64)>, u64);
 
 /// `packfs import` against `tar -cf` of the same tree.
 struct ImportRow {
@@ -103,13 +105,15 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
                 round + 1
             ));
             let daemon = Daemon::mount(bin, &dataset, &mnt)?;
+            let (_, mounted_hwm) = daemon.memory_kib()?;
             let find = timed_find(&mnt, tiny_paths(n))?;
             let (_, hwm) = daemon.memory_kib()?;
             let mount = daemon.mount_time;
             drop(daemon);
             progress(format!(
-                "scale: mount {:.2} s, find {:.2} s, VmHWM {}",
+                "scale: mount {:.2} s (VmHWM {}), find {:.2} s, VmHWM {}",
                 mount.as_secs_f64(),
+                mib(mounted_hwm),
                 find.as_secs_f64(),
                 mib(hwm)
             ));
@@ -127,7 +131,7 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
                 }
                 _ => None,
             };
-            passes.push((mount, find, hwm, ls));
+            passes.push((mount, find, hwm, ls, mounted_hwm));
         }
         let commits = match config.scale_commits {
             0 => None,
@@ -143,6 +147,7 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
             rounds,
             mount: Duration::from_secs_f64(median(&|p| p.0.as_secs_f64())),
             find: Duration::from_secs_f64(median(&|p| p.1.as_secs_f64())),
+            mount_hwm_kib: median(&|p| p.4 as f64) as u64,
             find_hwm_kib: median(&|p| p.2 as f64) as u64,
             ls: passes[0].3.map(|_| {
                 (
@@ -368,6 +373,18 @@ pub(crate) fn print(b: &ScaleBench) {
                 true => met(Some(r.mount.as_secs_f64()), Bar::AtMost(10.0)),
                 false => blank(),
             },
+        ));
+        rows.push(row(
+            format!("{n} items: daemon VmHWM once mounted"),
+            format!(
+                "{} ({:.0} B/item)",
+                mib(r.mount_hwm_kib),
+                r.mount_hwm_kib as f64 * 1024.0 / r.items as f64
+            ),
+            blank(),
+            blank(),
+            "—",
+            blank(),
         ));
         rows.push(row(
             format!("{n} items: `find MNT | wc -l` (checked)"),

@@ -114,18 +114,28 @@ impl ItemTable {
     }
 
     /// [`ItemTable::decode`] of a paged Track: its `root`, and the bytes
-    /// of its name pages and its pack pages (`pages`), in the root's order
-    /// and each checked against its id; `page_what` names a page in errors.
+    /// of its pages as `next_page` hands them out (each checked against its
+    /// id), name pages then pack pages in the root's order, each dropped
+    /// once read; `page_what` names a page in errors.
     pub fn decode_paged(
         root: &TrackRoot,
-        pages: [&[Bytes]; 2],
+        mut next_page: impl FnMut() -> Option<Bytes>,
         what: &str,
         page_what: impl Fn(&ObjectId) -> String,
         data_path: impl Fn(&ObjectId) -> Path,
     ) -> Result<(ItemTable, Vec<TrackDir>), FormatError> {
-        let [names, packs] = pages.map(|p| p.iter().map(|b| &b[..]));
-        let reader = PagedReader::new(root, Builder::default());
-        let (builder, layout, lengths) = reader.read(names, packs, what, page_what)?;
+        let mut reader = PagedReader::new(root, Builder::default());
+        let names = root.pages.iter().map(|p| (p.id, true));
+        for (id, is_name) in names.chain(root.pack_pages.iter().map(|p| (p.id, false))) {
+            let what = page_what(&id);
+            let bytes = next_page()
+                .ok_or_else(|| FormatError::shape(&what, "the page could not be read"))?;
+            match is_name {
+                true => reader.name_page(&bytes, &what)?,
+                false => reader.pack_page(&bytes, &what)?,
+            }
+        }
+        let (builder, layout, lengths) = reader.finish(what)?;
         let table = builder.finish(layout.len, true, layout.media_table, what, data_path)?;
         let tiled: foldhash::HashMap<ObjectId, u64> = table
             .objects

@@ -23,6 +23,14 @@ pub(crate) struct TrackPart {
     lengths: PackLengths,
 }
 
+/// A Track object as fetched and checked against its id.
+pub(crate) enum TrackObject {
+    /// A single object: its bytes.
+    Single(Bytes),
+    /// The root of a paged Track.
+    Paged(TrackRoot),
+}
+
 /// A Track object as fetched: its bytes (checked against its id), and its
 /// pages' when it is a paged root.
 pub(crate) enum TrackBytes {
@@ -36,17 +44,31 @@ pub(crate) enum TrackBytes {
     },
 }
 
-impl TrackBytes {
-    /// The pages the object names (none for a single object).
-    pub(crate) fn page_ids(&self) -> Vec<ObjectId> {
-        match self {
-            TrackBytes::Single(_) => Vec::new(),
-            TrackBytes::Paged { root, .. } => root.page_ids().collect(),
-        }
-    }
-}
-
 impl Dataset {
+    /// Fetches the Track object `id` that `referrer` names, checked
+    /// against its id: its bytes, or its root when it is paged.
+    pub(crate) async fn track_object(
+        &self,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<TrackObject, DatasetError> {
+        let path = self.store().layout().track(id);
+        let bytes = self.fetch(&path, "track", id, referrer).await?;
+        let id = *id;
+        // A single-object Track can be hundreds of MB: hashed off the
+        // async threads.
+        tokio::task::spawn_blocking(move || {
+            check_content(&path, &id, &bytes)?;
+            if !TrackRoot::is_paged(&bytes) {
+                return Ok(TrackObject::Single(bytes));
+            }
+            let what = format!("track {path}");
+            Ok(TrackObject::Paged(TrackRoot::decode(&bytes, &what)?))
+        })
+        .await
+        .expect("track hashing panicked")
+    }
+
     /// Fetches the Track object `id` that `referrer` names and, when it is
     /// a paged root, all its pages, each checked against its id.
     pub(crate) async fn track_bytes(
@@ -54,26 +76,11 @@ impl Dataset {
         id: &ObjectId,
         referrer: &str,
     ) -> Result<TrackBytes, DatasetError> {
-        let layout = self.store().layout();
-        let path = layout.track(id);
-        let bytes = self.fetch(&path, "track", id, referrer).await?;
-        let (root_bytes, check_id, check_path) = (bytes.clone(), *id, path.clone());
-        // A single-object Track can be hundreds of MB: hashed off the
-        // async threads.
-        let root = tokio::task::spawn_blocking(move || {
-            check_content(&check_path, &check_id, &root_bytes)?;
-            if !TrackRoot::is_paged(&root_bytes) {
-                return Ok::<_, DatasetError>(None);
-            }
-            let what = format!("track {check_path}");
-            Ok(Some(TrackRoot::decode(&root_bytes, &what)?))
-        })
-        .await
-        .expect("track hashing panicked")?;
-        let Some(root) = root else {
-            return Ok(TrackBytes::Single(bytes));
+        let root = match self.track_object(id, referrer).await? {
+            TrackObject::Single(bytes) => return Ok(TrackBytes::Single(bytes)),
+            TrackObject::Paged(root) => root,
         };
-        let referrer = format!("track {path}");
+        let referrer = format!("track {}", self.store().layout().track(id));
         // Ids collected first: a future holding a closure over borrowed
         // pages would not be `Send`.
         let name_ids: Vec<ObjectId> = root.pages.iter().map(|p| p.id).collect();
@@ -84,6 +91,35 @@ impl Dataset {
         Ok(TrackBytes::Paged { root, names, packs })
     }
 
+    /// Sends the pages `ids` to `to` in order, each checked against its
+    /// id, fetching a few ahead: a reader decodes each as it comes and
+    /// drops it, so a Track's pages are never all in memory at once.
+    /// Stops early, without an error, if `to` is closed.
+    pub(crate) async fn send_pages(
+        &self,
+        ids: Vec<ObjectId>,
+        referrer: &str,
+        to: tokio::sync::mpsc::Sender<Bytes>,
+    ) -> Result<(), DatasetError> {
+        let mut pages = futures::stream::iter(ids)
+            .map(|id| self.page(id, referrer))
+            .buffered(METADATA_CONCURRENCY);
+        while let Some(page) = pages.next().await {
+            if to.send(page?).await.is_err() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Page `id`, checked against its id.
+    async fn page(&self, id: ObjectId, referrer: &str) -> Result<Bytes, DatasetError> {
+        let path = self.store().layout().page(&id);
+        let bytes = self.fetch(&path, "page", &id, referrer).await?;
+        check_content(&path, &id, &bytes)?;
+        Ok(bytes)
+    }
+
     /// The pages `ids`, in order, each checked against its id.
     pub(crate) async fn pages(
         &self,
@@ -91,12 +127,7 @@ impl Dataset {
         referrer: &str,
     ) -> Result<Vec<Bytes>, DatasetError> {
         futures::stream::iter(ids)
-            .map(|id| async move {
-                let path = self.store().layout().page(&id);
-                let bytes = self.fetch(&path, "page", &id, referrer).await?;
-                check_content(&path, &id, &bytes)?;
-                Ok::<_, DatasetError>(bytes)
-            })
+            .map(|id| self.page(id, referrer))
             .buffered(METADATA_CONCURRENCY)
             .try_collect()
             .await

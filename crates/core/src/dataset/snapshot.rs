@@ -8,7 +8,7 @@ use packfs_format::{Manifest, ObjectId, PackLengths, TrackDir, TrackEntry, Track
 
 use super::item::ChunkRef;
 use super::items::ItemTable;
-use super::paged::TrackBytes;
+use super::paged::TrackObject;
 use super::{Dataset, DatasetError, METADATA_CONCURRENCY};
 
 /// The items of one (timeline, modality).
@@ -45,27 +45,41 @@ impl SnapshotTrack {
     ) -> Result<Self, DatasetError> {
         let layout = dataset.store().layout().clone();
         let what = format!("track {}", layout.track(&entry.track));
-        let fetched = dataset.track_bytes(&entry.track, referrer).await?;
-        let pages = fetched.page_ids();
+        let object = dataset.track_object(&entry.track, referrer).await?;
         let (timeline, modality) = (entry.timeline.clone(), entry.modality.clone());
         let described = what.clone();
-        // Tracks can be hundreds of MB: decoded off the async threads, and
-        // their bytes dropped as soon as they are.
-        let (mut items, dirs) = tokio::task::spawn_blocking(move || {
-            let data_path = |id: &ObjectId| layout.data_object(&timeline, &modality, id);
-            match fetched {
-                TrackBytes::Single(bytes) => ItemTable::decode(&bytes, &described, data_path),
-                TrackBytes::Paged { root, names, packs } => ItemTable::decode_paged(
-                    &root,
-                    [&names, &packs],
-                    &described,
-                    |id| format!("page {}", layout.page(id)),
-                    data_path,
-                ),
+        let (mut items, dirs, pages) = match object {
+            // Tracks can be hundreds of MB: decoded off the async threads,
+            // and their bytes dropped as soon as they are.
+            TrackObject::Single(bytes) => {
+                let decoded = tokio::task::spawn_blocking(move || {
+                    let data_path = |id: &ObjectId| layout.data_object(&timeline, &modality, id);
+                    ItemTable::decode(&bytes, &described, data_path)
+                });
+                let (items, dirs) = decoded.await.expect("track decode panicked")?;
+                (items, dirs, Vec::new())
             }
-        })
-        .await
-        .expect("track decode panicked")?;
+            // Each page is decoded as it arrives and dropped: the peak is
+            // the table, not the table and the whole encoded Track.
+            TrackObject::Paged(root) => {
+                let pages: Vec<ObjectId> = root.page_ids().collect();
+                let (to, mut from) = tokio::sync::mpsc::channel(METADATA_CONCURRENCY);
+                let decoded = tokio::task::spawn_blocking(move || {
+                    let data_path = |id: &ObjectId| layout.data_object(&timeline, &modality, id);
+                    let page_what = |id: &ObjectId| format!("page {}", layout.page(id));
+                    let next = || from.blocking_recv();
+                    ItemTable::decode_paged(&root, next, &described, page_what, data_path)
+                });
+                let referrer = what.clone();
+                let sent = dataset.send_pages(pages.clone(), &referrer, to).await;
+                let decoded = decoded.await.expect("track decode panicked");
+                // A page that could not be fetched is the error, not the
+                // decoder's missing page.
+                sent?;
+                let (items, dirs) = decoded?;
+                (items, dirs, pages)
+            }
+        };
         load_item_manifests(dataset, entry, &mut items).await?;
         Ok(SnapshotTrack {
             timeline: entry.timeline.clone(),

@@ -668,6 +668,9 @@ pub struct PagedReader<'r, C> {
     media: Vec<Arc<str>>,
     media_index: HashMap<Arc<str>, u32>,
     rows: usize,
+    /// Whether the sink gets modes (mtimes): a page recorded some.
+    modes: bool,
+    mtimes: bool,
     next_page: usize,
     next_pack_page: usize,
     dirs: Vec<TrackDir>,
@@ -687,6 +690,8 @@ impl<'r, C: Columns> PagedReader<'r, C> {
             media: Vec::new(),
             media_index: HashMap::new(),
             rows: 0,
+            modes: false,
+            mtimes: false,
             next_page: 0,
             next_pack_page: 0,
             dirs: Vec::new(),
@@ -749,6 +754,17 @@ impl<'r, C: Columns> PagedReader<'r, C> {
             }
             None => vec![self.intern(&default_media); raw.index.len()],
         };
+        // Modes and mtimes go to the sink only once a page records some,
+        // as a single object without them sends none: a column of
+        // "not recorded" for every item would cost 10 B an item at the peak.
+        if !raw.modes.is_empty() && !self.modes {
+            (0..self.rows).for_each(|_| self.columns.mode(None));
+            self.modes = true;
+        }
+        if !raw.mtimes.is_empty() && !self.mtimes {
+            (0..self.rows).for_each(|_| self.columns.mtime(None));
+            self.mtimes = true;
+        }
         let mut last_parent: Option<&str> = None;
         for (row, entry) in raw.index.into_iter().enumerate() {
             let name = raw.names[row].as_deref().expect("checked above");
@@ -763,8 +779,12 @@ impl<'r, C: Columns> PagedReader<'r, C> {
             self.columns.entry(entry);
             self.columns.name(Some(name));
             self.columns.media_type(media[row]);
-            self.columns.mode(raw.modes.get(row).copied().flatten());
-            self.columns.mtime(raw.mtimes.get(row).copied().flatten());
+            if self.modes {
+                self.columns.mode(raw.modes.get(row).copied().flatten());
+            }
+            if self.mtimes {
+                self.columns.mtime(raw.mtimes.get(row).copied().flatten());
+            }
             self.rows += 1;
         }
         for d in &dirs {
@@ -812,14 +832,23 @@ impl<'r, C: Columns> PagedReader<'r, C> {
                 ),
             ));
         }
-        let default_media = self.intern(&Arc::from(DEFAULT_MEDIA_TYPE));
         for r in records {
             for e in r.retired {
+                // A retired entry is no item: any media type will do, and
+                // one already in the table adds no column to the sink's.
+                let media = match self.media.is_empty() {
+                    true => self.intern(&Arc::from(DEFAULT_MEDIA_TYPE)),
+                    false => 0,
+                };
                 self.columns.entry(e);
                 self.columns.name(None);
-                self.columns.media_type(default_media);
-                self.columns.mode(None);
-                self.columns.mtime(None);
+                self.columns.media_type(media);
+                if self.modes {
+                    self.columns.mode(None);
+                }
+                if self.mtimes {
+                    self.columns.mtime(None);
+                }
                 self.rows += 1;
             }
             self.records.insert(r.address, (r.length, r.live));
