@@ -22,8 +22,8 @@ use packfs_format::tiledb::schema::ArraySchema;
 use packfs_format::tiledb::{decode_generic_tile, decode_tile, Datatype, FilterPipeline, TileType};
 use packfs_format::{
     decode_ref, encode_ref, name_order, read_columns, read_pack_page, Columns, FragmentEntry,
-    ItemManifest, Manifest, ObjectId, PackPageRef, PageRef, PageShape, PagedReader, Placement,
-    Track, TrackRoot,
+    IndexRef, ItemManifest, Manifest, ObjectId, PackPageRef, PageRef, PageShape, PagedReader,
+    Placement, Track, TrackRoot,
 };
 
 /// A target's body: runs one input.
@@ -116,8 +116,8 @@ pub fn track(data: &[u8]) {
     }
 }
 
-/// The objects of a paged Track: the input as a root, as a name page and
-/// as a pack page.
+/// The objects of a paged Track: the input as a root, as a name page, as
+/// a pack page and as an index page.
 pub fn track_page(data: &[u8]) {
     let _ = TrackRoot::is_paged(data);
     if let Ok(root) = TrackRoot::decode(data, "fuzz") {
@@ -133,6 +133,27 @@ pub fn track_page(data: &[u8]) {
     }
     name_page(data);
     pack_page(data);
+    index_page(data);
+}
+
+/// The input as the one index page of a root: read whole, its pages are
+/// what the root says, in order.
+fn index_page(data: &[u8]) {
+    let index = IndexRef {
+        first: String::new(),
+        id: ObjectId::of(data),
+        pages: 1,
+        items: 0,
+        bytes: 0,
+    };
+    let mut root = TrackRoot {
+        index: vec![index],
+        ..TrackRoot::default()
+    };
+    if root.fill_index([data], page_what).is_ok() {
+        assert_eq!(root.pages.len(), 1);
+        assert_eq!(root.pages[0].first, "");
+    }
 }
 
 /// What a Track reader reads of a page: names (`None`: retired) and sizes.
@@ -188,6 +209,7 @@ fn name_page(data: &[u8]) {
         bytes: page.bytes,
         pages: vec![page],
         pack_pages: vec![],
+        index: vec![],
     };
     let decoded = Track::decode_paged(&root, [data], [], "fuzz", page_what);
     assert!(
@@ -256,6 +278,7 @@ fn pack_page(data: &[u8]) {
             id: ObjectId::of(data),
             packs: records.len() as u64,
         }],
+        index: vec![],
         items: 0,
         bytes: 0,
     };

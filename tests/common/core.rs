@@ -36,14 +36,15 @@ impl Fixture {
         for (path, bytes) in files {
             write_file(&src.join(path), bytes);
         }
-        // Pages of a few rows: every test of the core crosses page
-        // boundaries in what it commits and reads back.
+        // Pages of a few rows under index pages of a few pages: every test
+        // of the core crosses page boundaries in what it commits and reads
+        // back.
         let dataset = Dataset::from_store(Store::from_object_store(
             store,
             Default::default(),
             "memory://core-test",
         ))
-        .with_page_shape(PageShape::with_rows(4));
+        .with_page_shape(PageShape::with_rows(4).with_index_pages(4));
         let runtime = tokio::runtime::Runtime::new().unwrap();
         runtime
             .block_on(packfs_core::import::import(

@@ -92,12 +92,13 @@ fn decoder_seeds_decode() {
             let decoded = match target {
                 "manifest" => Manifest::decode(&seed, target).map(drop),
                 "track" => Track::decode(&seed, target).map(drop),
-                // A root, a pack page, or a name page (a Track whose packs
-                // may lie partly on other pages).
+                // A root, a pack page, a name page (a Track whose packs
+                // may lie partly on other pages) or an index page.
                 "track_page" => TrackRoot::decode(&seed, target)
                     .map(drop)
                     .or_else(|_| read_pack_page(&seed, target).map(drop))
-                    .or_else(|_| read_columns(&seed, target, &mut Discard).map(drop)),
+                    .or_else(|_| read_columns(&seed, target, &mut Discard).map(drop))
+                    .or_else(|e| index_page(&seed).ok_or(e)),
                 "item_manifest" => ItemManifest::decode(&seed, target).map(drop),
                 "reference" => packfs_format::decode_ref(&seed, target).map(drop),
                 _ => continue,
@@ -105,6 +106,36 @@ fn decoder_seeds_decode() {
             decoded.unwrap_or_else(|e| panic!("{target} seed: {e}"));
         }
     }
+}
+
+/// `Some` if `bytes` is an index page: a map of kind `fragment-index`
+/// listing pages, which a root with one index ref made from them reads.
+fn index_page(bytes: &[u8]) -> Option<()> {
+    let value: Value = ciborium::from_reader(bytes).ok()?;
+    let pages = value
+        .as_map()?
+        .iter()
+        .find(|(k, _)| k.as_text() == Some("pages"))?
+        .1
+        .as_array()?;
+    let field = |page: &Value, i: usize| page.as_array().map(|a| a[i].clone());
+    let count = |i| -> Option<u64> {
+        pages.iter().try_fold(0u64, |n, p| {
+            Some(n + u64::try_from(field(p, i)?.as_integer()?).ok()?)
+        })
+    };
+    let index = packfs_format::IndexRef {
+        first: field(pages.first()?, 0)?.as_text()?.to_string(),
+        id: ObjectId::of(bytes),
+        pages: pages.len() as u64,
+        items: count(2)?,
+        bytes: count(3)?,
+    };
+    let mut root = TrackRoot {
+        index: vec![index],
+        ..TrackRoot::default()
+    };
+    root.fill_index([bytes], |id| id.to_hex()).ok()
 }
 
 /// A Track reader's sink that keeps nothing.
@@ -272,6 +303,8 @@ fn seeds() -> Vec<(&'static str, Vec<Vec<u8>>)> {
     for encoded in [
         with_dirs.encode_paged(&PageShape::with_rows(2)),
         unpacked.encode_paged(&PageShape::default()),
+        // Name pages listed through index pages.
+        with_dirs.encode_paged(&PageShape::with_rows(1).with_index_pages(1)),
     ] {
         paged.push(encoded.root);
         paged.extend(encoded.pages.into_iter().map(|(_, page)| page));

@@ -10,7 +10,7 @@ use object_store::ObjectStore;
 use packfs_core::cache::CacheOptions;
 use packfs_core::reader::Reader;
 use packfs_core::verify::verify;
-use packfs_format::{Manifest, ObjectId};
+use packfs_format::{Manifest, ObjectId, TrackRoot};
 use packfs_fs::write::WriteOptions;
 
 use crate::common::bench::Bench;
@@ -99,6 +99,26 @@ fn a_one_file_commit_stores_only_the_pages_on_its_path() {
     let report = core_verify(&bench);
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.items, 12 * 50 + 1);
+}
+
+/// The index pages of the Track of `t/m` at `revision`.
+fn index_pages(bench: &Bench, revision: &str) -> u64 {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let dataset = &bench.dataset;
+        let resolved = dataset
+            .resolve_revision(&revision.parse().unwrap())
+            .await
+            .unwrap();
+        let manifest = dataset.manifest(&resolved.id, revision).await.unwrap();
+        let track = manifest.tracks.iter().find(|t| t.modality == "m").unwrap();
+        let store = dataset.store();
+        let bytes = store
+            .get(&store.layout().track(&track.track))
+            .await
+            .unwrap();
+        TrackRoot::decode(&bytes, "root").unwrap().index.len() as u64
+    })
 }
 
 fn core_verify(bench: &Bench) -> packfs_core::verify::VerifyReport {
@@ -210,11 +230,13 @@ fn a_diff_fetches_only_the_pages_that_differ() {
     let (added, gets) = diff("main~3", "main~2");
     assert_eq!(added, ["+ /t/m/d05/new"]);
     // The refs and the Manifests along the history (6), the two Manifests
-    // compared, their Tracks' roots and the pages that differ (one to
-    // three a side): none of the other pages.
+    // compared, their Tracks' roots and index pages, and the name pages
+    // that differ (one to three a side): none of the other name pages.
+    let index = index_pages(&bench, "main~3") + index_pages(&bench, "main~2");
+    assert!(index > 0, "the Tracks list their pages through index pages");
     assert!(
-        gets <= 16,
-        "{gets} GETs for a one-file diff of {pages} pages"
+        gets <= 16 + index,
+        "{gets} GETs for a one-file diff of {pages} pages ({index} index pages)"
     );
     let (modified, _) = diff("main~2", "main~1");
     assert_eq!(modified, ["M /t/m/d03/f010"]);

@@ -54,19 +54,31 @@ impl Dataset {
     ) -> Result<TrackObject, DatasetError> {
         let path = self.store().layout().track(id);
         let bytes = self.fetch(&path, "track", id, referrer).await?;
-        let id = *id;
+        let (id, what) = (*id, format!("track {path}"));
         // A single-object Track can be hundreds of MB: hashed off the
         // async threads.
-        tokio::task::spawn_blocking(move || {
+        let object = tokio::task::spawn_blocking(move || {
             check_content(&path, &id, &bytes)?;
             if !TrackRoot::is_paged(&bytes) {
-                return Ok(TrackObject::Single(bytes));
+                return Ok::<_, DatasetError>(TrackObject::Single(bytes));
             }
-            let what = format!("track {path}");
             Ok(TrackObject::Paged(TrackRoot::decode(&bytes, &what)?))
         })
         .await
-        .expect("track hashing panicked")
+        .expect("track hashing panicked")?;
+        let TrackObject::Paged(mut root) = object else {
+            return Ok(object);
+        };
+        if root.needs_index() {
+            let referrer = format!("track {}", self.store().layout().track(&id));
+            let ids = root.index.iter().map(|i| i.id).collect();
+            let index = self.pages(ids, &referrer).await?;
+            let layout = self.store().layout();
+            root.fill_index(index.iter().map(|b| &b[..]), |id| {
+                format!("page {}", layout.page(id))
+            })?;
+        }
+        Ok(TrackObject::Paged(root))
     }
 
     /// Fetches the Track object `id` that `referrer` names and, when it is
@@ -159,13 +171,10 @@ impl Dataset {
         id: &ObjectId,
         referrer: &str,
     ) -> Result<Option<TrackRoot>, DatasetError> {
-        let path = self.store().layout().track(id);
-        let bytes = self.fetch(&path, "track", id, referrer).await?;
-        if !TrackRoot::is_paged(&bytes) {
-            return Ok(None);
-        }
-        check_content(&path, id, &bytes)?;
-        Ok(Some(TrackRoot::decode(&bytes, &format!("track {path}"))?))
+        Ok(match self.track_object(id, referrer).await? {
+            TrackObject::Single(_) => None,
+            TrackObject::Paged(root) => Some(root),
+        })
     }
 
     /// The pages of the Tracks `ids` (paged roots; single objects have

@@ -31,8 +31,8 @@ mod encode;
 mod paged;
 mod reader;
 pub use paged::{
-    check_lengths, name_order, read_pack_page, NamePage, PackPageRef, PackRecord, PageRef,
-    PageShape, PagedReader, PagedTrack, TrackRoot,
+    check_lengths, name_order, read_pack_page, IndexRef, NamePage, PackPageRef, PackRecord,
+    PageRef, PageShape, PagedReader, PagedTrack, TrackRoot,
 };
 pub use reader::{read as read_columns, Columns, TrackLayout};
 

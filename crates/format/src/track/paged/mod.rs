@@ -33,6 +33,8 @@ use crate::{Attrs, Columns, FormatError, FragmentEntry, ObjectId, PackLengths, P
 
 /// The `kind` of a pack page.
 const PACK_PAGE_KIND: &str = "fragment-packs";
+/// The `kind` of an index page.
+const INDEX_PAGE_KIND: &str = "fragment-index";
 
 /// How a writer cuts a paged Track into pages. Readers accept any cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,20 +47,25 @@ pub struct PageShape {
     max_bytes: u64,
     /// Records a pack page holds on average.
     packs: u64,
+    /// Name pages an index page lists on average; a root lists up to
+    /// twice as many itself.
+    index: u64,
 }
 
 impl PageShape {
     /// About 4,096 rows (~300 KB for short names) a name page, at most
-    /// 1 MiB; 1,024 packs a pack page. A cold `stat` fetches one page; 100M
-    /// items make ~25,000 pages, a root of ~2 MB.
+    /// 1 MiB; 1,024 packs a pack page; a root lists up to 512 name pages
+    /// itself (~2.5M items), and beyond that index pages of ~256 each
+    /// (~20 KB): a commit rewrites one of them and a root of a few KB.
     pub const DEFAULT: PageShape = PageShape {
         rows: 4096,
         max_rows: 16384,
         max_bytes: 1 << 20,
         packs: 1024,
+        index: 256,
     };
 
-    /// Pages of about `rows` rows, and pack pages of about `rows` packs:
+    /// Pages of about `rows` rows and pack pages of about `rows` packs:
     /// small shapes cut small Tracks into many pages (tests).
     pub fn with_rows(rows: u64) -> PageShape {
         let rows = rows.max(1);
@@ -67,6 +74,16 @@ impl PageShape {
             max_rows: rows * 4,
             max_bytes: PageShape::DEFAULT.max_bytes,
             packs: rows,
+            index: PageShape::DEFAULT.index,
+        }
+    }
+
+    /// The same shape, listing name pages through index pages of about
+    /// `pages` each once there are more than twice as many.
+    pub fn with_index_pages(self, pages: u64) -> PageShape {
+        PageShape {
+            index: pages.max(1),
+            ..self
         }
     }
 }
@@ -103,6 +120,20 @@ pub struct PageRef {
     pub bytes: u64,
 }
 
+/// An index page as the root lists it: a run of the name pages' refs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexRef {
+    /// The first name of its first name page.
+    pub first: String,
+    pub id: ObjectId,
+    /// Name pages it lists.
+    pub pages: u64,
+    /// Items on those pages.
+    pub items: u64,
+    /// Bytes of those items.
+    pub bytes: u64,
+}
+
 /// A pack page as the root lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PackPageRef {
@@ -116,8 +147,12 @@ pub struct PackPageRef {
 /// The root of a paged Track.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct TrackRoot {
-    /// Name pages, in [`name_order`] of their first names.
+    /// Name pages, in [`name_order`] of their first names: listed in the
+    /// root, or in its index pages once [`TrackRoot::fill_index`] read
+    /// them.
     pub pages: Vec<PageRef>,
+    /// Index pages, when the root lists its name pages through them.
+    pub index: Vec<IndexRef>,
     /// Pack pages, by first address.
     pub pack_pages: Vec<PackPageRef>,
     /// Items of the Track.
@@ -162,7 +197,7 @@ impl TrackRoot {
             }
             match s.next_is_text() {
                 Ok(true) => match s.text().as_deref() {
-                    Ok("pages") => return true,
+                    Ok("pages" | "index") => return true,
                     Ok("object_index") => return false,
                     Ok(_) => {}
                     Err(_) => return false,
@@ -197,33 +232,16 @@ impl TrackRoot {
             }
         }
         let mut root = TrackRoot::default();
-        for (i, page) in cbor::as_array(map.required("pages")?, &format!("{what} pages"))?
-            .iter()
-            .enumerate()
-        {
-            let at = format!("{what} pages[{i}]");
-            let [first, id, items, bytes] = fields(page, &at, "[first, id, items, bytes]")?;
-            let page = PageRef {
-                first: cbor::as_text(first, &at)?.to_string(),
-                id: cbor::as_object_id(id, &at)?,
-                items: cbor::as_u64(items, &at)?,
-                bytes: cbor::as_u64(bytes, &at)?,
-            };
-            if !page.first.is_empty() {
-                crate::validate_item_name(&page.first, &at)?;
+        match (map.get("pages"), map.get("index")) {
+            (Some(pages), None) => root.pages = read_page_refs(pages, what, "pages")?,
+            (None, Some(index)) => root.index = read_index_refs(index, what)?,
+            (None, None) => return Err(FormatError::shape(what, "missing field \"pages\"")),
+            (Some(_), Some(_)) => {
+                return Err(FormatError::shape(
+                    what,
+                    "a root lists its pages in exactly one of \"pages\" and \"index\"",
+                ))
             }
-            if let Some(last) = root.pages.last() {
-                if name_order(&last.first, &page.first) != Ordering::Less {
-                    return Err(FormatError::shape(
-                        at,
-                        format!(
-                            "first name {:?} does not come after the previous page's {:?}",
-                            page.first, last.first
-                        ),
-                    ));
-                }
-            }
-            root.pages.push(page);
         }
         let pack_pages = match map.get("pack_pages") {
             Some(v) => cbor::as_array(v, &format!("{what} pack_pages"))?,
@@ -251,39 +269,81 @@ impl TrackRoot {
         }
         root.items = cbor::as_u64(map.required("items")?, &format!("{what} items"))?;
         root.bytes = cbor::as_u64(map.required("bytes")?, &format!("{what} bytes"))?;
-        let items = root
-            .pages
-            .iter()
-            .try_fold(0u64, |n, p| n.checked_add(p.items));
-        let bytes = root
-            .pages
-            .iter()
-            .try_fold(0u64, |n, p| n.checked_add(p.bytes));
-        if items != Some(root.items) || bytes != Some(root.bytes) {
+        let counts = match root.index.is_empty() {
+            true => sums(root.pages.iter().map(|p| (p.items, p.bytes))),
+            false => sums(root.index.iter().map(|p| (p.items, p.bytes))),
+        };
+        check_counts("the root says", (root.items, root.bytes), counts, what)?;
+        Ok(root)
+    }
+
+    /// Whether the root lists its name pages through index pages not read
+    /// yet: [`TrackRoot::fill_index`] needs their bytes.
+    pub fn needs_index(&self) -> bool {
+        !self.index.is_empty() && self.pages.is_empty()
+    }
+
+    /// Reads the index pages (each already checked against its id), in
+    /// the root's order, into [`TrackRoot::pages`]; each must list as many
+    /// pages, items and bytes as the root says, from the first name it
+    /// gives, in order across pages. `page_what` names a page in errors.
+    pub fn fill_index<'b>(
+        &mut self,
+        index_pages: impl IntoIterator<Item = &'b [u8]>,
+        page_what: impl Fn(&ObjectId) -> String,
+    ) -> Result<(), FormatError> {
+        let mut pages: Vec<PageRef> = Vec::new();
+        let mut read = 0;
+        for (bytes, index) in index_pages.into_iter().zip(&self.index) {
+            read += 1;
+            let what = page_what(&index.id);
+            let value = cbor::decode(bytes, &what)?;
+            let map = MapReader::new(&value, &what)?;
+            let kind = cbor::as_text(map.required("kind")?, &format!("{what} kind"))?;
+            if kind != INDEX_PAGE_KIND {
+                return Err(FormatError::shape(
+                    &what,
+                    format!("kind {kind:?} is not an index page ({INDEX_PAGE_KIND:?})"),
+                ));
+            }
+            let refs = read_page_refs(map.required("pages")?, &what, "pages")?;
+            let counts = sums(refs.iter().map(|p| (p.items, p.bytes)));
+            let expected = (index.items, index.bytes);
+            check_counts("the root says the page lists", expected, counts, &what)?;
+            let first = refs.first().map(|p| p.first.as_str());
+            if refs.len() as u64 != index.pages || first != Some(index.first.as_str()) {
+                return Err(FormatError::shape(
+                    &what,
+                    format!(
+                        "the root says it lists {} pages from {:?}, but it lists {} from {first:?}",
+                        index.pages,
+                        index.first,
+                        refs.len()
+                    ),
+                ));
+            }
+            if let (Some(last), Some(next)) = (pages.last(), refs.first()) {
+                if name_order(&last.first, &next.first) != Ordering::Less {
+                    return Err(FormatError::shape(
+                        &what,
+                        format!("{:?} does not come after the previous page's", next.first),
+                    ));
+                }
+            }
+            pages.extend(refs);
+        }
+        if read != self.index.len() {
             return Err(FormatError::shape(
-                what,
-                format!(
-                    "the root says {} items of {} bytes, but its pages add up to {} items of {} bytes",
-                    root.items,
-                    root.bytes,
-                    items.map_or("more than 2^64".into(), |n| n.to_string()),
-                    bytes.map_or("more than 2^64".into(), |n| n.to_string()),
-                ),
+                "a paged Track's root",
+                "not every index page of the root was read",
             ));
         }
-        Ok(root)
+        self.pages = pages;
+        Ok(())
     }
 
     /// The root as CBOR.
     pub fn encode(&self) -> Vec<u8> {
-        let pages = self.pages.iter().map(|p| {
-            Value::Array(vec![
-                cbor::text(&p.first),
-                cbor::id(&p.id),
-                cbor::uint(p.items),
-                cbor::uint(p.bytes),
-            ])
-        });
         let pack_pages = self.pack_pages.iter().map(|p| {
             Value::Array(vec![
                 cbor::id(&p.first),
@@ -291,19 +351,25 @@ impl TrackRoot {
                 cbor::uint(p.packs),
             ])
         });
+        let listed = match self.index.is_empty() {
+            true => (cbor::text("pages"), page_refs_value(&self.pages)),
+            false => (cbor::text("index"), index_value(&self.index)),
+        };
         cbor::encode(&Value::Map(vec![
             (cbor::text("kind"), cbor::text(TRACK_KIND_FRAGMENT)),
-            (cbor::text("pages"), Value::Array(pages.collect())),
+            listed,
             (cbor::text("pack_pages"), Value::Array(pack_pages.collect())),
             (cbor::text("items"), cbor::uint(self.items)),
             (cbor::text("bytes"), cbor::uint(self.bytes)),
         ]))
     }
 
-    /// Every page the root names: name pages, then pack pages.
+    /// Every page the root names: name pages, pack pages, then index
+    /// pages.
     pub fn page_ids(&self) -> impl Iterator<Item = ObjectId> + '_ {
         let names = self.pages.iter().map(|p| p.id);
-        names.chain(self.pack_pages.iter().map(|p| p.id))
+        let packs = names.chain(self.pack_pages.iter().map(|p| p.id));
+        packs.chain(self.index.iter().map(|p| p.id))
     }
 
     /// The pack page that records pack `address` if the Track has it.
@@ -382,6 +448,123 @@ impl TrackRoot {
             dirs: layout.dirs,
         })
     }
+}
+
+/// The page refs `[first, id, items, bytes]` of `value` (the `field` of
+/// `what`), in strictly increasing name order.
+fn read_page_refs(value: &Value, what: &str, field: &str) -> Result<Vec<PageRef>, FormatError> {
+    let mut refs: Vec<PageRef> = Vec::new();
+    for (i, page) in cbor::as_array(value, &format!("{what} {field}"))?
+        .iter()
+        .enumerate()
+    {
+        let at = format!("{what} {field}[{i}]");
+        let [first, id, items, bytes] = fields(page, &at, "[first, id, items, bytes]")?;
+        let page = PageRef {
+            first: cbor::as_text(first, &at)?.to_string(),
+            id: cbor::as_object_id(id, &at)?,
+            items: cbor::as_u64(items, &at)?,
+            bytes: cbor::as_u64(bytes, &at)?,
+        };
+        check_first(&page.first, refs.last().map(|l| l.first.as_str()), &at)?;
+        refs.push(page);
+    }
+    Ok(refs)
+}
+
+/// The index refs `[first, id, pages, items, bytes]` of a root's `index`.
+fn read_index_refs(value: &Value, what: &str) -> Result<Vec<IndexRef>, FormatError> {
+    let mut refs: Vec<IndexRef> = Vec::new();
+    for (i, page) in cbor::as_array(value, &format!("{what} index"))?
+        .iter()
+        .enumerate()
+    {
+        let at = format!("{what} index[{i}]");
+        let shape = "[first, id, pages, items, bytes]";
+        let [first, id, pages, items, bytes] = fields(page, &at, shape)?;
+        let page = IndexRef {
+            first: cbor::as_text(first, &at)?.to_string(),
+            id: cbor::as_object_id(id, &at)?,
+            pages: cbor::as_u64(pages, &at)?,
+            items: cbor::as_u64(items, &at)?,
+            bytes: cbor::as_u64(bytes, &at)?,
+        };
+        check_first(&page.first, refs.last().map(|l| l.first.as_str()), &at)?;
+        refs.push(page);
+    }
+    Ok(refs)
+}
+
+/// A page's first name: valid, and after the previous page's.
+fn check_first(first: &str, previous: Option<&str>, at: &str) -> Result<(), FormatError> {
+    if !first.is_empty() {
+        crate::validate_item_name(first, at)?;
+    }
+    match previous {
+        Some(last) if name_order(last, first) != Ordering::Less => Err(FormatError::shape(
+            at,
+            format!("first name {first:?} does not come after the previous page's {last:?}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The sums of (items, bytes) pairs; `None` past 2^64.
+fn sums(counts: impl Iterator<Item = (u64, u64)>) -> (Option<u64>, Option<u64>) {
+    counts.fold((Some(0), Some(0)), |(i, b), (items, bytes)| {
+        (
+            i.and_then(|i| i.checked_add(items)),
+            b.and_then(|b| b.checked_add(bytes)),
+        )
+    })
+}
+
+/// Fails unless the (items, bytes) `listed` add up to the `said` ones.
+fn check_counts(
+    said: &str,
+    (items, bytes): (u64, u64),
+    listed: (Option<u64>, Option<u64>),
+    what: &str,
+) -> Result<(), FormatError> {
+    if listed == (Some(items), Some(bytes)) {
+        return Ok(());
+    }
+    let big = |n: Option<u64>| n.map_or("more than 2^64".into(), |n| n.to_string());
+    Err(FormatError::shape(
+        what,
+        format!(
+            "{said} {items} items of {bytes} bytes, but its pages add up to {} items of {} bytes",
+            big(listed.0),
+            big(listed.1)
+        ),
+    ))
+}
+
+/// The `index` of a root.
+fn index_value(index: &[IndexRef]) -> Value {
+    let refs = index.iter().map(|p| {
+        Value::Array(vec![
+            cbor::text(&p.first),
+            cbor::id(&p.id),
+            cbor::uint(p.pages),
+            cbor::uint(p.items),
+            cbor::uint(p.bytes),
+        ])
+    });
+    Value::Array(refs.collect())
+}
+
+/// The `pages` of a root or an index page.
+fn page_refs_value(pages: &[PageRef]) -> Value {
+    let refs = pages.iter().map(|p| {
+        Value::Array(vec![
+            cbor::text(&p.first),
+            cbor::id(&p.id),
+            cbor::uint(p.items),
+            cbor::uint(p.bytes),
+        ])
+    });
+    Value::Array(refs.collect())
 }
 
 /// The `N` elements of the array `value`, or an error naming `shape`.
@@ -505,6 +688,9 @@ impl Track {
         if !page.is_empty() {
             push_pack_page(page, &mut root, &mut pages);
         }
+        if root.pages.len() as u64 > 2 * shape.index {
+            push_index_pages(&mut root, shape, &mut pages);
+        }
         let bytes = root.encode();
         PagedTrack {
             id: ObjectId::of(&bytes),
@@ -623,6 +809,34 @@ fn push_name_page(rows: Vec<Row>, root: &mut TrackRoot, pages: &mut Vec<(ObjectI
         bytes,
     });
     pages.push((id, page));
+}
+
+/// Lists the root's name pages through index pages, cut where a page's
+/// first name hashes to a multiple of the average.
+fn push_index_pages(root: &mut TrackRoot, shape: &PageShape, pages: &mut Vec<(ObjectId, Vec<u8>)>) {
+    let mut cutter = Cutter::new(shape.index, shape.index * 4, u64::MAX);
+    let mut start = 0;
+    for i in 0..root.pages.len() {
+        let end = cutter.ends_after(name_hash(&root.pages[i].first), 0);
+        if end || i + 1 == root.pages.len() {
+            let run = &root.pages[start..=i];
+            let page = cbor::encode(&Value::Map(vec![
+                (cbor::text("kind"), cbor::text(INDEX_PAGE_KIND)),
+                (cbor::text("pages"), page_refs_value(run)),
+            ]));
+            let id = ObjectId::of(&page);
+            let (items, bytes) = sums(run.iter().map(|p| (p.items, p.bytes)));
+            root.index.push(IndexRef {
+                first: run[0].first.clone(),
+                id,
+                pages: run.len() as u64,
+                items: items.unwrap_or(u64::MAX),
+                bytes: bytes.unwrap_or(u64::MAX),
+            });
+            pages.push((id, page));
+            start = i + 1;
+        }
+    }
 }
 
 fn push_pack_page(

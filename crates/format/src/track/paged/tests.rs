@@ -25,10 +25,16 @@ fn by_id(p: &PagedTrack) -> HashMap<ObjectId, Vec<u8>> {
     p.pages.iter().cloned().collect()
 }
 
-/// Decodes the paged Track `p` as a reader does: the root, then its pages.
+/// Decodes the paged Track `p` as a reader does: the root, its index
+/// pages if it lists its name pages through them, then its pages.
 fn decode(p: &PagedTrack) -> Result<Track, FormatError> {
-    let root = TrackRoot::decode(&p.root, ROOT)?;
-    decode_with(&root, &by_id(p))
+    let pages = by_id(p);
+    let mut root = TrackRoot::decode(&p.root, ROOT)?;
+    if root.needs_index() {
+        let index: Vec<&[u8]> = root.index.iter().map(|i| &pages[&i.id][..]).collect();
+        root.fill_index(index, page_what)?;
+    }
+    decode_with(&root, &pages)
 }
 
 fn entry_key(e: &FragmentEntry) -> (ObjectId, Option<u64>, u64, i64, i64) {
@@ -719,6 +725,7 @@ fn root_of(pages: Vec<PageRef>, pack_pages: Vec<PackPageRef>) -> TrackRoot {
         bytes: pages.iter().map(|p| p.bytes).sum(),
         pages,
         pack_pages,
+        index: vec![],
     }
 }
 
@@ -1435,6 +1442,7 @@ fn a_name_page_whose_sizes_overflow_is_refused() {
             bytes: 1,
         }],
         pack_pages: vec![],
+        index: vec![],
         items: 2,
         bytes: 1,
     };
@@ -1467,4 +1475,93 @@ fn a_file_directory_clash_stays_on_one_page() {
         assert_eq!(back.items(), t.items(), "with_rows({rows})");
         assert_eq!(back.dirs(), t.dirs(), "with_rows({rows})");
     }
+}
+
+/// Past twice the index size a root lists its name pages through index
+/// pages: the Track reads back the same, a root needs them read first, and
+/// one change rewrites one index page besides its own.
+#[test]
+fn many_pages_are_listed_through_index_pages() {
+    let t = big();
+    let shape = PageShape::with_rows(8).with_index_pages(4);
+    let p = t.encode_paged(&shape);
+    let root = TrackRoot::decode(&p.root, ROOT).unwrap();
+    assert!(
+        root.needs_index() && root.index.len() > 10,
+        "{}",
+        root.index.len()
+    );
+    assert_same(&decode(&p).unwrap(), &t);
+    let pages = by_id(&p);
+    assert!(decode_with(&root, &pages).is_err(), "unread index pages");
+    assert!(root
+        .page_ids()
+        .all(|id| p.pages.iter().any(|(i, _)| *i == id)));
+
+    let mut items = t.items().to_vec();
+    items.push(item("d1/zz-new", whole("zz-new", 3)));
+    let retired = t.retired().to_vec();
+    let changed = Track::new(items, retired, "t")
+        .unwrap()
+        .encode_paged(&shape);
+    let old: HashSet<ObjectId> = p.pages.iter().map(|(id, _)| *id).collect();
+    let new_root = TrackRoot::decode(&changed.root, ROOT).unwrap();
+    let new_index = new_root
+        .index
+        .iter()
+        .filter(|i| !old.contains(&i.id))
+        .count();
+    // Its own, and perhaps a neighbour whose cut moved.
+    assert!((1..=3).contains(&new_index), "{new_index} new index pages");
+    assert!(changed.root.len() < p.root.len() * 2);
+}
+
+/// Index pages are checked like the root: their counts, their first
+/// names, their order; a damaged one names itself.
+#[test]
+fn a_damaged_or_misplaced_index_page_is_refused() {
+    let p = big().encode_paged(&PageShape::with_rows(8).with_index_pages(4));
+    let pages = by_id(&p);
+    let root = TrackRoot::decode(&p.root, ROOT).unwrap();
+    let index =
+        |root: &TrackRoot| -> Vec<&[u8]> { root.index.iter().map(|i| &pages[&i.id][..]).collect() };
+    let mut swapped = root.clone();
+    swapped.index.swap(1, 2);
+    let e = TrackRoot::decode(&swapped.encode(), ROOT)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not come after"), "{e}");
+
+    let mut wrong = root.clone();
+    wrong.index[1].pages += 1;
+    let e = wrong
+        .fill_index(index(&root), page_what)
+        .unwrap_err()
+        .to_string();
+    let named = page_what(&root.index[1].id);
+    assert!(e.contains(&named) && e.contains("lists"), "{e}");
+
+    let mut wrong = root.clone();
+    wrong.index[2].items += 1;
+    wrong.items += 1;
+    let e = wrong
+        .fill_index(index(&root), page_what)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&page_what(&root.index[2].id)), "{e}");
+
+    let mut short = root.clone();
+    let e = short
+        .fill_index(index(&root).into_iter().take(3), page_what)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not every index page"), "{e}");
+
+    let mut damaged = pages[&root.index[0].id].clone();
+    damaged.truncate(damaged.len() / 2);
+    let mut r = root.clone();
+    let mut list = index(&root);
+    list[0] = &damaged;
+    let e = r.fill_index(list, page_what).unwrap_err().to_string();
+    assert!(e.contains(&page_what(&root.index[0].id)), "{e}");
 }
