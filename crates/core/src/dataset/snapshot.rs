@@ -63,6 +63,9 @@ impl SnapshotTrack {
             // the table, not the table and the whole encoded Track.
             TrackObject::Paged(root) => {
                 let pages: Vec<ObjectId> = root.page_ids().collect();
+                // Name pages then pack pages (index pages came with the root).
+                let names = root.pages.iter().map(|p| p.id);
+                let wanted = names.chain(root.pack_pages.iter().map(|p| p.id)).collect();
                 let (to, mut from) = tokio::sync::mpsc::channel(METADATA_CONCURRENCY);
                 let decoded = tokio::task::spawn_blocking(move || {
                     let data_path = |id: &ObjectId| layout.data_object(&timeline, &modality, id);
@@ -71,7 +74,7 @@ impl SnapshotTrack {
                     ItemTable::decode_paged(&root, next, &described, page_what, data_path)
                 });
                 let referrer = what.clone();
-                let sent = dataset.send_pages(pages.clone(), &referrer, to).await;
+                let sent = dataset.send_pages(wanted, &referrer, to).await;
                 let decoded = decoded.await.expect("track decode panicked");
                 // A page that could not be fetched is the error, not the
                 // decoder's missing page.

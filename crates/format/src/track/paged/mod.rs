@@ -4,7 +4,10 @@
 //!
 //! - The **root** is the Track object (`_packfs/tracks/<hash>`): a CBOR
 //!   map `{"kind": "fragment", "pages": [[first, id, items, bytes]…],
-//!   "pack_pages": [[first, id, packs]…], "items": n, "bytes": n}`.
+//!   "pack_pages": [[first, id, packs]…], "items": n, "bytes": n}`; past
+//!   512 name pages, `"index": [[first, id, pages, items, bytes]…]`
+//!   instead of `pages`, naming **index pages** (`{"kind":
+//!   "fragment-index", "pages": […]}`) that list the name pages in runs.
 //! - A **name page** (`_packfs/pages/<hash>`) is encoded exactly as a
 //!   single-object Track of its rows (so every Track reader reads it): the
 //!   items and directories whose names fall in its range, in
@@ -183,9 +186,10 @@ pub struct PagedTrack {
 }
 
 impl TrackRoot {
-    /// Whether the Track object `bytes` is a paged root (it has `pages`)
-    /// rather than a single-object Track (it has `object_index`). Reads
-    /// keys only as far as the first of the two, skipping values.
+    /// Whether the Track object `bytes` is a paged root (it has `pages` or
+    /// `index`) rather than a single-object Track (it has
+    /// `object_index`). Reads keys only as far as the first of them,
+    /// skipping values.
     pub fn is_paged(bytes: &[u8]) -> bool {
         let mut s = Stream::new(bytes);
         let Ok(keys) = s.map() else { return false };
