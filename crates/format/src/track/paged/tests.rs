@@ -1,9 +1,12 @@
 use std::collections::{HashMap, HashSet};
 
+use ciborium::value::Value;
 use proptest::prelude::*;
 
+use super::encode::push_pack_page;
 use super::*;
-use crate::read_columns;
+use crate::cbor;
+use crate::{read_columns, Attrs, Columns, FormatError, PackLengths, Track, DEFAULT_MEDIA_TYPE};
 
 /// What the root is called in errors.
 const ROOT: &str = "track R";

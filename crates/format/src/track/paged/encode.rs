@@ -1,0 +1,290 @@
+//! [`Track::encode_paged`]: the rows in name order, cut into name pages,
+//! pack pages and, past twice the index size, index pages.
+
+use std::collections::HashMap;
+
+use ciborium::value::Value;
+
+use super::super::Track;
+use super::root::{page_refs_value, sums};
+use super::*;
+use crate::cbor;
+use crate::{Attrs, PackLengths};
+
+/// Decides where pages end: after a row whose key hashes to a multiple of
+/// the average, once a quarter of it is reached, or at the maximum.
+struct Cutter {
+    average: u64,
+    max_rows: u64,
+    max_bytes: u64,
+    rows: u64,
+    bytes: u64,
+}
+
+impl Cutter {
+    fn new(average: u64, max_rows: u64, max_bytes: u64) -> Cutter {
+        Cutter {
+            average: average.max(1),
+            max_rows: max_rows.max(1),
+            max_bytes,
+            rows: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Whether the page ends after a row of key hash `hash` and about
+    /// `bytes` encoded bytes.
+    fn ends_after(&mut self, hash: u64, bytes: u64) -> bool {
+        self.rows += 1;
+        self.bytes += bytes;
+        let end = (self.rows >= self.average.div_ceil(4) && hash % self.average == 0)
+            || self.rows >= self.max_rows
+            || self.bytes >= self.max_bytes;
+        if end {
+            self.rows = 0;
+            self.bytes = 0;
+        }
+        end
+    }
+}
+
+/// A stable 64-bit hash of a name (FNV-1a, then a SplitMix64 finish so
+/// its low bits are as good as its high ones): page cuts must fall on the
+/// same names in every process, so no per-process seed.
+fn name_hash(name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+/// A row of a name page being cut.
+enum Row<'t> {
+    Item(&'t TrackItem),
+    Dir(TrackDir),
+}
+
+impl Row<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Row::Item(i) => &i.name,
+            Row::Dir(d) => &d.name,
+        }
+    }
+}
+
+impl Track {
+    /// The Track in the paged form, cut as `shape` says.
+    pub fn encode_paged(&self, shape: &PageShape) -> PagedTrack {
+        let mut pages = Vec::new();
+        let mut root = TrackRoot::default();
+        let mut cutter = Cutter::new(shape.rows, shape.max_rows, shape.max_bytes);
+        let mut page: Vec<Row> = Vec::new();
+        let mut rows = self.rows().into_iter().peekable();
+        while let Some(row) = rows.next() {
+            let bytes = row.name().len() as u64
+                + match row {
+                    Row::Item(_) => 56,
+                    Row::Dir(_) => 16,
+                };
+            let end = cutter.ends_after(name_hash(row.name()), bytes);
+            // A name that is both an item's and a directory's (which the
+            // tree refuses, naming it) stays on one page, so the pages
+            // still decode and the refusal is the tree's.
+            let same_name_next = rows.peek().is_some_and(|next| next.name() == row.name());
+            page.push(row);
+            if end && !same_name_next {
+                push_name_page(std::mem::take(&mut page), &mut root, &mut pages);
+            }
+        }
+        if !page.is_empty() {
+            push_name_page(page, &mut root, &mut pages);
+        }
+        let mut cutter = Cutter::new(shape.packs, shape.packs * 4, shape.max_bytes);
+        let mut page: Vec<PackRecord> = Vec::new();
+        for record in self.pack_records() {
+            let hash = u64::from_le_bytes(record.address.0[..8].try_into().expect("8 bytes"));
+            let bytes = 48 + 50 * record.retired.len() as u64;
+            let end = cutter.ends_after(hash, bytes);
+            page.push(record);
+            if end {
+                push_pack_page(std::mem::take(&mut page), &mut root, &mut pages);
+            }
+        }
+        if !page.is_empty() {
+            push_pack_page(page, &mut root, &mut pages);
+        }
+        if root.pages.len() as u64 > 2 * shape.index {
+            push_index_pages(&mut root, shape, &mut pages);
+        }
+        let bytes = root.encode();
+        PagedTrack {
+            id: ObjectId::of(&bytes),
+            root: bytes,
+            pages,
+        }
+    }
+
+    /// Items and every directory (recorded, implied by a name, and the
+    /// modality directory), in [`name_order`].
+    fn rows(&self) -> Vec<Row<'_>> {
+        let mut dirs: HashMap<&str, Attrs> = HashMap::new();
+        dirs.insert("", Attrs::default());
+        // Above items and above recorded directories alike.
+        let names = self.items.iter().map(|i| i.name.as_str());
+        for mut name in names.chain(self.dirs.iter().map(|d| d.name.as_str())) {
+            while let Some((parent, _)) = name.rsplit_once('/') {
+                if dirs.insert(parent, Attrs::default()).is_some() {
+                    break;
+                }
+                name = parent;
+            }
+        }
+        let mut rows: Vec<Row> = self.items.iter().map(Row::Item).collect();
+        for dir in &self.dirs {
+            dirs.remove(dir.name.as_str());
+            rows.push(Row::Dir(dir.clone()));
+        }
+        rows.extend(dirs.into_iter().map(|(name, attrs)| {
+            Row::Dir(TrackDir {
+                name: name.to_string(),
+                attrs,
+            })
+        }));
+        // Names are unique among items and among directories, and a name is
+        // not both (the tree refuses that): the order is total.
+        rows.sort_unstable_by(|a, b| {
+            name_order(a.name(), b.name()).then_with(|| {
+                // A recorded name clash still encodes deterministically.
+                matches!(a, Row::Item(_)).cmp(&matches!(b, Row::Item(_)))
+            })
+        });
+        rows
+    }
+
+    /// One record per pack, by address.
+    fn pack_records(&self) -> Vec<PackRecord> {
+        let mut records: HashMap<ObjectId, PackRecord> = HashMap::new();
+        for (address, &length) in &self.pack_lengths {
+            records.insert(
+                *address,
+                PackRecord {
+                    address: *address,
+                    length,
+                    live: 0,
+                    retired: Vec::new(),
+                },
+            );
+        }
+        for item in &self.items {
+            if let Some(r) = packed(&item.entry).and_then(|_| records.get_mut(&item.entry.address))
+            {
+                r.live += 1;
+            }
+        }
+        for e in &self.retired {
+            if let Some(r) = records.get_mut(&e.address) {
+                r.retired.push(e.clone());
+            }
+        }
+        let mut records: Vec<PackRecord> = records.into_values().collect();
+        records.sort_unstable_by_key(|r| r.address);
+        for r in &mut records {
+            // By range: two entries may start at one offset (one of them
+            // empty), and their order must not be the order they were retired in.
+            r.retired.sort_unstable_by_key(|e| (packed(e), e.byte_size));
+        }
+        records
+    }
+}
+
+fn push_name_page(rows: Vec<Row>, root: &mut TrackRoot, pages: &mut Vec<(ObjectId, Vec<u8>)>) {
+    let first = rows[0].name().to_string();
+    let mut items = Vec::new();
+    let mut dirs = Vec::new();
+    for row in rows {
+        match row {
+            Row::Item(i) => items.push(i.clone()),
+            Row::Dir(d) => dirs.push(d),
+        }
+    }
+    let bytes: u64 = items.iter().map(|i| i.entry.byte_size).sum();
+    let count = items.len() as u64;
+    let page = Track {
+        items,
+        retired: Vec::new(),
+        dirs,
+        pack_lengths: PackLengths::default(),
+    }
+    .encode();
+    let id = ObjectId::of(&page);
+    root.items += count;
+    root.bytes += bytes;
+    root.pages.push(PageRef {
+        first,
+        id,
+        items: count,
+        bytes,
+    });
+    pages.push((id, page));
+}
+
+/// Lists the root's name pages through index pages, cut where a page's
+/// first name hashes to a multiple of the average.
+fn push_index_pages(root: &mut TrackRoot, shape: &PageShape, pages: &mut Vec<(ObjectId, Vec<u8>)>) {
+    let mut cutter = Cutter::new(shape.index, shape.index * 4, u64::MAX);
+    let mut start = 0;
+    for i in 0..root.pages.len() {
+        let end = cutter.ends_after(name_hash(&root.pages[i].first), 0);
+        if end || i + 1 == root.pages.len() {
+            let run = &root.pages[start..=i];
+            let page = cbor::encode(&Value::Map(vec![
+                (cbor::text("kind"), cbor::text(INDEX_PAGE_KIND)),
+                (cbor::text("pages"), page_refs_value(run)),
+            ]));
+            let id = ObjectId::of(&page);
+            let (items, bytes) = sums(run.iter().map(|p| (p.items, p.bytes)));
+            root.index.push(IndexRef {
+                first: run[0].first.clone(),
+                id,
+                pages: run.len() as u64,
+                items: items.unwrap_or(u64::MAX),
+                bytes: bytes.unwrap_or(u64::MAX),
+            });
+            pages.push((id, page));
+            start = i + 1;
+        }
+    }
+}
+
+pub(super) fn push_pack_page(
+    records: Vec<PackRecord>,
+    root: &mut TrackRoot,
+    pages: &mut Vec<(ObjectId, Vec<u8>)>,
+) {
+    let encoded = records.iter().map(|r| {
+        Value::Array(vec![
+            cbor::id(&r.address),
+            cbor::uint(r.length),
+            cbor::uint(r.live),
+            Value::Array(r.retired.iter().map(FragmentEntry::to_cbor).collect()),
+        ])
+    });
+    let page = cbor::encode(&Value::Map(vec![
+        (cbor::text("kind"), cbor::text(PACK_PAGE_KIND)),
+        (cbor::text("packs"), Value::Array(encoded.collect())),
+    ]));
+    let id = ObjectId::of(&page);
+    root.pack_pages.push(PackPageRef {
+        first: records[0].address,
+        id,
+        packs: records.len() as u64,
+    });
+    pages.push((id, page));
+}
