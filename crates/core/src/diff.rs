@@ -14,10 +14,14 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
-use packfs_format::{FragmentEntry, Placement, TrackEntry, TrackItem, TRACK_KIND_FRAGMENT};
+use packfs_format::{
+    FragmentEntry, ObjectId, Placement, TrackEntry, TrackItem, TrackRoot, TRACK_KIND_FRAGMENT,
+};
 use thiserror::Error;
 
-use crate::dataset::{Dataset, DatasetError, Item, Resolved, SnapshotTrack, TrackPart};
+use crate::dataset::{
+    Dataset, DatasetError, Item, Resolved, SnapshotTrack, TrackObject, TrackPart,
+};
 use crate::reader::{ReadError, Reader};
 
 /// Tracks fetched at once.
@@ -177,7 +181,23 @@ async fn load_pair(
     let mut roots = [None, None];
     for (side, entry) in pair.iter().enumerate() {
         if let Some(entry) = entry {
-            roots[side] = Some(dataset.track_root(&entry.track, &referrer[side]).await?);
+            let object = dataset.track_object_unindexed(&entry.track, &referrer[side]);
+            roots[side] = Some(match object.await? {
+                TrackObject::Single(_) => None,
+                TrackObject::Paged(root) => Some(root),
+            });
+        }
+    }
+    // An index page both sides list lists the same name pages on both.
+    let mut shared_index = HashSet::new();
+    if let [Some(Some(a)), Some(Some(b))] = &roots {
+        let theirs: HashSet<_> = b.index.iter().map(|p| p.id).collect();
+        let ours = a.index.iter().map(|p| p.id);
+        shared_index.extend(ours.filter(|id| theirs.contains(id)));
+    }
+    for (side, root) in roots.iter_mut().enumerate() {
+        if let Some(Some(root)) = root {
+            read_index(dataset, root, &shared_index, &referrer[side]).await?;
         }
     }
     let mut shared = HashSet::new();
@@ -198,6 +218,35 @@ async fn load_pair(
         }
     }
     Ok(parts)
+}
+
+/// Lists in `root.pages` the name pages of the index pages of `root` that
+/// are not in `shared` (all its name pages when it has no index). The
+/// range of the last page of a run read is then checked against the first
+/// page of the next run read, not of the next index page: looser, and
+/// only the pages that differ are read.
+async fn read_index(
+    dataset: &Dataset,
+    root: &mut TrackRoot,
+    shared: &HashSet<ObjectId>,
+    referrer: &str,
+) -> Result<(), DatasetError> {
+    if !root.needs_index() {
+        return Ok(());
+    }
+    let wanted: Vec<usize> = (0..root.index.len())
+        .filter(|&k| !shared.contains(&root.index[k].id))
+        .collect();
+    let ids = wanted.iter().map(|&k| root.index[k].id).collect();
+    let bytes = dataset.pages(ids, referrer).await?;
+    let layout = dataset.store().layout();
+    let mut pages = Vec::new();
+    for (&k, bytes) in wanted.iter().zip(&bytes) {
+        let what = format!("page {}", layout.page(&root.index[k].id));
+        pages.extend(root.index_page(k, bytes, &what)?);
+    }
+    root.pages = pages;
+    Ok(())
 }
 
 /// Whether two entries name the same bytes in the same place.

@@ -32,7 +32,7 @@ use crate::store::{Store, StoreConfig, StoreError};
 pub use item::{ChunkRef, Item, ItemData, ItemSource};
 pub use items::{ItemRef, ItemTable};
 pub use merge::{Conflict, MergeOutcome, MergeReport};
-pub(crate) use paged::TrackPart;
+pub(crate) use paged::{TrackObject, TrackPart};
 pub use revision::{Resolved, Revision, RevisionError};
 pub use snapshot::{Snapshot, SnapshotTrack};
 pub use twins::Separated;

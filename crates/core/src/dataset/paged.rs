@@ -46,8 +46,32 @@ pub(crate) enum TrackBytes {
 
 impl Dataset {
     /// Fetches the Track object `id` that `referrer` names, checked
-    /// against its id: its bytes, or its root when it is paged.
+    /// against its id: its bytes, or its root when it is paged, with the
+    /// refs of its index pages read.
     pub(crate) async fn track_object(
+        &self,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<TrackObject, DatasetError> {
+        let object = self.track_object_unindexed(id, referrer).await?;
+        let TrackObject::Paged(mut root) = object else {
+            return Ok(object);
+        };
+        if root.needs_index() {
+            let referrer = format!("track {}", self.store().layout().track(id));
+            let ids = root.index.iter().map(|i| i.id).collect();
+            let index = self.pages(ids, &referrer).await?;
+            let layout = self.store().layout();
+            root.fill_index(index.iter().map(|b| &b[..]), |id| {
+                format!("page {}", layout.page(id))
+            })?;
+        }
+        Ok(TrackObject::Paged(root))
+    }
+
+    /// [`Dataset::track_object`] without reading the index pages of a
+    /// root that has them: its name page refs are left to the caller.
+    pub(crate) async fn track_object_unindexed(
         &self,
         id: &ObjectId,
         referrer: &str,
@@ -57,28 +81,15 @@ impl Dataset {
         let (id, what) = (*id, format!("track {path}"));
         // A single-object Track can be hundreds of MB: hashed off the
         // async threads.
-        let object = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             check_content(&path, &id, &bytes)?;
             if !TrackRoot::is_paged(&bytes) {
-                return Ok::<_, DatasetError>(TrackObject::Single(bytes));
+                return Ok(TrackObject::Single(bytes));
             }
             Ok(TrackObject::Paged(TrackRoot::decode(&bytes, &what)?))
         })
         .await
-        .expect("track hashing panicked")?;
-        let TrackObject::Paged(mut root) = object else {
-            return Ok(object);
-        };
-        if root.needs_index() {
-            let referrer = format!("track {}", self.store().layout().track(&id));
-            let ids = root.index.iter().map(|i| i.id).collect();
-            let index = self.pages(ids, &referrer).await?;
-            let layout = self.store().layout();
-            root.fill_index(index.iter().map(|b| &b[..]), |id| {
-                format!("page {}", layout.page(id))
-            })?;
-        }
-        Ok(TrackObject::Paged(root))
+        .expect("track hashing panicked")
     }
 
     /// Fetches the Track object `id` that `referrer` names and, when it is

@@ -125,34 +125,10 @@ impl TrackRoot {
     ) -> Result<(), FormatError> {
         let mut pages: Vec<PageRef> = Vec::new();
         let mut read = 0;
-        for (bytes, index) in index_pages.into_iter().zip(&self.index) {
+        for (k, bytes) in index_pages.into_iter().enumerate().take(self.index.len()) {
             read += 1;
-            let what = page_what(&index.id);
-            let value = cbor::decode(bytes, &what)?;
-            let map = MapReader::new(&value, &what)?;
-            let kind = cbor::as_text(map.required("kind")?, &format!("{what} kind"))?;
-            if kind != INDEX_PAGE_KIND {
-                return Err(FormatError::shape(
-                    &what,
-                    format!("kind {kind:?} is not an index page ({INDEX_PAGE_KIND:?})"),
-                ));
-            }
-            let refs = read_page_refs(map.required("pages")?, &what, "pages")?;
-            let counts = sums(refs.iter().map(|p| (p.items, p.bytes)));
-            let expected = (index.items, index.bytes);
-            check_counts("the root says the page lists", expected, counts, &what)?;
-            let first = refs.first().map(|p| p.first.as_str());
-            if refs.len() as u64 != index.pages || first != Some(index.first.as_str()) {
-                return Err(FormatError::shape(
-                    &what,
-                    format!(
-                        "the root says it lists {} pages from {:?}, but it lists {} from {first:?}",
-                        index.pages,
-                        index.first,
-                        refs.len()
-                    ),
-                ));
-            }
+            let what = page_what(&self.index[k].id);
+            let refs = self.index_page(k, bytes, &what)?;
             if let (Some(last), Some(next)) = (pages.last(), refs.first()) {
                 if name_order(&last.first, &next.first) != Ordering::Less {
                     return Err(FormatError::shape(
@@ -171,6 +147,49 @@ impl TrackRoot {
         }
         self.pages = pages;
         Ok(())
+    }
+
+    /// The name page refs index page `k` lists (its bytes already checked
+    /// against its id), checked against what the root says of it: its
+    /// kind, its count of pages, items and bytes, its first name.
+    pub fn index_page(
+        &self,
+        k: usize,
+        bytes: &[u8],
+        what: &str,
+    ) -> Result<Vec<PageRef>, FormatError> {
+        let index = self.index.get(k).ok_or_else(|| {
+            FormatError::shape(
+                what,
+                format!("the root has {} index pages", self.index.len()),
+            )
+        })?;
+        let value = cbor::decode(bytes, what)?;
+        let map = MapReader::new(&value, what)?;
+        let kind = cbor::as_text(map.required("kind")?, &format!("{what} kind"))?;
+        if kind != INDEX_PAGE_KIND {
+            return Err(FormatError::shape(
+                what,
+                format!("kind {kind:?} is not an index page ({INDEX_PAGE_KIND:?})"),
+            ));
+        }
+        let refs = read_page_refs(map.required("pages")?, what, "pages")?;
+        let counts = sums(refs.iter().map(|p| (p.items, p.bytes)));
+        let expected = (index.items, index.bytes);
+        check_counts("the root says the page lists", expected, counts, what)?;
+        let first = refs.first().map(|p| p.first.as_str());
+        if refs.len() as u64 != index.pages || first != Some(index.first.as_str()) {
+            return Err(FormatError::shape(
+                what,
+                format!(
+                    "the root says it lists {} pages from {:?}, but it lists {} from {first:?}",
+                    index.pages,
+                    index.first,
+                    refs.len()
+                ),
+            ));
+        }
+        Ok(refs)
     }
 
     /// The root as CBOR.
