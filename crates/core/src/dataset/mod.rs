@@ -368,9 +368,9 @@ impl Dataset {
                 TrackContent::Existing(id) => id,
                 TrackContent::New(track) => {
                     let key = (update.timeline.clone(), update.modality.clone());
-                    let parent_tracks = replaced.get(&key).into_iter().flatten().copied();
+                    let parent_track = replaced.get(&key).copied();
                     let stored = self
-                        .pages_of(parent_tracks, "a parent of the commit")
+                        .pages_of(parent_track, "the parent of the commit")
                         .await?;
                     self.put_track(track, &stored).await?
                 }
@@ -402,38 +402,28 @@ impl Dataset {
 }
 
 impl Dataset {
-    /// The Tracks the parents' Manifests hold for each (timeline, modality)
-    /// that `tracks` writes anew: their pages are stored already and, named
-    /// by the Manifest the commit's compare-and-swap expects, safe from gc.
+    /// The Tracks the first parent's Manifest holds for each (timeline,
+    /// modality) that `tracks` writes anew: their pages are stored already
+    /// and, named by the Manifest the commit's compare-and-swap expects,
+    /// safe from gc. (A merge's other parents are branches, whose pages are
+    /// stored like any object: looked at first, and refreshed if old.)
     async fn replaced_tracks(
         &self,
         parents: &[ObjectId],
         tracks: &[TrackUpdate],
-    ) -> Result<HashMap<(String, String), Vec<ObjectId>>, DatasetError> {
-        let mut replaced: HashMap<(String, String), Vec<ObjectId>> = HashMap::new();
-        if !tracks
-            .iter()
-            .any(|t| matches!(t.content, TrackContent::New(_)))
-        {
-            return Ok(replaced);
-        }
-        for parent in parents {
-            let manifest = self.manifest(parent, "a parent of the commit").await?;
-            for t in manifest.tracks {
-                let new = tracks.iter().any(|u| {
-                    matches!(u.content, TrackContent::New(_))
-                        && u.timeline == t.timeline
-                        && u.modality == t.modality
-                });
-                if new {
-                    replaced
-                        .entry((t.timeline, t.modality))
-                        .or_default()
-                        .push(t.track);
-                }
-            }
-        }
-        Ok(replaced)
+    ) -> Result<HashMap<(String, String), ObjectId>, DatasetError> {
+        let is_new = |u: &TrackUpdate| matches!(u.content, TrackContent::New(_));
+        let Some(parent) = parents.first().filter(|_| tracks.iter().any(is_new)) else {
+            return Ok(HashMap::new());
+        };
+        let manifest = self.manifest(parent, "the parent of the commit").await?;
+        let replaced = manifest.tracks.into_iter().filter(|t| {
+            let same = |u: &TrackUpdate| u.timeline == t.timeline && u.modality == t.modality;
+            tracks.iter().any(|u| is_new(u) && same(u))
+        });
+        Ok(replaced
+            .map(|t| ((t.timeline, t.modality), t.track))
+            .collect())
     }
 }
 
