@@ -182,42 +182,44 @@ async fn load_pair(
     for (side, entry) in pair.iter().enumerate() {
         if let Some(entry) = entry {
             let object = dataset.track_object_unindexed(&entry.track, &referrer[side]);
-            roots[side] = Some(match object.await? {
-                TrackObject::Single(_) => None,
-                TrackObject::Paged(root) => Some(root),
-            });
+            roots[side] = Some(object.await?);
         }
     }
     // An index page both sides list lists the same name pages on both.
-    let mut shared_index = HashSet::new();
-    if let [Some(Some(a)), Some(Some(b))] = &roots {
-        let theirs: HashSet<_> = b.index.iter().map(|p| p.id).collect();
-        let ours = a.index.iter().map(|p| p.id);
-        shared_index.extend(ours.filter(|id| theirs.contains(id)));
-    }
+    let shared_index = match &roots {
+        [Some(TrackObject::Paged(a)), Some(TrackObject::Paged(b))] => {
+            on_both(a.index.iter().map(|p| p.id), b.index.iter().map(|p| p.id))
+        }
+        _ => HashSet::new(),
+    };
     for (side, root) in roots.iter_mut().enumerate() {
-        if let Some(Some(root)) = root {
+        if let Some(TrackObject::Paged(root)) = root {
             read_index(dataset, root, &shared_index, &referrer[side]).await?;
         }
     }
-    let mut shared = HashSet::new();
-    if let [Some(Some(a)), Some(Some(b))] = &roots {
-        let theirs: HashSet<_> = b.pages.iter().map(|p| p.id).collect();
-        shared.extend(
-            a.pages
-                .iter()
-                .map(|p| p.id)
-                .filter(|id| theirs.contains(id)),
-        );
-    }
+    let shared = match &roots {
+        [Some(TrackObject::Paged(a)), Some(TrackObject::Paged(b))] => {
+            on_both(a.pages.iter().map(|p| p.id), b.pages.iter().map(|p| p.id))
+        }
+        _ => HashSet::new(),
+    };
     let mut parts = [None, None];
-    for ((side, entry), root) in pair.iter().enumerate().zip(roots) {
-        if let Some(entry) = entry {
-            let part = dataset.track_part(&entry.track, &referrer[side], root, &shared);
+    for ((side, entry), object) in pair.iter().enumerate().zip(roots) {
+        if let (Some(entry), Some(object)) = (entry, object) {
+            let part = dataset.track_part(&entry.track, object, &shared);
             parts[side] = Some(part.await?);
         }
     }
     Ok(parts)
+}
+
+/// The ids in both `a` and `b`.
+fn on_both(
+    a: impl Iterator<Item = ObjectId>,
+    b: impl Iterator<Item = ObjectId>,
+) -> HashSet<ObjectId> {
+    let b: HashSet<ObjectId> = b.collect();
+    a.filter(|id| b.contains(id)).collect()
 }
 
 /// Lists in `root.pages` the name pages of the index pages of `root` that

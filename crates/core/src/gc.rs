@@ -141,12 +141,10 @@ impl Reach {
         let layout = dataset.store().layout();
         self.keep.insert(layout.track(&t.track));
         let referrer = format!("manifest {manifest}");
-        for page in dataset.pages_of([t.track], &referrer).await? {
+        let (track, pages) = dataset.track_with_pages(&t.track, &referrer).await?;
+        for page in pages {
             self.keep.insert(layout.page(&page));
         }
-        let track = dataset
-            .track(&t.track, &format!("manifest {manifest}"))
-            .await?;
         let entries = track
             .items()
             .iter()

@@ -158,18 +158,31 @@ impl Dataset {
 
     /// The Track object `id`, decoded from either form.
     pub async fn track(&self, id: &ObjectId, referrer: &str) -> Result<Track, DatasetError> {
+        Ok(self.track_with_pages(id, referrer).await?.0)
+    }
+
+    /// The Track object `id`, decoded from either form, and the pages it
+    /// names (none for a single object).
+    pub(crate) async fn track_with_pages(
+        &self,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<(Track, Vec<ObjectId>), DatasetError> {
         let fetched = self.track_bytes(id, referrer).await?;
         let what = format!("track {}", self.store().layout().track(id));
         let layout = self.store().layout().clone();
         tokio::task::spawn_blocking(move || match fetched {
-            TrackBytes::Single(bytes) => Ok(Track::decode_owned(bytes, &what)?),
-            TrackBytes::Paged { root, names, packs } => Ok(Track::decode_paged(
-                &root,
-                names.iter().map(|b| &b[..]),
-                packs.iter().map(|b| &b[..]),
-                &what,
-                |id| format!("page {}", layout.page(id)),
-            )?),
+            TrackBytes::Single(bytes) => Ok((Track::decode_owned(bytes, &what)?, Vec::new())),
+            TrackBytes::Paged { root, names, packs } => {
+                let track = Track::decode_paged(
+                    &root,
+                    names.iter().map(|b| &b[..]),
+                    packs.iter().map(|b| &b[..]),
+                    &what,
+                    |id| format!("page {}", layout.page(id)),
+                )?;
+                Ok((track, root.page_ids().collect()))
+            }
         })
         .await
         .expect("track decode panicked")
@@ -204,28 +217,29 @@ impl Dataset {
         Ok(pages)
     }
 
-    /// The items of the Track `id` but those on name pages in `skip`
-    /// (pages another Track lists too, which hold the same items there).
-    /// A single-object Track gives all its items.
-    /// `root` is its root ([`Dataset::track_root`]), when already fetched.
+    /// The items of the Track `id`, already fetched as `object`, but those
+    /// on name pages in `skip` (pages another Track lists too, which hold
+    /// the same items there). A single-object Track gives all its items.
     pub(crate) async fn track_part(
         &self,
         id: &ObjectId,
-        referrer: &str,
-        root: Option<Option<TrackRoot>>,
+        object: TrackObject,
         skip: &HashSet<ObjectId>,
     ) -> Result<TrackPart, DatasetError> {
-        let root = match root {
-            Some(root) => root,
-            None => self.track_root(id, referrer).await?,
-        };
-        let Some(root) = root else {
-            let (items, lengths, _) = self.track(id, referrer).await?.into_parts();
-            return Ok(TrackPart {
-                items,
-                root: None,
-                lengths,
-            });
+        let root = match object {
+            TrackObject::Paged(root) => root,
+            TrackObject::Single(bytes) => {
+                let what = format!("track {}", self.store().layout().track(id));
+                let decoded =
+                    tokio::task::spawn_blocking(move || Track::decode_owned(bytes, &what));
+                let track = decoded.await.expect("track decode panicked")?;
+                let (items, lengths, _) = track.into_parts();
+                return Ok(TrackPart {
+                    items,
+                    root: None,
+                    lengths,
+                });
+            }
         };
         let referrer = format!("track {}", self.store().layout().track(id));
         let wanted: Vec<usize> = (0..root.pages.len())

@@ -314,11 +314,16 @@ async fn commit_onto_ref(
     for mut group in groups {
         let key = (group.timeline, group.modality);
         let existing = tracks.get(&key).copied();
-        let old = match existing {
-            Some(id) => dataset.track(&id, "the parent manifest").await?,
-            None => {
-                Track::new(Vec::new(), Vec::new(), "empty track").map_err(DatasetError::from)?
+        // The pages it names need not be stored again.
+        let (old, stored) = match existing {
+            Some(id) => {
+                let (track, pages) = dataset.track_with_pages(&id, "the parent manifest").await?;
+                (track, pages.into_iter().collect())
             }
+            None => (
+                Track::new(Vec::new(), Vec::new(), "empty track").map_err(DatasetError::from)?,
+                HashSet::new(),
+            ),
         };
         let existing_entries = old.items().iter().map(|i| &i.entry);
         let apart = dataset
@@ -335,10 +340,6 @@ async fn commit_onto_ref(
         let what = format!("track {}/{}", key.0, key.1);
         let new = group.items.len();
         let (merged, first) = merge_items(old, group.items, &what).map_err(DatasetError::from)?;
-        let stored = match existing {
-            Some(id) => dataset.pages_of([id], "the parent manifest").await?,
-            None => HashSet::new(),
-        };
         let (merged, paged) = dataset.encode_track(merged).await;
         // A Track stored as a single object (no pages) holds the same items
         // when it has the id of their single-object encoding.
