@@ -203,6 +203,8 @@ fn name_page(data: &[u8]) {
         id: ObjectId::of(data),
         items: rows.sizes.len() as u64,
         bytes: bytes.unwrap_or(0),
+        // Not said: checked against nothing.
+        t_end: None,
     };
     let root = TrackRoot {
         items: page.items,

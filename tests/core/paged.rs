@@ -64,11 +64,22 @@ fn a_one_file_commit_stores_only_the_pages_on_its_path() {
     );
     let fh = core.create_open("t/m/d05", "new", b"one new file");
     let ino = core.path("t/m/d05/new").unwrap();
+    let gets = bench.faults.gets.load(Ordering::SeqCst);
     core.block_on(core.fs().fsync(Some(ino))).unwrap();
+    let commit_gets = bench.faults.gets.load(Ordering::SeqCst) - gets;
     core.close(fh);
     let data = bench.faults.data_puts.load(Ordering::SeqCst) - data_puts;
     let metadata = bench.faults.puts.load(Ordering::SeqCst) - puts - data;
     core.unmount();
+    // The Track's root and index pages, the name and pack pages the file
+    // falls in (a neighbour when a cut moves), the ref and Manifests: not
+    // the Track's other pages.
+    let index = index_pages(&bench, "main");
+    assert!(
+        commit_gets <= index + 12,
+        "{commit_gets} GETs for a one-file commit ({index} index pages, {} pages)",
+        before.len()
+    );
 
     let after = stored(&bench, "pages");
     let new: Vec<(&String, &u64)> = after
@@ -248,4 +259,116 @@ fn a_diff_fetches_only_the_pages_that_differ() {
     assert_eq!(rewritten, ["T /t/m/d03/f010"]);
     let (both, _) = diff("main~3", "main");
     assert_eq!(both, ["M /t/m/d03/f010", "+ /t/m/d05/new"]);
+}
+
+/// Every node of a mount: its kind, permission bits, size and a file's
+/// bytes, then its mtime.
+type Shown = BTreeMap<String, (String, std::time::SystemTime)>;
+
+fn tree_of(core: &crate::common::core::Core) -> Shown {
+    core.listing()
+        .unwrap()
+        .into_iter()
+        .map(|(path, stat)| {
+            let a = stat.attr;
+            let bytes = (a.kind == packfs_core::kind::Kind::File).then(|| core.read_all(a.ino));
+            let shape = format!("{:?} {:o} {} {bytes:?}", a.kind, a.perm, a.size);
+            (path, (shape, a.mtime))
+        })
+        .collect()
+}
+
+/// The nodes `a` and `b` show differently. A node that records no mtime
+/// shows its Manifest's time, as the timeline directory `t` does: that
+/// time on both sides is the same.
+fn differences<'a>(a: &'a Shown, b: &'a Shown) -> Vec<(&'a String, Option<&'a String>)> {
+    let (ta, tb) = (a["t"].1, b["t"].1);
+    let same = |x: &(String, std::time::SystemTime), y: &(String, std::time::SystemTime)| {
+        x.0 == y.0 && (x.1 == y.1 || (x.1 == ta && y.1 == tb))
+    };
+    a.keys()
+        .chain(b.keys())
+        .filter(|k| match (a.get(*k), b.get(*k)) {
+            (Some(x), Some(y)) => !same(x, y),
+            _ => true,
+        })
+        .map(|k| (k, a.get(k).or(b.get(k)).map(|v| &v.0)))
+        .collect()
+}
+
+/// A flush commits the rows changed since the last one as an edit of the
+/// Track: directories moved (their subtrees with them), moved back and
+/// forth, moved into new directories, removed; files moved across
+/// directories, removed, re-attributed, rewritten inside a moved
+/// directory. What the mount showed is what a new mount shows, after
+/// each of several commits, and the dataset verifies.
+#[test]
+fn commits_of_moves_and_removals_edit_the_track_to_what_the_mount_shows() {
+    use packfs_fs::fs::{RenameFlags, SetAttr};
+    let bench = many_small_files(12, 50);
+    let core = bench.mount();
+    let (shown, shown_2) = {
+        let fs = core.fs().clone();
+        let ino = |path: &str| core.path(path).unwrap();
+        let rename = |from: &str, to: &str| {
+            let (fd, fname) = from.rsplit_once('/').unwrap();
+            let (td, tname) = to.rsplit_once('/').unwrap();
+            fs.rename(
+                (ino(fd), fname.as_bytes()),
+                (ino(td), tname.as_bytes()),
+                RenameFlags::default(),
+            )
+            .unwrap();
+        };
+        let commit =
+            |core: &crate::common::core::Core| core.block_on(core.fs().fsync(None)).unwrap();
+
+        // Round 1: moves of whole directories and files, a removal, attributes.
+        rename("t/m/d03", "t/m/d99");
+        fs.mkdir(ino("t/m/d04"), b"sub", 0o750).unwrap();
+        rename("t/m/d05", "t/m/d04/sub/d05");
+        rename("t/m/d06/f001", "t/m/d07/f001x");
+        fs.unlink(ino("t/m/d06"), b"f002").unwrap();
+        rename("t/m/d09", "t/m/tmp");
+        rename("t/m/tmp", "t/m/d09b");
+        rename("t/m/d10", "t/m/away");
+        rename("t/m/away", "t/m/d10");
+        let mode = |perm| SetAttr {
+            perm: Some(perm),
+            ..SetAttr::default()
+        };
+        core.block_on(fs.setattr(ino("t/m/d08"), None, mode(0o700)))
+            .unwrap();
+        core.block_on(fs.setattr(ino("t/m/d08/f003"), None, mode(0o600)))
+            .unwrap();
+        fs.mkdir(ino("t/m"), b"empty", 0o755).unwrap();
+        commit(&core);
+        let shown = tree_of(&core);
+        assert!(shown.contains_key("t/m/d99/f049") && !shown.contains_key("t/m/d03"));
+        assert!(shown.contains_key("t/m/d04/sub/d05/f000"));
+
+        // Round 2: inside what moved, and the empty directory goes.
+        let fh = core.open(ino("t/m/d99/f000"), true);
+        core.block_on(fs.write(fh, 0, b"rewritten")).unwrap();
+        core.close(fh);
+        fs.rmdir(ino("t/m"), b"empty").unwrap();
+        rename("t/m/d04/sub", "t/m/d11/sub");
+        fs.unlink(ino("t/m/d11/sub/d05"), b"f010").unwrap();
+        commit(&core);
+        (shown, tree_of(&core))
+    };
+    core.unmount();
+
+    let again = bench.mount();
+    let remounted = tree_of(&again);
+    again.unmount();
+    let differ = differences(&shown_2, &remounted);
+    assert!(differ.is_empty(), "a new mount shows otherwise: {differ:?}");
+    assert!(shown_2.contains_key("t/m/d11/sub/d05/f000"));
+    assert!(!shown_2.contains_key("t/m/d11/sub/d05/f010"));
+    assert!(!shown_2.contains_key("t/m/empty"));
+    assert_ne!(shown, shown_2);
+    let report = core_verify(&bench);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.items, 12 * 50 - 2);
 }

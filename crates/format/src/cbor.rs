@@ -134,6 +134,15 @@ pub(crate) fn as_u64(value: &Value, what: &str) -> Result<u64, FormatError> {
     }
 }
 
+pub(crate) fn as_i64(value: &Value, what: &str) -> Result<i64, FormatError> {
+    match value {
+        Value::Integer(i) => i64::try_from(i128::from(*i)).map_err(|_| {
+            FormatError::shape(what, format!("{} is not a 64-bit integer", i128::from(*i)))
+        }),
+        other => Err(wrong(what, "an integer", other)),
+    }
+}
+
 pub(crate) fn as_text<'a>(value: &'a Value, what: &str) -> Result<&'a str, FormatError> {
     match value {
         Value::Text(t) => Ok(t),

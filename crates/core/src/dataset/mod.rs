@@ -6,6 +6,7 @@
 //! first, then Track objects, then the Manifest, and only then does the ref
 //! move. A crash at any point leaves the ref at a complete Manifest.
 
+mod edit;
 mod item;
 mod items;
 mod merge;

@@ -70,7 +70,7 @@ impl Dataset {
     /// Copies the items of `new` packed in one of `twins` (a pack with its
     /// length, if known) into objects of their own; see
     /// [`Dataset::separate_twin_packs`].
-    async fn store_apart(
+    pub(super) async fn store_apart(
         &self,
         timeline: &str,
         modality: &str,

@@ -31,8 +31,9 @@ mod encode;
 mod paged;
 mod reader;
 pub use paged::{
-    check_lengths, name_order, read_pack_page, IndexRef, NamePage, PackPageRef, PackRecord,
-    PageRef, PageShape, PagedReader, PagedTrack, TrackRoot,
+    check_lengths, name_order, pages_to_edit, read_pack_page, EditError, IndexRef, NamePage,
+    PackPageRef, PackRecord, PageRef, PageShape, PageSource, PagedReader, PagedTrack, TrackEdit,
+    TrackRoot,
 };
 pub use reader::{read as read_columns, Columns, TrackLayout};
 

@@ -8,7 +8,7 @@ use packfs_core::kind::Kind;
 use packfs_core::tree::NodeKind;
 use packfs_format::{validate_item_name, validate_segment};
 
-use super::overlay::{Children, DirNode, FileNode, Overlay};
+use super::overlay::{Children, DirNode, FileNode, Overlay, Vacated};
 use super::{
     tree_ino, Attr, Content, Ino, Namespace, NsError, SpoolFile, MODALITY_DEPTH, NAME_MAX, ROOT_INO,
 };
@@ -43,6 +43,7 @@ impl Namespace {
             if changes_content {
                 let modality = file.modality;
                 c.overlay.dirty.insert(modality);
+                c.overlay.touched.insert(ino);
                 c.overlay.changes += 1;
             }
             Ok(out)
@@ -213,6 +214,7 @@ impl Namespace {
                     let dir = c.overlay.dirs.get_mut(&ino).expect("materialized");
                     dir.parent = new_parent;
                     dir.name = target_name.clone();
+                    c.overlay.moved.insert(ino);
                 }
                 Kind::File => {
                     c.ensure_file(ino)?;
@@ -311,8 +313,54 @@ impl Change<'_> {
         if let Some(m) = self.modality_of(dir)? {
             self.overlay.dirty.insert(m);
         }
+        self.overlay.touched.insert(dir);
         self.overlay.changes += 1;
         Ok(())
+    }
+
+    /// The modality directory that `dir` is or is below, and the path of
+    /// `dir` below it (`""` for the modality directory); `None` above the
+    /// modalities, or if `dir` is no longer linked into the tree.
+    pub(super) fn location(&self, dir: Ino) -> Result<Option<(Ino, String)>, NsError> {
+        let mut chain = vec![dir];
+        let mut at = dir;
+        while at != ROOT_INO {
+            let up = self.parent(at)?;
+            if self.named_child(up, &self.name_of(at)?)? != Some(at) {
+                return Ok(None);
+            }
+            chain.push(up);
+            at = up;
+        }
+        // chain is [dir, …, modality, timeline, root]
+        let Some(m) = chain.len().checked_sub(MODALITY_DEPTH + 1) else {
+            return Ok(None);
+        };
+        let names = chain[..m]
+            .iter()
+            .rev()
+            .map(|&d| self.name_of(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some((chain[m], names.join("/"))))
+    }
+
+    /// The name of directory `dir` in its parent.
+    fn name_of(&self, dir: Ino) -> Result<String, NsError> {
+        if let Some(d) = self.overlay.dirs.get(&dir) {
+            return Ok(d.name.to_string());
+        }
+        let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
+        Ok(node.name.to_string())
+    }
+
+    /// The entry `name` of directory `dir`, without copying it into the
+    /// overlay.
+    fn named_child(&self, dir: Ino, name: &str) -> Result<Option<Ino>, NsError> {
+        if let Some(d) = self.overlay.dirs.get(&dir) {
+            return Ok(d.children.get(name));
+        }
+        let (id, _) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
+        Ok(self.ns.tree.lookup(id, name.as_bytes()).map(tree_ino))
     }
 
     /// The modality directory that `dir` is or is below (`None` above).
@@ -542,6 +590,8 @@ impl Change<'_> {
         dir.children.insert(name, ino);
         dir.subdirs += u32::from(is_dir);
         dir.mtime = now;
+        // The entry's row is new, and its directory's mtime changed.
+        self.overlay.touched.extend([parent, ino]);
         Ok(())
     }
 
@@ -553,10 +603,22 @@ impl Change<'_> {
             .get(name)
             .ok_or(NsError::NotFound)?;
         let is_dir = self.kind(ino)? == Kind::Dir;
+        if let Some((modality, at)) = self.location(parent)? {
+            let path = match at.is_empty() {
+                true => name.to_string(),
+                false => format!("{at}/{name}"),
+            };
+            self.overlay.vacated.push(Vacated {
+                modality,
+                path,
+                dir: is_dir,
+            });
+        }
         let dir = self.overlay.dirs.get_mut(&parent).expect("materialized");
         dir.children.remove(name);
         dir.subdirs -= u32::from(is_dir);
         dir.mtime = SystemTime::now();
+        self.overlay.touched.insert(parent);
         Ok(())
     }
 }

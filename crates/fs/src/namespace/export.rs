@@ -1,6 +1,7 @@
 //! The flush handshake: what a flush commits ([`Namespace::export`]), and
 //! the files it committed ([`Namespace::mark_committed`]).
 
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use packfs_core::kind::Kind;
@@ -8,7 +9,7 @@ use packfs_core::tree::NodeKind;
 use packfs_format::{ns_of_time, Attrs, TrackDir};
 
 use super::change::Change;
-use super::overlay::FileNode;
+use super::overlay::{FileNode, Vacated};
 use super::{tree_ino, CommittedItem, Content, Ino, Namespace, NsError, SpoolFile, ROOT_INO};
 
 /// A file of a modality, as a flush sees it.
@@ -36,35 +37,84 @@ pub struct ExportedModality {
     pub ino: Ino,
     pub timeline: String,
     pub modality: String,
+    /// Its files, or with `edit` those added or changed since the last
+    /// export; `None`: unchanged.
     pub files: Option<Vec<ExportedFile>>,
     /// The directories to record: the modality directory itself (`""`)
-    /// and those below it that are empty or have attributes.
+    /// and those below it that are empty or have attributes; with `edit`,
+    /// every directory added or changed.
     pub dirs: Vec<TrackDir>,
+    /// Set when `files` and `dirs` change the Track this mount last
+    /// committed rather than replace it: the rows that go first.
+    pub edit: Option<EditScope>,
+}
+
+/// The rows of a committed Track that a flush removes before it adds the
+/// files and directories exported.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EditScope {
+    /// Directories moved or removed: every row below them goes.
+    pub cleared: Vec<String>,
+    /// Paths removed, moved away or replaced.
+    pub removed: Vec<String>,
+}
+
+/// The record of changes an export took from the namespace, to put back
+/// if its flush fails.
+#[derive(Clone, Debug, Default)]
+pub struct Taken {
+    /// Modalities marked changed.
+    pub dirty: Vec<Ino>,
+    pub touched: Vec<Ino>,
+    pub moved: Vec<Ino>,
+    pub vacated: Vec<Vacated>,
 }
 
 /// What a flush commits.
 #[derive(Debug)]
 pub struct Export {
     pub modalities: Vec<ExportedModality>,
-    /// The modalities marked changed, to mark again if the flush fails.
-    pub dirty: Vec<Ino>,
+    /// What it took from the record of changes.
+    pub taken: Taken,
     /// The change counter this export covers.
     pub changes: u64,
 }
 
+/// A modality's changes since the last export, as rows.
+#[derive(Default)]
+struct ModalityRows {
+    files: BTreeMap<String, ExportedFile>,
+    dirs: BTreeMap<String, TrackDir>,
+    scope: EditScope,
+}
+
 impl Namespace {
-    /// What a flush commits: every modality directory, with the files of
-    /// those changed since the last export. Files open for writing appear
-    /// as their last complete version, or not at all if they have none.
-    pub(crate) fn export(&self, known: &std::collections::HashSet<Ino>) -> Result<Export, NsError> {
+    /// What a flush commits: every modality directory; those changed since
+    /// the last export with their rows changed since (`known`: modalities
+    /// with a Track this mount committed or mounted), or all their files
+    /// (the others). Files open for writing appear as their last complete
+    /// version, or not at all if they have none.
+    pub(crate) fn export(&self, known: &HashSet<Ino>) -> Result<Export, NsError> {
         let overlay = self.overlay.as_ref().ok_or(NsError::ReadOnly)?;
         let mut o = overlay.write();
-        let dirty: Vec<Ino> = o.dirty.drain().collect();
+        let taken = Taken {
+            dirty: o.dirty.drain().collect(),
+            touched: o.touched.drain().collect(),
+            moved: o.moved.drain().collect(),
+            vacated: std::mem::take(&mut o.vacated),
+        };
         let changes = o.changes;
         let c = Change {
             ns: self,
             overlay: &mut o,
         };
+        let dirty = &taken.dirty;
+        let edited: HashSet<Ino> = dirty
+            .iter()
+            .copied()
+            .filter(|m| known.contains(m))
+            .collect();
+        let mut rows = c.changed_rows(&taken, &edited)?;
         let mut modalities = Vec::new();
         for (timeline, t_ino, t_kind) in c.named_children(ROOT_INO)? {
             if t_kind != Kind::Dir {
@@ -76,12 +126,15 @@ impl Namespace {
                 }
                 // Unknown modalities (new, or without a committed Track) are
                 // exported whole as well.
-                let (files, dirs) = match dirty.contains(&m_ino) || !known.contains(&m_ino) {
-                    true => {
-                        let (files, dirs) = c.contents_below(m_ino)?;
-                        (Some(files), dirs)
-                    }
-                    false => (None, Vec::new()),
+                let (files, dirs, edit) = if !known.contains(&m_ino) {
+                    let (files, dirs) = c.contents_below(m_ino, "", false)?;
+                    (Some(files), dirs, None)
+                } else if edited.contains(&m_ino) {
+                    let r = rows.remove(&m_ino).unwrap_or_default();
+                    let files = r.files.into_values().collect();
+                    (Some(files), r.dirs.into_values().collect(), Some(r.scope))
+                } else {
+                    (None, Vec::new(), None)
                 };
                 modalities.push(ExportedModality {
                     ino: m_ino,
@@ -89,20 +142,35 @@ impl Namespace {
                     modality,
                     files,
                     dirs,
+                    edit,
                 });
             }
         }
+        // A file still being written is exported again next time: its
+        // session's version is not the one exported.
+        let open: Vec<Ino> = taken
+            .touched
+            .iter()
+            .copied()
+            .filter(|i| o.files.get(i).is_some_and(|f| f.writers > 0))
+            .collect();
+        o.touched.extend(open);
         Ok(Export {
             modalities,
-            dirty,
+            taken,
             changes,
         })
     }
 
-    /// Marks modalities changed again (their flush failed).
-    pub(crate) fn restore_dirty(&self, dirty: &[Ino]) {
+    /// Puts back what an export took (its flush failed, or left files
+    /// for a later one).
+    pub(crate) fn restore(&self, taken: &Taken) {
         if let Some(o) = &self.overlay {
-            o.write().dirty.extend(dirty.iter().copied());
+            let mut o = o.write();
+            o.dirty.extend(taken.dirty.iter().copied());
+            o.touched.extend(taken.touched.iter().copied());
+            o.moved.extend(taken.moved.iter().copied());
+            o.vacated.extend(taken.vacated.iter().cloned());
         }
     }
 
@@ -166,30 +234,111 @@ impl Change<'_> {
             .collect()
     }
 
-    /// Every file below modality directory `dir`, as a flush commits it,
-    /// and the directories to record (see [`ExportedModality::dirs`]).
+    /// The rows changed since the last export of the modalities `edited`
+    /// (see [`ExportedModality::edit`]), by modality.
+    fn changed_rows(
+        &self,
+        taken: &Taken,
+        edited: &HashSet<Ino>,
+    ) -> Result<HashMap<Ino, ModalityRows>, NsError> {
+        let mut rows: HashMap<Ino, ModalityRows> = HashMap::new();
+        if edited.is_empty() {
+            return Ok(rows);
+        }
+        for v in taken
+            .vacated
+            .iter()
+            .filter(|v| edited.contains(&v.modality))
+        {
+            let scope = &mut rows.entry(v.modality).or_default().scope;
+            scope.removed.push(v.path.clone());
+            if v.dir {
+                scope.cleared.push(v.path.clone());
+            }
+        }
+        let moved: HashSet<Ino> = taken.moved.iter().copied().collect();
+        for &ino in &taken.touched {
+            if let Some(f) = self.overlay.files.get(&ino) {
+                let Some((parent, name)) = &f.link else {
+                    continue; // unlinked
+                };
+                let Some((m, at)) = self.location(*parent)? else {
+                    continue;
+                };
+                if !edited.contains(&m) {
+                    continue;
+                }
+                let path = join(&at, name);
+                if let Some(file) = self.exported_file(ino, path.clone())? {
+                    rows.entry(m).or_default().files.insert(path, file);
+                }
+                continue;
+            }
+            if !matches!(self.kind(ino), Ok(Kind::Dir)) {
+                continue; // removed
+            }
+            let Some((m, path)) = self.location(ino)? else {
+                continue;
+            };
+            if !edited.contains(&m) {
+                continue;
+            }
+            let r = rows.entry(m).or_default();
+            let attrs = self.dir_attrs(ino)?;
+            r.dirs.insert(
+                path.clone(),
+                TrackDir {
+                    name: path.clone(),
+                    attrs,
+                },
+            );
+            if moved.contains(&ino) {
+                let (files, dirs) = self.contents_below(ino, &path, true)?;
+                r.files
+                    .extend(files.into_iter().map(|f| (f.name.clone(), f)));
+                r.dirs.extend(dirs.into_iter().map(|d| (d.name.clone(), d)));
+            }
+        }
+        Ok(rows)
+    }
+
+    /// Every file below directory `dir` (at `path` below its modality),
+    /// as a flush commits it, and the directories to record: every one
+    /// with `all_dirs`, else those [`ExportedModality::dirs`] lists.
     pub(super) fn contents_below(
         &self,
         dir: Ino,
+        path: &str,
+        all_dirs: bool,
     ) -> Result<(Vec<ExportedFile>, Vec<TrackDir>), NsError> {
         let (mut files, mut dirs) = (Vec::new(), Vec::new());
-        let mut pending = vec![(dir, String::new())];
+        let mut pending = vec![(dir, path.to_string())];
         while let Some((d, path)) = pending.pop() {
             let children = self.named_children(d)?;
             let attrs = self.dir_attrs(d)?;
-            if path.is_empty() || children.is_empty() || attrs != Attrs::default() {
+            if all_dirs || path.is_empty() || children.is_empty() || attrs != Attrs::default() {
                 dirs.push(TrackDir {
                     name: path.clone(),
                     attrs,
                 });
             }
-            let prefix = if path.is_empty() { path } else { path + "/" };
             for (name, ino, kind) in children {
-                let path = format!("{prefix}{name}");
+                let path = join(&path, &name);
                 if kind == Kind::Dir {
                     pending.push((ino, path));
                     continue;
                 }
+                files.extend(self.exported_file(ino, path)?);
+            }
+        }
+        Ok((files, dirs))
+    }
+
+    /// File `ino` at `path`, as a flush commits it; `None` while it is
+    /// being written and has no complete version yet.
+    fn exported_file(&self, ino: Ino, path: String) -> Result<Option<ExportedFile>, NsError> {
+        {
+            {
                 let recorded = |f: &FileNode| Attrs {
                     mode: Some(f.perm),
                     mtime_ns: Some(ns_of_time(f.mtime)),
@@ -201,7 +350,7 @@ impl Change<'_> {
                             let size = self.size_of(origin);
                             (origin.clone(), size, 0, f.stored, recorded(f))
                         }
-                        None => continue, // never complete yet
+                        None => return Ok(None), // never complete yet
                     },
                     Some(f) => (
                         f.content.clone(),
@@ -218,7 +367,7 @@ impl Change<'_> {
                         _ => return Err(NsError::NotFound),
                     },
                 };
-                files.push(ExportedFile {
+                Ok(Some(ExportedFile {
                     ino,
                     name: path,
                     content,
@@ -226,10 +375,9 @@ impl Change<'_> {
                     generation,
                     stored,
                     attrs,
-                });
+                }))
             }
         }
-        Ok((files, dirs))
     }
 
     /// The attributes to record for directory `dir`: what a change set
@@ -253,5 +401,13 @@ impl Change<'_> {
             Content::Committed(c) => c.item.size,
             Content::Spool(_) => u64::MAX,
         }
+    }
+}
+
+/// `name` in directory `dir` (a path below a modality, `""` for it).
+fn join(dir: &str, name: &str) -> String {
+    match dir.is_empty() {
+        true => name.to_string(),
+        false => format!("{dir}/{name}"),
     }
 }

@@ -41,9 +41,10 @@ use parking_lot::RwLock;
 use thiserror::Error;
 
 pub use content::{CommittedItem, Content, SpoolFile};
-pub use export::{Export, ExportedFile, ExportedModality};
+pub use export::{EditScope, Export, ExportedFile, ExportedModality, Taken};
 pub use modes::Modes;
 use overlay::Overlay;
+pub use overlay::Vacated;
 pub use writers::{Edit, Joined};
 
 /// An inode number.
@@ -131,6 +132,9 @@ impl Namespace {
                     files: Default::default(),
                     next_ino: FIRST_NEW_INO,
                     dirty: Default::default(),
+                    touched: Default::default(),
+                    moved: Default::default(),
+                    vacated: Vec::new(),
                     changes: 0,
                 })
             }),

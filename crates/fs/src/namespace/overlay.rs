@@ -109,8 +109,28 @@ pub(super) struct Overlay {
     pub(super) next_ino: Ino,
     /// Modality directories whose items changed since the last export.
     pub(super) dirty: foldhash::HashSet<Ino>,
+    /// Files and directories changed since the last export (created,
+    /// moved, written, re-attributed, or a directory whose entries
+    /// changed): a flush records their rows again.
+    pub(super) touched: foldhash::HashSet<Ino>,
+    /// Directories moved since the last export: a flush records every
+    /// row below them again too.
+    pub(super) moved: foldhash::HashSet<Ino>,
+    /// Paths removed since the last export (unlinked, removed, moved
+    /// away, replaced).
+    pub(super) vacated: Vec<Vacated>,
     /// Counts every change, so a flush knows whether anything happened.
     pub(super) changes: u64,
+}
+
+/// A path removed from a modality since the last export: its row goes,
+/// and for a directory every row below it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vacated {
+    pub modality: Ino,
+    /// Below the modality directory.
+    pub path: String,
+    pub dir: bool,
 }
 
 /// The spool files a file node holds.

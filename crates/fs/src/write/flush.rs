@@ -1,6 +1,6 @@
 //! A flush: export the namespace's changes, upload the closed spool files
-//! as packs, build the changed modalities' Tracks, commit, and point the
-//! committed files at their new items.
+//! as packs, edit the changed modalities' Tracks (or build a new
+//! modality's), commit, and point the committed files at their new items.
 
 use std::collections::{HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
@@ -15,22 +15,19 @@ use packfs_core::dataset::{
 use packfs_core::packer::{media_type, upload, LocalFiles, PackOptions, SourceFile};
 use packfs_core::progress::Quiet;
 use packfs_core::store::StoreError;
-use packfs_format::{FragmentEntry, ObjectId, Placement, Track, TrackItem};
+use packfs_format::{FormatError, FragmentEntry, ObjectId, Placement, Track, TrackEdit, TrackItem};
 use tracing::{info, warn};
 
 use super::journal::{Journal, Record};
 use super::{WriteError, WriteOptions};
 use crate::namespace::{
-    CommittedItem, Content, Export, ExportedFile, ExportedModality, Ino, Namespace, SpoolFile,
-    ROOT_INO,
+    CommittedItem, Content, EditScope, Export, ExportedFile, ExportedModality, Ino, Namespace,
+    SpoolFile, Taken, ROOT_INO,
 };
 
 /// A spooled file just committed: its inode, the uploaded version and its
 /// generation, and the item it now is.
 type Committed = (Ino, SpoolFile, u64, Arc<CommittedItem>);
-
-/// Tracks of the mounted Manifest, by id, indexed by item name.
-type BaseTracks = HashMap<ObjectId, HashMap<String, TrackItem>>;
 
 /// What the last commit of this mount left.
 struct State {
@@ -116,7 +113,7 @@ impl Flusher {
             return Ok(Vec::new());
         }
         let (deferred, deferred_puts) = match full {
-            true => (Vec::new(), Vec::new()),
+            true => (Taken::default(), Vec::new()),
             false => self.defer_partial_packs(&mut export),
         };
         // A panic is a failed commit too: the changes stay marked for the
@@ -131,15 +128,15 @@ impl Flusher {
         let done = match committed {
             Ok(done) => done,
             Err(e) => {
-                self.ns.restore_dirty(&export.dirty);
+                self.ns.restore(&export.taken);
                 return Err(e);
             }
         };
-        if deferred.is_empty() {
+        if deferred.dirty.is_empty() {
             self.committed_changes
                 .store(export.changes, Ordering::SeqCst);
         } else {
-            self.ns.restore_dirty(&deferred);
+            self.ns.restore(&deferred);
         }
         // The journal moves to the new base before committed spool files
         // go: a crash in between replays nothing that is gone. Deferred
@@ -152,18 +149,19 @@ impl Flusher {
         let compacted = compacted.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
         if let Err(e) = compacted {
             warn!("rewriting the spool journal after a commit: {e}");
-            self.ns.restore_dirty(&export.dirty);
+            self.ns.restore(&export.taken);
             return Ok(Vec::new()); // keep the spool files the journal names
         }
         Ok(self.ns.mark_committed(done))
     }
 
     /// Leaves out of `export` the new spooled files beyond the last full
-    /// pack of each modality; returns the modalities that keep some, and
-    /// journal records of the files left out.
-    fn defer_partial_packs(&self, export: &mut Export) -> (Vec<Ino>, Vec<Record>) {
+    /// pack of each modality; returns the changes to put back for them
+    /// (their modalities and the files), and journal records of the files
+    /// left out.
+    fn defer_partial_packs(&self, export: &mut Export) -> (Taken, Vec<Record>) {
         let per_pack = self.upload_options.pack_items.max(1);
-        let (mut deferred, mut puts) = (Vec::new(), Vec::new());
+        let (mut deferred, mut puts) = (Taken::default(), Vec::new());
         for m in &mut export.modalities {
             let Some(files) = &mut m.files else { continue };
             let mut fresh: Vec<&str> = files
@@ -186,6 +184,7 @@ impl Flusher {
                 if !later.contains(&f.name) {
                     return true;
                 }
+                deferred.touched.push(f.ino);
                 if let Content::Spool(spool) = &f.content {
                     let file = spool.path.file_name().unwrap_or_default();
                     // The export does not know the size of a version kept
@@ -200,7 +199,7 @@ impl Flusher {
                 }
                 false
             });
-            deferred.push(m.ino);
+            deferred.dirty.push(m.ino);
         }
         (deferred, puts)
     }
@@ -252,17 +251,19 @@ impl Flusher {
         }
 
         // 2. New Tracks for the changed modalities.
-        let mut base_tracks = BaseTracks::default();
         let mut updates = Vec::new();
         for m in &export.modalities {
-            let content = match &m.files {
-                None => TrackContent::Existing(state.tracks[&m.ino]),
-                Some(files) => {
-                    let previous = state.tracks.get(&m.ino).copied();
-                    let track = self
-                        .build_track(m, files, previous, &mut new_entries, &mut base_tracks)
+            let content = match (&m.files, &m.edit) {
+                (None, _) => TrackContent::Existing(state.tracks[&m.ino]),
+                (Some(files), Some(scope)) => {
+                    let track = state.tracks[&m.ino];
+                    let id = self
+                        .edit_track(m, files, scope, track, &mut new_entries)
                         .await?;
-                    TrackContent::New(track)
+                    TrackContent::Existing(id)
+                }
+                (Some(files), None) => {
+                    TrackContent::New(self.build_track(m, files, &mut new_entries).await?)
                 }
             };
             updates.push(TrackUpdate {
@@ -323,45 +324,23 @@ impl Flusher {
         Ok(done)
     }
 
-    /// The Track of modality `m` holding `files`: stored files keep their
-    /// entries under their current names, spooled ones get the entries just
-    /// uploaded (`new_entries`, numbered here after the others). Entries of
-    /// the modality's previous Track that are no longer live are passed as
-    /// retired: `Track::new` keeps those their packs still need.
+    /// The Track of modality `m`, which this mount has no Track of yet,
+    /// holding `files`: stored ones with their entries, spooled ones with
+    /// those just uploaded (`new_entries`), numbered after the others.
     async fn build_track(
         &self,
         m: &ExportedModality,
         files: &[ExportedFile],
-        previous: Option<ObjectId>,
         new_entries: &mut HashMap<Ino, FragmentEntry>,
-        base_tracks: &mut BaseTracks,
     ) -> Result<Track, WriteError> {
-        let mut retired = Vec::new();
-        if let Some(id) = previous {
-            let track = self.dataset.track(&id, "this mount's last commit").await?;
-            retired.extend(track.items().iter().map(|i| i.entry.clone()));
-            retired.extend(track.retired().iter().cloned());
-        }
+        let base = self.base_items(files).await?;
         let mut items = Vec::with_capacity(files.len());
         let mut fresh = Vec::new();
         for f in files {
-            let (media_type, entry) = match &f.content {
-                Content::Base(i) => {
-                    let base = self.base_item(*i, base_tracks, &mut retired).await?;
-                    (base.media_type.clone(), base.entry.clone())
-                }
-                Content::Committed(c) => (c.item.media_type.clone(), c.entry.clone()),
-                Content::Spool(_) => {
-                    fresh.push(f);
-                    continue;
-                }
-            };
-            items.push(TrackItem {
-                name: f.name.clone(),
-                media_type,
-                entry,
-                attrs: f.attrs,
-            });
+            match self.stored_item(m, f, &base)? {
+                Some(item) => items.push(item),
+                None => fresh.push(f),
+            }
         }
         let first = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
         let stored = items.len();
@@ -382,10 +361,9 @@ impl Flusher {
         // become objects of their own, and are read from those once
         // committed.
         let (old, new) = items.split_at_mut(stored);
-        let existing = old.iter().map(|i| &i.entry).chain(&retired);
         let apart = self
             .dataset
-            .separate_twin_packs(&m.timeline, &m.modality, existing, new)
+            .separate_twin_packs(&m.timeline, &m.modality, old.iter().map(|i| &i.entry), new)
             .await?;
         if apart.items > 0 {
             for (f, item) in fresh.iter().zip(&*new) {
@@ -394,33 +372,113 @@ impl Flusher {
         }
         let what = format!("track {}/{}", m.timeline, m.modality);
         let track =
-            Track::new(items, retired, &what).and_then(|t| t.with_dirs(m.dirs.clone(), &what));
+            Track::new(items, Vec::new(), &what).and_then(|t| t.with_dirs(m.dirs.clone(), &what));
         Ok(track.map_err(DatasetError::from)?)
     }
 
-    /// The Track item of tree item `index` in the mounted Manifest (its
-    /// Track fetched once per flush; its entries join `retired`).
-    async fn base_item<'a>(
+    /// Stores the Track `track` (this mount's last commit of modality `m`)
+    /// changed as the export says: `scope`'s rows removed, then `files`
+    /// and `m.dirs` recorded. Spooled files get the entries just uploaded
+    /// (`new_entries`, numbered by the edit after the Track's items).
+    async fn edit_track(
         &self,
-        index: u32,
-        base_tracks: &'a mut BaseTracks,
-        retired: &mut Vec<FragmentEntry>,
-    ) -> Result<&'a TrackItem, WriteError> {
-        let tree = self.ns.tree();
-        let span = tree.track_of(index);
-        let by_name = match base_tracks.entry(span.track) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                let track = self
-                    .dataset
-                    .track(&span.track, "the mounted manifest")
-                    .await?;
-                retired.extend(track.items().iter().map(|i| i.entry.clone()));
-                let (items, _, _) = track.into_parts();
-                e.insert(items.into_iter().map(|i| (i.name.clone(), i)).collect())
-            }
+        m: &ExportedModality,
+        files: &[ExportedFile],
+        scope: &EditScope,
+        track: ObjectId,
+        new_entries: &mut HashMap<Ino, FragmentEntry>,
+    ) -> Result<ObjectId, WriteError> {
+        if files.is_empty() && m.dirs.is_empty() && scope == &EditScope::default() {
+            return Ok(track);
+        }
+        let base = self.base_items(files).await?;
+        let mut edit = TrackEdit {
+            cleared: scope.cleared.clone(),
+            removed: scope.removed.clone(),
+            items: Vec::with_capacity(files.len()),
+            dirs: m.dirs.clone(),
         };
-        Ok(&by_name[tree.item(index).name()])
+        let (mut fresh, mut fresh_inos) = (Vec::new(), HashMap::new());
+        for f in files {
+            match self.stored_item(m, f, &base)? {
+                Some(item) => edit.items.push(item),
+                None => {
+                    fresh.push(TrackItem {
+                        name: f.name.clone(),
+                        media_type: media_type(&f.name).into(),
+                        entry: new_entries[&f.ino].clone(),
+                        attrs: f.attrs,
+                    });
+                    fresh_inos.insert(f.name.clone(), f.ino);
+                }
+            }
+        }
+        let (id, fresh) = self
+            .dataset
+            .edit_track(&m.timeline, &m.modality, &track, edit, fresh)
+            .await?;
+        for item in fresh {
+            new_entries.insert(fresh_inos[&item.name], item.entry);
+        }
+        Ok(id)
+    }
+
+    /// The Track item of file `f` of modality `m` if some version of it is
+    /// stored (`base`: the tree files' items), `None` for a spooled one.
+    fn stored_item(
+        &self,
+        m: &ExportedModality,
+        f: &ExportedFile,
+        base: &HashMap<u32, TrackItem>,
+    ) -> Result<Option<TrackItem>, WriteError> {
+        let (media_type, entry) = match &f.content {
+            Content::Base(i) => {
+                let item = base.get(i).ok_or_else(|| {
+                    let name = self.ns.tree().item(*i).name();
+                    let what = format!("the mounted Track of {}/{}", m.timeline, m.modality);
+                    let detail = format!("{name:?} is not on the page that would hold it");
+                    DatasetError::from(FormatError::shape(what, detail))
+                })?;
+                (item.media_type.clone(), item.entry.clone())
+            }
+            Content::Committed(c) => (c.item.media_type.clone(), c.entry.clone()),
+            Content::Spool(_) => return Ok(None),
+        };
+        Ok(Some(TrackItem {
+            name: f.name.clone(),
+            media_type,
+            entry,
+            attrs: f.attrs,
+        }))
+    }
+
+    /// The Track items of the tree files among `files`, from the name
+    /// pages of the mounted Tracks that hold them, by tree item.
+    async fn base_items(
+        &self,
+        files: &[ExportedFile],
+    ) -> Result<HashMap<u32, TrackItem>, WriteError> {
+        let tree = self.ns.tree();
+        let mut by_track: HashMap<ObjectId, Vec<u32>> = HashMap::new();
+        for f in files {
+            if let Content::Base(i) = f.content {
+                by_track.entry(tree.track_of(i).track).or_default().push(i);
+            }
+        }
+        let mut items = HashMap::new();
+        for (track, indexes) in by_track {
+            let names: Vec<&str> = indexes.iter().map(|&i| tree.item(i).name()).collect();
+            let mut found = self
+                .dataset
+                .track_items(&track, &names, "the mounted manifest")
+                .await?;
+            for i in indexes {
+                if let Some(item) = found.remove(tree.item(i).name()) {
+                    items.insert(i, item);
+                }
+            }
+        }
+        Ok(items)
     }
 
     /// Moves the ref from `parent` to `id`, or merges `id` onto wherever

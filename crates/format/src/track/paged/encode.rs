@@ -1,6 +1,7 @@
 //! [`Track::encode_paged`]: the rows in name order, cut into name pages,
 //! pack pages and, past twice the index size, index pages.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use ciborium::value::Value;
@@ -13,7 +14,7 @@ use crate::{Attrs, PackLengths};
 
 /// Decides where pages end: after a row whose key hashes to a multiple of
 /// the average, once a quarter of it is reached, or at the maximum.
-struct Cutter {
+pub(super) struct Cutter {
     average: u64,
     max_rows: u64,
     max_bytes: u64,
@@ -22,7 +23,7 @@ struct Cutter {
 }
 
 impl Cutter {
-    fn new(average: u64, max_rows: u64, max_bytes: u64) -> Cutter {
+    pub(super) fn new(average: u64, max_rows: u64, max_bytes: u64) -> Cutter {
         Cutter {
             average: average.max(1),
             max_rows: max_rows.max(1),
@@ -34,7 +35,7 @@ impl Cutter {
 
     /// Whether the page ends after a row of key hash `hash` and about
     /// `bytes` encoded bytes.
-    fn ends_after(&mut self, hash: u64, bytes: u64) -> bool {
+    pub(super) fn ends_after(&mut self, hash: u64, bytes: u64) -> bool {
         self.rows += 1;
         self.bytes += bytes;
         let end = (self.rows >= self.average.div_ceil(4) && hash % self.average == 0)
@@ -51,7 +52,7 @@ impl Cutter {
 /// A stable 64-bit hash of a name (FNV-1a, then a SplitMix64 finish so
 /// its low bits are as good as its high ones): page cuts must fall on the
 /// same names in every process, so no per-process seed.
-fn name_hash(name: &str) -> u64 {
+pub(super) fn name_hash(name: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in name.bytes() {
         h ^= u64::from(b);
@@ -65,17 +66,61 @@ fn name_hash(name: &str) -> u64 {
 }
 
 /// A row of a name page being cut.
-enum Row<'t> {
-    Item(&'t TrackItem),
+pub(super) enum Row<'t> {
+    Item(Cow<'t, TrackItem>),
     Dir(TrackDir),
 }
 
 impl Row<'_> {
-    fn name(&self) -> &str {
+    pub(super) fn name(&self) -> &str {
         match self {
             Row::Item(i) => &i.name,
             Row::Dir(d) => &d.name,
         }
+    }
+
+    /// Its place in a name page: [`name_order`], a directory before an
+    /// item of the same name.
+    pub(super) fn key(&self) -> (&str, &str, bool) {
+        let (parent, leaf) = split(self.name());
+        (parent, leaf, matches!(self, Row::Item(_)))
+    }
+
+    /// Its estimated encoded size, for the cut.
+    fn bytes(&self) -> u64 {
+        self.name().len() as u64
+            + match self {
+                Row::Item(_) => 56,
+                Row::Dir(_) => 16,
+            }
+    }
+}
+
+/// The cut of name pages: [`Cutter`] fed with rows.
+pub(super) struct NameCutter(Cutter);
+
+impl NameCutter {
+    pub(super) fn new(shape: &PageShape) -> NameCutter {
+        NameCutter(Cutter::new(shape.rows, shape.max_rows, shape.max_bytes))
+    }
+
+    pub(super) fn ends_after(&mut self, row: &Row) -> bool {
+        self.0.ends_after(name_hash(row.name()), row.bytes())
+    }
+}
+
+/// The cut of pack pages: [`Cutter`] fed with records.
+pub(super) struct PackCutter(Cutter);
+
+impl PackCutter {
+    pub(super) fn new(shape: &PageShape) -> PackCutter {
+        PackCutter(Cutter::new(shape.packs, shape.packs * 4, shape.max_bytes))
+    }
+
+    pub(super) fn ends_after(&mut self, record: &PackRecord) -> bool {
+        let hash = u64::from_le_bytes(record.address.0[..8].try_into().expect("8 bytes"));
+        self.0
+            .ends_after(hash, 48 + 50 * record.retired.len() as u64)
     }
 }
 
@@ -84,16 +129,11 @@ impl Track {
     pub fn encode_paged(&self, shape: &PageShape) -> PagedTrack {
         let mut pages = Vec::new();
         let mut root = TrackRoot::default();
-        let mut cutter = Cutter::new(shape.rows, shape.max_rows, shape.max_bytes);
+        let mut cutter = NameCutter::new(shape);
         let mut page: Vec<Row> = Vec::new();
         let mut rows = self.rows().into_iter().peekable();
         while let Some(row) = rows.next() {
-            let bytes = row.name().len() as u64
-                + match row {
-                    Row::Item(_) => 56,
-                    Row::Dir(_) => 16,
-                };
-            let end = cutter.ends_after(name_hash(row.name()), bytes);
+            let end = cutter.ends_after(&row);
             // A name that is both an item's and a directory's (which the
             // tree refuses, naming it) stays on one page, so the pages
             // still decode and the refusal is the tree's.
@@ -106,12 +146,10 @@ impl Track {
         if !page.is_empty() {
             push_name_page(page, &mut root, &mut pages);
         }
-        let mut cutter = Cutter::new(shape.packs, shape.packs * 4, shape.max_bytes);
+        let mut cutter = PackCutter::new(shape);
         let mut page: Vec<PackRecord> = Vec::new();
         for record in self.pack_records() {
-            let hash = u64::from_le_bytes(record.address.0[..8].try_into().expect("8 bytes"));
-            let bytes = 48 + 50 * record.retired.len() as u64;
-            let end = cutter.ends_after(hash, bytes);
+            let end = cutter.ends_after(&record);
             page.push(record);
             if end {
                 push_pack_page(std::mem::take(&mut page), &mut root, &mut pages);
@@ -133,7 +171,7 @@ impl Track {
 
     /// Items and every directory (recorded, implied by a name, and the
     /// modality directory), in [`name_order`].
-    fn rows(&self) -> Vec<Row<'_>> {
+    pub(super) fn rows(&self) -> Vec<Row<'_>> {
         let mut dirs: HashMap<&str, Attrs> = HashMap::new();
         dirs.insert("", Attrs::default());
         // Above items and above recorded directories alike.
@@ -146,7 +184,11 @@ impl Track {
                 name = parent;
             }
         }
-        let mut rows: Vec<Row> = self.items.iter().map(Row::Item).collect();
+        let mut rows: Vec<Row> = self
+            .items
+            .iter()
+            .map(|i| Row::Item(Cow::Borrowed(i)))
+            .collect();
         for dir in &self.dirs {
             dirs.remove(dir.name.as_str());
             rows.push(Row::Dir(dir.clone()));
@@ -159,12 +201,8 @@ impl Track {
         }));
         // Names are unique among items and among directories, and a name is
         // not both (the tree refuses that): the order is total.
-        rows.sort_unstable_by(|a, b| {
-            name_order(a.name(), b.name()).then_with(|| {
-                // A recorded name clash still encodes deterministically.
-                matches!(a, Row::Item(_)).cmp(&matches!(b, Row::Item(_)))
-            })
-        });
+        // A recorded name clash still encodes deterministically.
+        rows.sort_unstable_by(|a, b| a.key().cmp(&b.key()));
         rows
     }
 
@@ -204,18 +242,23 @@ impl Track {
     }
 }
 
-fn push_name_page(rows: Vec<Row>, root: &mut TrackRoot, pages: &mut Vec<(ObjectId, Vec<u8>)>) {
+pub(super) fn push_name_page(
+    rows: Vec<Row>,
+    root: &mut TrackRoot,
+    pages: &mut Vec<(ObjectId, Vec<u8>)>,
+) {
     let first = rows[0].name().to_string();
     let mut items = Vec::new();
     let mut dirs = Vec::new();
     for row in rows {
         match row {
-            Row::Item(i) => items.push(i.clone()),
+            Row::Item(i) => items.push(i.into_owned()),
             Row::Dir(d) => dirs.push(d),
         }
     }
     let bytes: u64 = items.iter().map(|i| i.entry.byte_size).sum();
     let count = items.len() as u64;
+    let t_end = items.iter().map(|i| i.entry.t_end).max();
     let page = Track {
         items,
         retired: Vec::new(),
@@ -231,13 +274,18 @@ fn push_name_page(rows: Vec<Row>, root: &mut TrackRoot, pages: &mut Vec<(ObjectI
         id,
         items: count,
         bytes,
+        t_end,
     });
     pages.push((id, page));
 }
 
 /// Lists the root's name pages through index pages, cut where a page's
 /// first name hashes to a multiple of the average.
-fn push_index_pages(root: &mut TrackRoot, shape: &PageShape, pages: &mut Vec<(ObjectId, Vec<u8>)>) {
+pub(super) fn push_index_pages(
+    root: &mut TrackRoot,
+    shape: &PageShape,
+    pages: &mut Vec<(ObjectId, Vec<u8>)>,
+) {
     let mut cutter = Cutter::new(shape.index, shape.index * 4, u64::MAX);
     let mut start = 0;
     for i in 0..root.pages.len() {

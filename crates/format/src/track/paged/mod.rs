@@ -3,7 +3,8 @@
 //! a writer stores only the pages it changed.
 //!
 //! - The **root** is the Track object (`_packfs/tracks/<hash>`): a CBOR
-//!   map `{"kind": "fragment", "pages": [[first, id, items, bytes]…],
+//!   map `{"kind": "fragment", "pages": [[first, id, items, bytes,
+//!   t_end]…],
 //!   "pack_pages": [[first, id, packs]…], "items": n, "bytes": n}`; past
 //!   512 name pages, `"index": [[first, id, pages, items, bytes]…]`
 //!   instead of `pages`, naming **index pages** (`{"kind":
@@ -24,6 +25,7 @@
 //! re-encodes its own page and leaves the others, and their ids, as they
 //! were: a commit stores what it changed and the path to the root.
 
+mod edit;
 mod encode;
 mod read;
 mod root;
@@ -34,6 +36,7 @@ use std::cmp::Ordering;
 
 use crate::{FragmentEntry, ObjectId, Placement, TrackDir, TrackItem};
 
+pub use edit::{pages_to_edit, EditError, PageSource, TrackEdit};
 pub use read::{check_lengths, read_pack_page, PagedReader};
 
 /// The `kind` of a pack page.
@@ -123,6 +126,11 @@ pub struct PageRef {
     pub items: u64,
     /// Bytes of those items.
     pub bytes: u64,
+    /// The largest `t_end` of those items: `None` for a page without
+    /// items, and for a page of a root written before refs recorded it
+    /// (its items do not say). A writer numbers new items after the
+    /// largest of all pages.
+    pub t_end: Option<i64>,
 }
 
 /// An index page as the root lists it: a run of the name pages' refs.

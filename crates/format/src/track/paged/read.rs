@@ -353,6 +353,16 @@ pub(super) fn read_name_page(
         .index
         .iter()
         .try_fold(0u64, |n, e| n.checked_add(e.byte_size));
+    let t_end = raw.index.iter().map(|e| e.t_end).max();
+    if page.t_end.is_some() && page.t_end != t_end {
+        return Err(FormatError::shape(
+            what,
+            format!(
+                "the root says the page's items end at t {:?}, but they end at {t_end:?}",
+                page.t_end
+            ),
+        ));
+    }
     if raw.index.len() as u64 != page.items || bytes != Some(page.bytes) {
         return Err(FormatError::shape(
             what,

@@ -299,12 +299,21 @@ fn read_page_refs(value: &Value, what: &str, field: &str) -> Result<Vec<PageRef>
         .enumerate()
     {
         let at = format!("{what} {field}[{i}]");
-        let [first, id, items, bytes] = fields(page, &at, "[first, id, items, bytes]")?;
+        // Refs written before they recorded `t_end` have four elements.
+        let shape = "[first, id, items, bytes, t_end]";
+        let (fields, t_end) = match cbor::as_array(page, &at)? {
+            [a, b, c, d] => ([a, b, c, d], None),
+            [a, b, c, d, Value::Null] => ([a, b, c, d], None),
+            [a, b, c, d, t] => ([a, b, c, d], Some(cbor::as_i64(t, &at)?)),
+            _ => return Err(FormatError::shape(&at, format!("expected {shape}"))),
+        };
+        let [first, id, items, bytes] = fields;
         let page = PageRef {
             first: cbor::as_text(first, &at)?.to_string(),
             id: cbor::as_object_id(id, &at)?,
             items: cbor::as_u64(items, &at)?,
             bytes: cbor::as_u64(bytes, &at)?,
+            t_end,
         };
         check_first(&page.first, refs.last().map(|l| l.first.as_str()), &at)?;
         refs.push(page);
@@ -402,6 +411,7 @@ pub(super) fn page_refs_value(pages: &[PageRef]) -> Value {
             cbor::id(&p.id),
             cbor::uint(p.items),
             cbor::uint(p.bytes),
+            p.t_end.map_or(Value::Null, |t| Value::Integer(t.into())),
         ])
     });
     Value::Array(refs.collect())

@@ -718,6 +718,7 @@ fn page_ref(first: &str, bytes: &[u8], items: &[TrackItem]) -> PageRef {
         id: ObjectId::of(bytes),
         items: items.len() as u64,
         bytes: items.iter().map(|i| i.entry.byte_size).sum(),
+        t_end: items.iter().map(|i| i.entry.t_end).max(),
     }
 }
 
@@ -1443,6 +1444,7 @@ fn a_name_page_whose_sizes_overflow_is_refused() {
             id: ObjectId::of(&bytes),
             items: 2,
             bytes: 1,
+            t_end: None,
         }],
         pack_pages: vec![],
         index: vec![],
@@ -1567,4 +1569,329 @@ fn a_damaged_or_misplaced_index_page_is_refused() {
     list[0] = &damaged;
     let e = r.fill_index(list, page_what).unwrap_err().to_string();
     assert!(e.contains(&page_what(&root.index[0].id)), "{e}");
+}
+
+// --- Edits -----------------------------------------------------------------
+
+/// A row of a Track as an edit sees it: (name, is an item) and its content.
+fn rows_of(t: &Track) -> HashMap<(String, bool), super::encode::Row<'_>> {
+    t.rows()
+        .into_iter()
+        .map(|r| ((r.name().to_string(), r.key().2), r))
+        .collect()
+}
+
+/// The edit that turns `a` into `b`: the rows `b` lacks removed, those it
+/// has new or otherwise added.
+fn edit_between(a: &Track, b: &Track) -> TrackEdit {
+    use super::encode::Row;
+    let (ra, rb) = (rows_of(a), rows_of(b));
+    let mut edit = TrackEdit::default();
+    for (name, item) in ra.keys() {
+        if !rb.contains_key(&(name.clone(), *item)) {
+            edit.removed.push(name.clone());
+        }
+    }
+    for (key, row) in &rb {
+        let same = match (ra.get(key), row) {
+            (Some(Row::Item(x)), Row::Item(y)) => x == y,
+            (Some(Row::Dir(x)), Row::Dir(y)) => x == y,
+            _ => false,
+        };
+        if !same {
+            match row {
+                Row::Item(i) => edit.items.push(i.clone().into_owned()),
+                Row::Dir(d) => edit.dirs.push(d.clone()),
+            }
+        }
+    }
+    edit
+}
+
+/// `a` changed: each item kept, removed, moved, re-attributed or replaced
+/// as `ops` says in turn, `new` items added in one new pack, the
+/// directories kept as `keep_dirs` says and `new_dirs` added; the entries
+/// of `a` passed as retired, as a flush passes them.
+fn changed_track(
+    a: &Track,
+    ops: &[u8],
+    new: &[Spec],
+    keep_dirs: &[bool],
+    new_dirs: &[(Vec<&'static str>, Attrs)],
+) -> Track {
+    let mut items = Vec::new();
+    let mut names = HashSet::new();
+    for (i, item) in a.items().iter().enumerate() {
+        let mut item = item.clone();
+        match ops.get(i % ops.len().max(1)).copied().unwrap_or(0) {
+            0 | 1 => {}
+            2 => continue,
+            3 => item.name = format!("moved/{}", item.name),
+            4 => item.attrs.mode = Some(item.attrs.mode.map_or(0o600, |m| m ^ 0o1)),
+            _ => item.entry = whole(&format!("replaced {}", item.name), item.entry.byte_size),
+        }
+        names.insert(item.name.clone());
+        items.push(item);
+    }
+    let mut offset = 0;
+    for s in new {
+        let name = format!("{}/n{}", s.dir.join("/"), s.leaf).replace("//", "/");
+        let name = name.trim_start_matches('/').to_string();
+        if !names.insert(name.clone()) {
+            continue;
+        }
+        items.push(item(&name, packed_at("fresh pack", offset, s.size)));
+        offset += s.size;
+    }
+    let retired = a
+        .items()
+        .iter()
+        .map(|i| i.entry.clone())
+        .chain(a.retired().iter().cloned())
+        .collect();
+    let mut dirs: Vec<TrackDir> = a
+        .dirs()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| keep_dirs.get(*i).copied().unwrap_or(true))
+        .map(|(_, d)| d.clone())
+        .collect();
+    let mut dir_names: HashSet<String> = dirs.iter().map(|d| d.name.clone()).collect();
+    for (path, attrs) in new_dirs {
+        let name = path.join("/");
+        if dir_names.insert(name.clone()) && !names.contains(&name) {
+            dirs.push(TrackDir {
+                name,
+                attrs: *attrs,
+            });
+        }
+    }
+    Track::new(items, retired, "b")
+        .unwrap()
+        .with_dirs(dirs, "b")
+        .unwrap()
+}
+
+/// Whether two live items of `t` name one range of a pack.
+fn shares_ranges(t: &Track) -> bool {
+    let mut seen = HashSet::new();
+    t.items()
+        .iter()
+        .filter(|i| packed(&i.entry).is_some())
+        .any(|i| !seen.insert(entry_key(&i.entry)))
+}
+
+/// `root` (its index read) edited, reading its pages from `pages` only.
+fn edited(
+    root: &TrackRoot,
+    edit: &TrackEdit,
+    shape: &PageShape,
+    pages: &HashMap<ObjectId, Vec<u8>>,
+) -> Result<PagedTrack, EditError> {
+    root.edit(
+        edit,
+        shape,
+        &|id| pages.get(id).map(|p| &p[..]),
+        ROOT,
+        &page_what,
+    )
+}
+
+/// The root of `p`, its index pages read.
+fn filled_root(p: &PagedTrack) -> TrackRoot {
+    let pages = by_id(p);
+    let mut root = TrackRoot::decode(&p.root, ROOT).unwrap();
+    if root.needs_index() {
+        let index: Vec<&[u8]> = root.index.iter().map(|i| &pages[&i.id][..]).collect();
+        root.fill_index(index, page_what).unwrap();
+    }
+    root
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// An edit gives the pages the edited Track encodes to, whatever the
+    /// change and the cut, and writes only the pages that encoding has and
+    /// the old one has not; clearing a directory and adding its rows back
+    /// gives the same.
+    #[test]
+    fn edits_give_the_pages_of_the_edited_track(
+        specs in prop::collection::vec(spec(), 0..100),
+        dirs in prop::collection::vec(dir_spec(), 0..8),
+        ops in prop::collection::vec(prop_oneof![8 => Just(0u8), 1 => 2u8..6], 1..12),
+        new in prop::collection::vec(spec(), 0..12),
+        keep_dirs in prop::collection::vec(prop::bool::weighted(0.8), 0..8),
+        new_dirs in prop::collection::vec(dir_spec(), 0..3),
+        rows in 1u64..=24,
+        index in 1u64..=4,
+        clear in any::<prop::sample::Index>(),
+    ) {
+        let a = build(&specs, &dirs);
+        let b = changed_track(&a, &ops, &new, &keep_dirs, &new_dirs);
+        let shape = PageShape::with_rows(rows).with_index_pages(index);
+        let (pa, pb) = (a.encode_paged(&shape), b.encode_paged(&shape));
+        let root = filled_root(&pa);
+        let old = by_id(&pa);
+        let edit = edit_between(&a, &b);
+        let got = edited(&root, &edit, &shape, &old).unwrap_or_else(|e| panic!("{e:?}"));
+
+        let mut all = old.clone();
+        all.extend(got.pages.iter().cloned());
+        let mut back_root = TrackRoot::decode(&got.root, ROOT).unwrap();
+        if back_root.needs_index() {
+            let index: Vec<&[u8]> = back_root.index.iter().map(|i| &all[&i.id][..]).collect();
+            back_root.fill_index(index, page_what).unwrap();
+        }
+        let back = decode_with(&back_root, &all).unwrap_or_else(|e| panic!("{e}"));
+        assert_same(&back, &b);
+        if !shares_ranges(&a) {
+            prop_assert_eq!(got.id, pb.id, "the edited root is the encoded one");
+            let mut written: Vec<ObjectId> = got.pages.iter().map(|(id, _)| *id).collect();
+            let mut fresh: Vec<ObjectId> = pb
+                .pages
+                .iter()
+                .map(|(id, _)| *id)
+                .filter(|id| !old.contains_key(id))
+                .collect();
+            written.sort_unstable();
+            fresh.sort_unstable();
+            prop_assert_eq!(written, fresh, "pages written");
+
+            // The same change, as a cleared directory and its rows again.
+            let dir_rows: Vec<String> = a
+                .rows()
+                .iter()
+                .filter(|r| !r.key().2)
+                .map(|r| r.name().to_string())
+                .collect();
+            let d = clear.get(&dir_rows).clone();
+            let inside = |name: &str| super::edit::below(name, &d) || d.is_empty() && !name.is_empty();
+            let mut cleared = TrackEdit {
+                cleared: vec![d.clone()],
+                removed: edit.removed.iter().filter(|n| !inside(n)).cloned().collect(),
+                ..TrackEdit::default()
+            };
+            for row in b.rows() {
+                let changed = match &row {
+                    super::encode::Row::Item(i) => edit.items.contains(i),
+                    super::encode::Row::Dir(x) => edit.dirs.contains(x),
+                };
+                if changed || inside(row.name()) {
+                    match row {
+                        super::encode::Row::Item(i) => cleared.items.push(i.into_owned()),
+                        super::encode::Row::Dir(x) => cleared.dirs.push(x),
+                    }
+                }
+            }
+            let again = edited(&root, &cleared, &shape, &old).unwrap_or_else(|e| panic!("{e:?}"));
+            prop_assert_eq!(again.id, pb.id, "cleared {:?}", d);
+        }
+    }
+}
+
+#[test]
+fn an_edit_asks_for_the_pages_it_reads() {
+    let t = big();
+    let shape = PageShape::with_rows(16);
+    let p = t.encode_paged(&shape);
+    let root = filled_root(&p);
+    let mut edit = TrackEdit::default();
+    edit.removed.push(t.items()[500].name.clone());
+    let mut read = HashMap::new();
+    let all = by_id(&p);
+    let mut rounds = 0;
+    let got = loop {
+        match edited(&root, &edit, &shape, &read) {
+            Ok(got) => break got,
+            Err(EditError::Need(ids)) => {
+                rounds += 1;
+                for id in ids {
+                    read.insert(id, all[&id].clone());
+                }
+            }
+            Err(EditError::Format(e)) => panic!("{e}"),
+        }
+    };
+    assert!(rounds >= 1, "the edit read a page");
+    assert!(
+        read.len() <= 4,
+        "read {} of {} pages",
+        read.len(),
+        all.len()
+    );
+    assert!(got.pages.len() <= 4, "wrote {} pages", got.pages.len());
+    let expected = pages_to_edit(&root, &edit);
+    assert!(expected.iter().all(|id| read.contains_key(id)));
+}
+
+#[test]
+fn an_edit_contradicting_the_pack_pages_is_refused() {
+    let t = sample();
+    let shape = PageShape::with_rows(4);
+    let p = t.encode_paged(&shape);
+    let root = filled_root(&p);
+    let packed_item = t
+        .items()
+        .iter()
+        .find(|i| packed(&i.entry).is_some())
+        .unwrap()
+        .clone();
+    // An item into a pack the Track holds, past its end.
+    let mut past = packed_item.clone();
+    past.name = "past".into();
+    past.entry = packed_at("pack 0", 1 << 40, 10);
+    past.entry.address = packed_item.entry.address;
+    let edit = TrackEdit {
+        items: vec![past],
+        ..TrackEdit::default()
+    };
+    match edited(&root, &edit, &shape, &by_id(&p)) {
+        Err(EditError::Format(e)) => assert!(e.to_string().contains("past its length"), "{e}"),
+        other => panic!("not refused: {:?}", other.map(|p| p.id)),
+    }
+    // A name added twice.
+    let edit = TrackEdit {
+        items: vec![packed_item.clone(), packed_item],
+        ..TrackEdit::default()
+    };
+    let e = edited(&root, &edit, &shape, &by_id(&p)).err().unwrap();
+    assert!(format!("{e:?}").contains("duplicate name"), "{e:?}");
+}
+
+#[test]
+fn page_refs_record_where_their_items_end() {
+    let t = sample();
+    let p = t.encode_paged(&PageShape::with_rows(4));
+    let root = filled_root(&p);
+    let max = root.pages.iter().filter_map(|r| r.t_end).max();
+    assert_eq!(max, t.items().iter().map(|i| i.entry.t_end).max());
+
+    // A ref that says otherwise is refused; one that does not say (as
+    // roots written before refs recorded it) is read.
+    let j = root.pages.iter().position(|r| r.items > 0).unwrap();
+    let mut wrong = root.clone();
+    wrong.pages[j].t_end = wrong.pages[j].t_end.map(|t| t + 1);
+    let e = decode_with(&wrong, &by_id(&p)).unwrap_err().to_string();
+    assert!(e.contains("end at t"), "{e}");
+    let mut silent = root.clone();
+    silent.pages.iter_mut().for_each(|r| r.t_end = None);
+    let back = TrackRoot::decode(&silent.encode(), ROOT).unwrap();
+    assert_same(&decode_with(&back, &by_id(&p)).unwrap(), &t);
+    let four = Value::Array(vec![
+        cbor::text("a"),
+        cbor::id(&root.pages[0].id),
+        cbor::uint(1),
+        cbor::uint(2),
+    ]);
+    let bytes = cbor::encode(&Value::Map(vec![
+        (cbor::text("kind"), cbor::text("fragment")),
+        (cbor::text("pages"), Value::Array(vec![four])),
+        (cbor::text("items"), cbor::uint(1)),
+        (cbor::text("bytes"), cbor::uint(2)),
+    ]));
+    assert_eq!(
+        TrackRoot::decode(&bytes, ROOT).unwrap().pages[0].t_end,
+        None
+    );
 }

@@ -1,0 +1,538 @@
+//! [`TrackRoot::edit`]: a paged Track changed by a [`TrackEdit`], reading
+//! and re-encoding only the pages the change falls in.
+//!
+//! Pages are cut where a row's hash says, and a cut depends only on the
+//! rows since the previous cut. So re-cutting from the first page an edit
+//! touches, through the edited rows, until a cut falls again where an old
+//! page ended, gives exactly the pages [`Track::encode_paged`] gives the
+//! edited Track: the pages before and after are the old ones, unread.
+//!
+//! [`Track::encode_paged`]: super::super::Track::encode_paged
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+
+use super::super::check_mode;
+use super::encode::{
+    push_index_pages, push_name_page, push_pack_page, NameCutter, PackCutter, Row,
+};
+use super::*;
+use crate::{check_pack, validate_item_name, FormatError};
+
+/// A change to a paged Track: rows removed, then rows added or replaced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrackEdit {
+    /// Directories whose subtrees go: every row below each (not its own).
+    pub cleared: Vec<String>,
+    /// Names whose rows go, an item's or a directory's.
+    pub removed: Vec<String>,
+    /// Items added, or replacing the item of the same name.
+    pub items: Vec<TrackItem>,
+    /// Directories added, or replacing the directory of the same name: a
+    /// paged Track lists every directory, so every one the edit makes
+    /// (one only implied by a new item's name included) must be here.
+    pub dirs: Vec<TrackDir>,
+}
+
+impl TrackEdit {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.cleared.is_empty()
+            && self.removed.is_empty()
+            && self.items.is_empty()
+            && self.dirs.is_empty()
+    }
+}
+
+/// Why [`TrackRoot::edit`] did not finish.
+#[derive(Debug)]
+pub enum EditError {
+    /// It must read these pages first: call it again with them.
+    Need(Vec<ObjectId>),
+    /// A page read is damaged, or the edit contradicts the Track.
+    Format(FormatError),
+}
+
+impl From<FormatError> for EditError {
+    fn from(e: FormatError) -> Self {
+        EditError::Format(e)
+    }
+}
+
+/// A page's bytes (already checked against its id), if read yet.
+pub type PageSource<'p> = dyn Fn(&ObjectId) -> Option<&'p [u8]> + 'p;
+
+impl TrackRoot {
+    /// This Track (its index pages read: [`TrackRoot::needs_index`] is
+    /// false) changed by `edit` and cut as `shape` says, reading pages
+    /// through `page`: the root and the pages it does not share with this
+    /// one. The pages are those [`Track::encode_paged`] gives the edited
+    /// Track, but for one case: an item removed while another live item
+    /// names the very same range of its pack leaves that range as a
+    /// retired entry too, which readers drop.
+    ///
+    /// [`Track::encode_paged`]: super::super::Track::encode_paged
+    pub fn edit<'p>(
+        &self,
+        edit: &TrackEdit,
+        shape: &PageShape,
+        page: &PageSource<'p>,
+        what: &str,
+        page_what: &dyn Fn(&ObjectId) -> String,
+    ) -> Result<PagedTrack, EditError> {
+        if self.needs_index() {
+            return Err(EditError::Need(self.index.iter().map(|i| i.id).collect()));
+        }
+        check_edit(edit, what)?;
+        let mut names = NameEdit::new(self, edit, page, page_what);
+        let mut root = TrackRoot::default();
+        let mut new_pages = Vec::new();
+        let mut cutter = NameCutter::new(shape);
+        let pieces = recut(
+            self.pages.len(),
+            &names.affected(),
+            &mut |j| names.rows_of(j),
+            &mut |row| cutter.ends_after(row),
+            &|row, next| match next {
+                Next::Row(next) => next.name() == row.name(),
+                Next::Run(k) => self.pages[k].first == row.name(),
+            },
+        )?;
+        for piece in pieces {
+            match piece {
+                Piece::Old(j) => {
+                    let p = self.pages[j].clone();
+                    root.items = root.items.saturating_add(p.items);
+                    root.bytes = root.bytes.saturating_add(p.bytes);
+                    root.pages.push(p);
+                }
+                Piece::New(rows) => push_name_page(rows, &mut root, &mut new_pages),
+            }
+        }
+        let packs = names.pack_changes();
+        let mut packs = PackEdit::new(self, packs, page, page_what);
+        let mut cutter = PackCutter::new(shape);
+        let pieces = recut(
+            self.pack_pages.len(),
+            &packs.affected(),
+            &mut |j| packs.records_of(j, what),
+            &mut |record| cutter.ends_after(record),
+            &|_, _| false,
+        )?;
+        for piece in pieces {
+            match piece {
+                Piece::Old(j) => root.pack_pages.push(self.pack_pages[j].clone()),
+                Piece::New(records) => push_pack_page(records, &mut root, &mut new_pages),
+            }
+        }
+        if root.pages.len() as u64 > 2 * shape.index {
+            push_index_pages(&mut root, shape, &mut new_pages);
+        }
+        let old: HashSet<ObjectId> = self.page_ids().collect();
+        new_pages.retain(|(id, _)| !old.contains(id));
+        let bytes = root.encode();
+        Ok(PagedTrack {
+            id: ObjectId::of(&bytes),
+            root: bytes,
+            pages: new_pages,
+        })
+    }
+}
+
+/// Refuses an edit that could not come from a Track: bad names or modes,
+/// or one name added twice.
+fn check_edit(edit: &TrackEdit, what: &str) -> Result<(), FormatError> {
+    let mut items = HashSet::new();
+    for (i, item) in edit.items.iter().enumerate() {
+        validate_item_name(&item.name, &format!("{what}: edit items[{i}]"))?;
+        check_mode(item.attrs.mode, || format!("{what}: edit items[{i}]"))?;
+        if !items.insert(item.name.as_str()) {
+            return Err(duplicate(what, &item.name));
+        }
+    }
+    let mut dirs = HashSet::new();
+    for (i, dir) in edit.dirs.iter().enumerate() {
+        if !dir.name.is_empty() {
+            validate_item_name(&dir.name, &format!("{what}: edit dirs[{i}]"))?;
+        }
+        check_mode(dir.attrs.mode, || format!("{what}: edit dirs[{i}]"))?;
+        if !dirs.insert(dir.name.as_str()) {
+            return Err(duplicate(what, &dir.name));
+        }
+    }
+    Ok(())
+}
+
+fn duplicate(what: &str, name: &str) -> FormatError {
+    FormatError::Name {
+        what: format!("{what}: edit"),
+        name: name.to_string(),
+        reason: "duplicate name",
+    }
+}
+
+/// What follows a row, to tell whether a cut after it may fall there.
+enum Next<'a, T> {
+    /// The next row, read.
+    Row(&'a T),
+    /// The first row of old run `k`, not read: its first name is the
+    /// root's.
+    Run(usize),
+}
+
+/// A stretch of the edited sequence: an old run kept, or a new one.
+enum Piece<T> {
+    Old(usize),
+    New(Vec<T>),
+}
+
+/// Re-cuts a sequence cut into `runs` runs where it is `affected`:
+/// `rows_of(j)` gives run `j`'s rows as edited (for `runs == 0`, run 0 is
+/// every row), `ends_after` feeds the cut, `glued` says whether a cut
+/// after a row must wait (its next row has the same name). A run is read
+/// only where it is affected or the re-cut has not met an old cut yet.
+fn recut<T>(
+    runs: usize,
+    affected: &BTreeSet<usize>,
+    rows_of: &mut dyn FnMut(usize) -> Result<Vec<T>, EditError>,
+    ends_after: &mut dyn FnMut(&T) -> bool,
+    glued: &dyn Fn(&T, Next<'_, T>) -> bool,
+) -> Result<Vec<Piece<T>>, EditError> {
+    let mut out = Vec::new();
+    let runs_or_one = runs.max(1);
+    let mut k = 0;
+    while k < runs_or_one {
+        if runs > 0 && !affected.contains(&k) {
+            out.push(Piece::Old(k));
+            k += 1;
+            continue;
+        }
+        let mut queue: VecDeque<T> = rows_of(k)?.into();
+        k += 1;
+        let mut page = Vec::new();
+        loop {
+            while let Some(row) = queue.pop_front() {
+                // The next row must be known exactly where it is edited.
+                if queue.is_empty() && k < runs && affected.contains(&k) {
+                    queue.extend(rows_of(k)?);
+                    k += 1;
+                }
+                let end = ends_after(&row);
+                let wait = match queue.front() {
+                    Some(next) => glued(&row, Next::Row(next)),
+                    None => k < runs && glued(&row, Next::Run(k)),
+                };
+                page.push(row);
+                if end && !wait {
+                    out.push(Piece::New(std::mem::take(&mut page)));
+                }
+            }
+            // At the end of old run k - 1: a cut here is an old one.
+            if page.is_empty() || k >= runs {
+                break;
+            }
+            queue.extend(rows_of(k)?);
+            k += 1;
+        }
+        if !page.is_empty() {
+            out.push(Piece::New(page));
+        }
+    }
+    Ok(out)
+}
+
+/// Entries removed and added in one pack.
+#[derive(Default)]
+struct PackChange {
+    removed: Vec<FragmentEntry>,
+    added: Vec<FragmentEntry>,
+}
+
+/// The name pages' side of an edit.
+struct NameEdit<'a, 'p> {
+    root: &'a TrackRoot,
+    edit: &'a TrackEdit,
+    page: &'a PageSource<'p>,
+    page_what: &'a dyn Fn(&ObjectId) -> String,
+    /// The rows added, by the old page they fall in.
+    added: BTreeMap<usize, Vec<Row<'a>>>,
+    /// Names (with whether an item's) whose old rows the added replace.
+    replaced: HashSet<(&'a str, bool)>,
+    removed: HashSet<&'a str>,
+    /// Entries of the item rows dropped.
+    dropped: Vec<FragmentEntry>,
+}
+
+impl<'a, 'p> NameEdit<'a, 'p> {
+    fn new(
+        root: &'a TrackRoot,
+        edit: &'a TrackEdit,
+        page: &'a PageSource<'p>,
+        page_what: &'a dyn Fn(&ObjectId) -> String,
+    ) -> Self {
+        let mut added: BTreeMap<usize, Vec<Row<'a>>> = BTreeMap::new();
+        let rows = edit.items.iter().map(|i| Row::Item(Cow::Borrowed(i)));
+        for row in rows.chain(edit.dirs.iter().map(|d| Row::Dir(d.clone()))) {
+            let j = root.page_of(row.name()).unwrap_or(0);
+            added.entry(j).or_default().push(row);
+        }
+        for rows in added.values_mut() {
+            rows.sort_unstable_by(|a, b| a.key().cmp(&b.key()));
+        }
+        let replaced = edit
+            .items
+            .iter()
+            .map(|i| (i.name.as_str(), true))
+            .chain(edit.dirs.iter().map(|d| (d.name.as_str(), false)))
+            .collect();
+        NameEdit {
+            root,
+            edit,
+            page,
+            page_what,
+            added,
+            replaced,
+            removed: edit.removed.iter().map(String::as_str).collect(),
+            dropped: Vec::new(),
+        }
+    }
+
+    /// The old pages the edit falls in.
+    fn affected(&self) -> BTreeSet<usize> {
+        let mut pages: BTreeSet<usize> = self.added.keys().copied().collect();
+        for name in &self.edit.removed {
+            pages.insert(self.root.page_of(name).unwrap_or(0));
+        }
+        for dir in &self.edit.cleared {
+            if dir.is_empty() {
+                pages.extend(0..self.root.pages.len());
+                continue;
+            }
+            // Rows whose parent is `dir`, then those whose parent is below
+            // it: `dir` + "/" up to `dir` + "0" ('0' follows '/').
+            for (from, to) in [
+                (dir.clone(), format!("{dir}\0")),
+                (format!("{dir}/"), format!("{dir}0")),
+            ] {
+                let first = self.page_of_parent(&from).unwrap_or(0);
+                let end = self.page_of_parent(&to).map_or(0, |j| j + 1);
+                pages.extend(first..end);
+            }
+        }
+        pages
+    }
+
+    /// The page holding the first row whose parent directory is `parent`
+    /// or after it.
+    fn page_of_parent(&self, parent: &str) -> Option<usize> {
+        let after = self
+            .root
+            .pages
+            .partition_point(|p| split(&p.first).0 < parent);
+        after.checked_sub(1)
+    }
+
+    fn goes(&self, name: &str, item: bool) -> bool {
+        self.removed.contains(name)
+            || self.replaced.contains(&(name, item))
+            || self
+                .edit
+                .cleared
+                .iter()
+                .any(|d| !name.is_empty() && (d.is_empty() || below(name, d)))
+    }
+
+    /// Old page `j`'s rows, edited.
+    fn rows_of(&mut self, j: usize) -> Result<Vec<Row<'a>>, EditError> {
+        let mut rows: Vec<Row<'a>> = Vec::new();
+        if let Some(p) = self.root.pages.get(j) {
+            let bytes = (self.page)(&p.id).ok_or(EditError::Need(vec![p.id]))?;
+            let page = self.root.name_page(j, bytes, &(self.page_what)(&p.id))?;
+            for d in page.dirs {
+                if !self.goes(&d.name, false) {
+                    rows.push(Row::Dir(d));
+                }
+            }
+            for i in page.items {
+                match self.goes(&i.name, true) {
+                    true => self.dropped.push(i.entry),
+                    false => rows.push(Row::Item(Cow::Owned(i))),
+                }
+            }
+        }
+        rows.extend(self.added.remove(&j).unwrap_or_default());
+        rows.sort_by(|a, b| a.key().cmp(&b.key()));
+        Ok(rows)
+    }
+
+    /// The entries removed and added, by pack.
+    fn pack_changes(self) -> BTreeMap<ObjectId, PackChange> {
+        let mut packs: BTreeMap<ObjectId, PackChange> = BTreeMap::new();
+        for e in self.dropped {
+            if packed(&e).is_some() {
+                packs.entry(e.address).or_default().removed.push(e);
+            }
+        }
+        for i in &self.edit.items {
+            if packed(&i.entry).is_some() {
+                let change = packs.entry(i.entry.address).or_default();
+                change.added.push(i.entry.clone());
+            }
+        }
+        packs
+    }
+}
+
+/// Whether `name` is below directory `dir`.
+pub(super) fn below(name: &str, dir: &str) -> bool {
+    name.len() > dir.len() && name.starts_with(dir) && name.as_bytes()[dir.len()] == b'/'
+}
+
+/// The pack pages' side of an edit.
+struct PackEdit<'a, 'p> {
+    root: &'a TrackRoot,
+    page: &'a PageSource<'p>,
+    page_what: &'a dyn Fn(&ObjectId) -> String,
+    /// The packs changed, by the old pack page they fall in.
+    changes: BTreeMap<usize, BTreeMap<ObjectId, PackChange>>,
+}
+
+impl<'a, 'p> PackEdit<'a, 'p> {
+    fn new(
+        root: &'a TrackRoot,
+        packs: BTreeMap<ObjectId, PackChange>,
+        page: &'a PageSource<'p>,
+        page_what: &'a dyn Fn(&ObjectId) -> String,
+    ) -> Self {
+        let mut changes: BTreeMap<usize, BTreeMap<ObjectId, PackChange>> = BTreeMap::new();
+        for (address, change) in packs {
+            let j = root.pack_page_of(&address).unwrap_or(0);
+            changes.entry(j).or_default().insert(address, change);
+        }
+        PackEdit {
+            root,
+            page,
+            page_what,
+            changes,
+        }
+    }
+
+    fn affected(&self) -> BTreeSet<usize> {
+        self.changes.keys().copied().collect()
+    }
+
+    /// Old pack page `j`'s records, edited.
+    fn records_of(&mut self, j: usize, what: &str) -> Result<Vec<PackRecord>, EditError> {
+        let mut records = Vec::new();
+        if let Some(p) = self.root.pack_pages.get(j) {
+            let bytes = (self.page)(&p.id).ok_or(EditError::Need(vec![p.id]))?;
+            let page_what = (self.page_what)(&p.id);
+            records = read_pack_page(bytes, &page_what)?;
+            if records.len() as u64 != p.packs
+                || records.first().map(|r| r.address) != Some(p.first)
+            {
+                return Err(FormatError::shape(
+                    page_what,
+                    format!("the root says it holds {} packs from {}", p.packs, p.first),
+                )
+                .into());
+            }
+        }
+        let mut changes = self.changes.remove(&j).unwrap_or_default();
+        let mut out = Vec::with_capacity(records.len() + changes.len());
+        for r in records {
+            match changes.remove(&r.address) {
+                None => out.push(r),
+                Some(change) => {
+                    let address = r.address;
+                    out.extend(changed(Some(r), address, change, what)?);
+                }
+            }
+        }
+        for (address, change) in changes {
+            out.extend(changed(None, address, change, what)?);
+        }
+        out.sort_unstable_by_key(|r| r.address);
+        Ok(out)
+    }
+}
+
+/// Pack `address`'s record (`None`: new) after `change`; `None` once no
+/// live entry names it, as then nothing needs its retired entries.
+fn changed(
+    record: Option<PackRecord>,
+    address: ObjectId,
+    change: PackChange,
+    what: &str,
+) -> Result<Option<PackRecord>, FormatError> {
+    let range = |e: &FragmentEntry| (packed(e), e.byte_size);
+    let pack_error = |detail: String| FormatError::Pack {
+        what: what.to_string(),
+        pack: address.to_hex(),
+        detail,
+    };
+    let Some(mut record) = record else {
+        if !change.removed.is_empty() {
+            return Err(pack_error(
+                "an item packed in it is removed, but no pack page records it".into(),
+            ));
+        }
+        let mut ranges: Vec<(u64, u64)> = change
+            .added
+            .iter()
+            .map(|e| (packed(e).unwrap_or(0), e.byte_size))
+            .collect();
+        let length = check_pack(&mut ranges).map_err(pack_error)?;
+        return Ok(Some(PackRecord {
+            address,
+            length,
+            live: change.added.len() as u64,
+            retired: Vec::new(),
+        }));
+    };
+    let live = (record.live + change.added.len() as u64)
+        .checked_sub(change.removed.len() as u64)
+        .ok_or_else(|| {
+            pack_error(format!(
+                "{} items packed in it are removed, but its pack page records {} live",
+                change.removed.len(),
+                record.live
+            ))
+        })?;
+    if live == 0 {
+        return Ok(None);
+    }
+    for e in &change.added {
+        let end = packed(e).unwrap_or(0).checked_add(e.byte_size);
+        if end.is_none_or(|end| end > record.length) {
+            return Err(pack_error(format!(
+                "an item added at {} ({} bytes) ends past its length, {}",
+                packed(e).unwrap_or(0),
+                e.byte_size,
+                record.length
+            )));
+        }
+    }
+    let added: HashSet<_> = change.added.iter().map(range).collect();
+    record.retired.retain(|e| !added.contains(&range(e)));
+    for e in change.removed {
+        let r = range(&e);
+        if !added.contains(&r) && !record.retired.iter().any(|k| range(k) == r) {
+            record.retired.push(e);
+        }
+    }
+    record.retired.sort_unstable_by_key(range);
+    record.live = live;
+    Ok(Some(record))
+}
+
+/// The pages an edit certainly reads: those holding its names, for
+/// fetching at once before [`TrackRoot::edit`] asks for the rest.
+pub fn pages_to_edit(root: &TrackRoot, edit: &TrackEdit) -> Vec<ObjectId> {
+    let names = NameEdit::new(root, edit, &|_| None, &|_| String::new());
+    names
+        .affected()
+        .into_iter()
+        .filter_map(|j| root.pages.get(j).map(|p| p.id))
+        .collect()
+}
