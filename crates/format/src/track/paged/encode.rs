@@ -8,6 +8,7 @@ use ciborium::value::Value;
 
 use super::super::Track;
 use super::root::{page_refs_value, sums};
+use super::write::PagedWriter;
 use super::*;
 use crate::cbor;
 use crate::{Attrs, PackLengths};
@@ -127,46 +128,21 @@ impl PackCutter {
 impl Track {
     /// The Track in the paged form, cut as `shape` says.
     pub fn encode_paged(&self, shape: &PageShape) -> PagedTrack {
-        let mut pages = Vec::new();
-        let mut root = TrackRoot::default();
-        let mut cutter = NameCutter::new(shape);
-        let mut page: Vec<Row> = Vec::new();
-        let mut rows = self.rows().into_iter().peekable();
-        while let Some(row) = rows.next() {
-            let end = cutter.ends_after(&row);
-            // A name that is both an item's and a directory's (which the
-            // tree refuses, naming it) stays on one page, so the pages
-            // still decode and the refusal is the tree's.
-            let same_name_next = rows.peek().is_some_and(|next| next.name() == row.name());
-            page.push(row);
-            if end && !same_name_next {
-                push_name_page(std::mem::take(&mut page), &mut root, &mut pages);
-            }
+        let mut writer = PagedWriter::new(shape);
+        for (&address, &length) in &self.pack_lengths {
+            writer.pack(address, length);
         }
-        if !page.is_empty() {
-            push_name_page(page, &mut root, &mut pages);
+        for e in &self.retired {
+            writer.retired(e.clone());
         }
-        let mut cutter = PackCutter::new(shape);
-        let mut page: Vec<PackRecord> = Vec::new();
-        for record in self.pack_records() {
-            let end = cutter.ends_after(&record);
-            page.push(record);
-            if end {
-                push_pack_page(std::mem::take(&mut page), &mut root, &mut pages);
-            }
+        for row in self.rows() {
+            writer
+                .row(row)
+                .expect("a Track's rows are sorted and distinct");
         }
-        if !page.is_empty() {
-            push_pack_page(page, &mut root, &mut pages);
-        }
-        if root.pages.len() as u64 > 2 * shape.index {
-            push_index_pages(&mut root, shape, &mut pages);
-        }
-        let bytes = root.encode();
-        PagedTrack {
-            id: ObjectId::of(&bytes),
-            root: bytes,
-            pages,
-        }
+        writer
+            .finish()
+            .expect("a Track knows the length of each pack")
     }
 
     /// Items and every directory (recorded, implied by a name, and the
@@ -204,41 +180,6 @@ impl Track {
         // A recorded name clash still encodes deterministically.
         rows.sort_unstable_by(|a, b| a.key().cmp(&b.key()));
         rows
-    }
-
-    /// One record per pack, by address.
-    fn pack_records(&self) -> Vec<PackRecord> {
-        let mut records: HashMap<ObjectId, PackRecord> = HashMap::new();
-        for (address, &length) in &self.pack_lengths {
-            records.insert(
-                *address,
-                PackRecord {
-                    address: *address,
-                    length,
-                    live: 0,
-                    retired: Vec::new(),
-                },
-            );
-        }
-        for item in &self.items {
-            if let Some(r) = packed(&item.entry).and_then(|_| records.get_mut(&item.entry.address))
-            {
-                r.live += 1;
-            }
-        }
-        for e in &self.retired {
-            if let Some(r) = records.get_mut(&e.address) {
-                r.retired.push(e.clone());
-            }
-        }
-        let mut records: Vec<PackRecord> = records.into_values().collect();
-        records.sort_unstable_by_key(|r| r.address);
-        for r in &mut records {
-            // By range: two entries may start at one offset (one of them
-            // empty), and their order must not be the order they were retired in.
-            r.retired.sort_unstable_by_key(|e| (packed(e), e.byte_size));
-        }
-        records
     }
 }
 

@@ -31,6 +31,7 @@ mod read;
 mod root;
 #[cfg(test)]
 mod tests;
+mod write;
 
 use std::cmp::Ordering;
 
@@ -38,6 +39,7 @@ use crate::{FragmentEntry, ObjectId, Placement, TrackDir, TrackItem};
 
 pub use edit::{pages_to_edit, EditError, PageSource, TrackEdit};
 pub use read::{check_lengths, read_pack_page, PagedReader};
+pub use write::PagedWriter;
 
 /// The `kind` of a pack page.
 const PACK_PAGE_KIND: &str = "fragment-packs";

@@ -1895,3 +1895,68 @@ fn page_refs_record_where_their_items_end() {
         None
     );
 }
+
+// --- Writing row by row ------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// A Track written row by row, its pages taken as they are cut, is the
+    /// Track encoded whole.
+    #[test]
+    fn a_track_written_row_by_row_is_the_one_encoded_whole(
+        specs in prop::collection::vec(spec(), 0..100),
+        dirs in prop::collection::vec(dir_spec(), 0..8),
+        rows in 1u64..=24,
+        take_every in 1usize..20,
+    ) {
+        let t = build(&specs, &dirs);
+        let shape = PageShape::with_rows(rows).with_index_pages(2);
+        let whole = t.encode_paged(&shape);
+        let mut writer = PagedWriter::new(&shape);
+        for (&address, &length) in &t.pack_lengths {
+            writer.pack(address, length);
+        }
+        for e in t.retired() {
+            writer.retired(e.clone());
+        }
+        let mut pages = Vec::new();
+        for (i, row) in t.rows().into_iter().enumerate() {
+            match row {
+                super::encode::Row::Item(item) => writer.item(item.into_owned()).unwrap(),
+                super::encode::Row::Dir(dir) => writer.dir(dir).unwrap(),
+            }
+            if i % take_every == 0 {
+                pages.extend(writer.take_pages());
+            }
+        }
+        let written = writer.finish().unwrap();
+        pages.extend(written.pages.iter().cloned());
+        prop_assert_eq!(written.id, whole.id);
+        let mut ids: Vec<ObjectId> = pages.iter().map(|(id, _)| *id).collect();
+        let mut want: Vec<ObjectId> = whole.pages.iter().map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        want.sort_unstable();
+        prop_assert_eq!(ids, want);
+    }
+}
+
+#[test]
+fn a_writer_refuses_rows_out_of_order_and_packs_without_a_length() {
+    let shape = PageShape::with_rows(2);
+    let mut writer = PagedWriter::new(&shape);
+    writer.dir(dir("", None, None)).unwrap();
+    writer.item(item("b", whole("b", 1))).unwrap();
+    writer.item(item("c", whole("c", 1))).unwrap();
+    writer.item(item("d", whole("d", 1))).unwrap();
+    let e = writer.item(item("a", whole("a", 1))).unwrap_err();
+    assert!(e.to_string().contains("does not come after"), "{e}");
+    let e = writer.item(item("../x", whole("x", 1))).unwrap_err();
+    assert!(e.to_string().contains("invalid name"), "{e}");
+
+    let mut writer = PagedWriter::new(&shape);
+    writer.dir(dir("", None, None)).unwrap();
+    writer.item(item("a", packed_at("pack", 0, 4))).unwrap();
+    let e = writer.finish().err().expect("refused");
+    assert!(e.to_string().contains("its length is not given"), "{e}");
+}
