@@ -302,3 +302,88 @@ async fn unchanged_reimport_commits_nothing_and_renamed_copies_share_bytes() {
         );
     }
 }
+
+/// The page objects of a local dataset.
+fn pages(dataset: &Path) -> std::collections::BTreeSet<std::ffi::OsString> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut pending = vec![dataset.join("_packfs/pages")];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            match entry.file_type().unwrap().is_dir() {
+                true => pending.push(entry.path()),
+                false => {
+                    out.insert(entry.file_name());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// An import onto a modality whose Track spans many pages edits it: it
+/// stores the pages its new names fall in (with a new directory's row)
+/// and a root, not the Track; every file, old and new, reads back.
+#[tokio::test]
+async fn an_import_onto_a_paged_track_stores_only_the_pages_it_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let shape = packfs_format::PageShape::with_rows(4).with_index_pages(4);
+    let dataset = Dataset::open(dir.to_str().unwrap(), true)
+        .unwrap()
+        .with_page_shape(shape);
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let mut rng = Rng::new(3);
+    for i in 0..300 {
+        let path = format!("train/image/d{:02}/f{i:03}.jpg", i % 10);
+        write_file(&a.join(path), &rng.bytes(20 + i % 30));
+    }
+    import(&dataset, &a, &options()).await.unwrap();
+    let before = pages(&dir);
+    assert!(before.len() >= 80, "{} pages", before.len());
+    write_file(
+        &b.join("train/image/d03/new.jpg"),
+        b"new in an old directory",
+    );
+    write_file(
+        &b.join("train/image/fresh/x.jpg"),
+        b"new in a new directory",
+    );
+    write_file(&b.join("train/image/d07/f007.jpg"), b"replaced");
+    let report = import(&dataset, &b, &options()).await.unwrap();
+    assert!(report.manifest.is_some());
+    let written: Vec<_> = pages(&dir).difference(&before).cloned().collect();
+    assert!(
+        (1..=12).contains(&written.len()),
+        "{} pages written of {}",
+        written.len(),
+        before.len()
+    );
+
+    let t = tree(&dataset).await;
+    let reader =
+        packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    for (path, want) in [
+        ("train/image/d03/new.jpg", &b"new in an old directory"[..]),
+        ("train/image/fresh/x.jpg", b"new in a new directory"),
+        ("train/image/d07/f007.jpg", b"replaced"),
+    ] {
+        let item = t.resolve_file(path).unwrap();
+        assert_eq!(
+            &reader.read_item(&item.data(), 0, 100).await.unwrap()[..],
+            want,
+            "{path}"
+        );
+    }
+    let listing = t.resolve("train/image/d05").unwrap();
+    assert!(t.is_dir(listing));
+    let report = packfs_core::verify::verify(&dataset, "main").await.unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.items, 302);
+    // The same files again change nothing.
+    let again = import(&dataset, &b, &options()).await.unwrap();
+    assert!(
+        again.manifest.is_none(),
+        "an unchanged import commits nothing"
+    );
+}

@@ -38,7 +38,7 @@ pub use time::{ns_of_time, time_of_ns};
 pub use track::{
     check_lengths, name_order, pages_to_edit, read_pack_page, EditError, IndexRef, NamePage,
     PackPageRef, PackRecord, PageRef, PageShape, PageSource, PagedReader, PagedTrack, PagedWriter,
-    TrackEdit, TrackRoot,
+    Survey, TrackEdit, TrackRoot,
 };
 pub use track::{check_pack, read_columns, Columns, TrackLayout, DEFAULT_MEDIA_TYPE};
 pub use track::{Attrs, PackLengths, Track, TrackDir, TrackItem, TRACK_KIND_FRAGMENT};

@@ -7,11 +7,26 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use packfs_format::{
-    pages_to_edit, read_pack_page, EditError, FormatError, ObjectId, PagedTrack, Placement,
-    TrackEdit, TrackItem, TrackRoot,
+    pages_to_edit, read_pack_page, EditError, FormatError, FragmentEntry, ObjectId, PackRecord,
+    PagedTrack, Placement, Survey, TrackEdit, TrackItem, TrackRoot,
 };
 
-use super::{Dataset, DatasetError, TrackObject};
+use super::twins::twin_packs;
+use super::{Dataset, DatasetError, Separated, TrackObject};
+
+/// A Track stored by [`Dataset::edit_track`].
+#[derive(Debug)]
+pub struct EditedTrack {
+    pub id: ObjectId,
+    /// The fresh items as the Track holds them: numbered, and stored apart
+    /// where their pack is one the Track holds.
+    pub fresh: Vec<TrackItem>,
+    /// The `t_start` of the first fresh item: they are numbered from it in
+    /// name order.
+    pub first: i64,
+    /// What storing apart did.
+    pub separated: Separated,
+}
 
 /// A Track being edited: its root (index read) and the pages read so far.
 struct Edited {
@@ -62,10 +77,10 @@ impl Dataset {
 
     /// Stores the Track `id` of `timeline`/`modality` changed by `edit`,
     /// and with the `fresh` items (just uploaded) added, numbered in name
-    /// order after its items; returns the new Track's id and the fresh
-    /// items as it holds them. A fresh item packed in a pack the Track
-    /// holds already is stored apart first ([`Dataset::separate_twin_packs`]
-    /// says why). A single-object Track becomes a paged one.
+    /// order after the largest `t_end` of the items it keeps. A fresh item
+    /// packed in a pack the Track holds already is stored apart first
+    /// ([`Dataset::separate_twin_packs`] says why). A single-object Track
+    /// becomes a paged one.
     pub async fn edit_track(
         &self,
         timeline: &str,
@@ -73,23 +88,38 @@ impl Dataset {
         id: &ObjectId,
         mut edit: TrackEdit,
         mut fresh: Vec<TrackItem>,
-    ) -> Result<(ObjectId, Vec<TrackItem>), DatasetError> {
+    ) -> Result<EditedTrack, DatasetError> {
         let referrer = "the Track a commit changes";
         let mut edited = self.edited(id, referrer).await?;
-        let t = self.t_end(&mut edited, id).await?.unwrap_or(0);
+        let stored = edit.items.len();
         fresh.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        for (t, item) in (t..).zip(&mut fresh) {
+        edit.items.extend(fresh);
+        // Fresh names replace the items of theirs: counted before numbering.
+        let survey = self.survey(&mut edited, id, &edit).await?;
+        let first = survey.kept_t_end.unwrap_or(0);
+        for (t, item) in (first..).zip(&mut edit.items[stored..]) {
             item.entry.t_start = t;
             item.entry.t_end = t + 1;
         }
-        let twins = self.recorded_packs(&mut edited, id, &fresh).await?;
-        self.store_apart(timeline, modality, twins, &mut fresh)
+        let recorded = self
+            .recorded_packs(&mut edited, id, &edit.items[stored..])
             .await?;
-        edit.items.extend(fresh.iter().cloned());
+        let twins = self
+            .twins(id, recorded, &survey.dropped, &edit.items[stored..])
+            .await?;
+        let separated = self
+            .store_apart(timeline, modality, twins, &mut edit.items[stored..])
+            .await?;
+        let fresh = edit.items[stored..].to_vec();
         let mut paged = self.apply(&mut edited, id, Arc::new(edit)).await?;
         paged.pages.extend(edited.unstored);
-        let new = self.put_paged(paged, &HashSet::new()).await?;
-        Ok((new, fresh))
+        let id = self.put_paged(paged, &HashSet::new()).await?;
+        Ok(EditedTrack {
+            id,
+            fresh,
+            first,
+            separated,
+        })
     }
 
     /// The Track `id` ready to edit: a paged one's root, or a single
@@ -124,6 +154,22 @@ impl Dataset {
         })
     }
 
+    /// Reads the pages `ids` an edit asks for into `edited`: one it has
+    /// read already would be asked for again and again.
+    async fn read_new(
+        &self,
+        edited: &mut Edited,
+        id: &ObjectId,
+        ids: Vec<ObjectId>,
+    ) -> Result<(), DatasetError> {
+        if ids.iter().all(|p| edited.pages.contains_key(p)) {
+            let what = format!("track {}", self.store().layout().track(id));
+            let detail = "editing it asked again for pages it had read";
+            return Err(FormatError::shape(what, detail).into());
+        }
+        self.read_into(edited, id, ids).await
+    }
+
     /// Reads the pages `ids` into `edited` (those it lacks).
     async fn read_into(
         &self,
@@ -140,33 +186,37 @@ impl Dataset {
         Ok(())
     }
 
-    /// The largest `t_end` of the Track's items: what its page refs say,
-    /// and for a page whose ref does not, what its items say.
-    async fn t_end(&self, edited: &mut Edited, id: &ObjectId) -> Result<Option<i64>, DatasetError> {
-        let root = edited.root.clone();
-        let silent: Vec<usize> = (0..root.pages.len())
-            .filter(|&j| root.pages[j].items > 0 && root.pages[j].t_end.is_none())
-            .collect();
-        let ids = silent.iter().map(|&j| root.pages[j].id).collect();
-        self.read_into(edited, id, ids).await?;
-        let mut t = root.pages.iter().filter_map(|p| p.t_end).max();
-        for j in silent {
-            let page = &root.pages[j];
-            let what = format!("page {}", self.store().layout().page(&page.id));
-            let items = root.name_page(j, &edited.pages[&page.id], &what)?.items;
-            t = t.max(items.iter().map(|i| i.entry.t_end).max());
+    /// What the Track keeps and drops through `edit`, reading the pages
+    /// that takes.
+    async fn survey(
+        &self,
+        edited: &mut Edited,
+        id: &ObjectId,
+        edit: &TrackEdit,
+    ) -> Result<Survey, DatasetError> {
+        let first = pages_to_edit(&edited.root, edit);
+        self.read_into(edited, id, first).await?;
+        let layout = self.store().layout().clone();
+        let page_what = |p: &ObjectId| format!("page {}", layout.page(p));
+        loop {
+            let root = edited.root.clone();
+            let pages = &edited.pages;
+            match root.survey(edit, &|p| pages.get(p).map(|b| &b[..]), &page_what) {
+                Ok(survey) => return Ok(survey),
+                Err(EditError::Format(e)) => return Err(e.into()),
+                Err(EditError::Need(ids)) => self.read_new(edited, id, ids).await?,
+            }
         }
-        Ok(t)
     }
 
-    /// The packs of `fresh` items that the Track records already, with
-    /// their lengths.
+    /// The records of the packs of `fresh` items that the Track records
+    /// already.
     async fn recorded_packs(
         &self,
         edited: &mut Edited,
         id: &ObjectId,
         fresh: &[TrackItem],
-    ) -> Result<HashMap<ObjectId, Option<u64>>, DatasetError> {
+    ) -> Result<Vec<PackRecord>, DatasetError> {
         let root = edited.root.clone();
         let packs: HashSet<ObjectId> = fresh
             .iter()
@@ -178,16 +228,56 @@ impl Dataset {
         on.dedup();
         let ids: Vec<ObjectId> = on.iter().map(|&j| root.pack_pages[j].id).collect();
         self.read_into(edited, id, ids.clone()).await?;
-        let mut twins = HashMap::new();
+        let mut recorded = Vec::new();
         for page in ids {
             let what = format!("page {}", self.store().layout().page(&page));
             for r in read_pack_page(&edited.pages[&page], &what)? {
                 if packs.contains(&r.address) {
-                    twins.insert(r.address, Some(r.length));
+                    recorded.push(r);
                 }
             }
         }
-        Ok(twins)
+        Ok(recorded)
+    }
+
+    /// The packs of `fresh` items that the Track holds already cut
+    /// another way (see [`Dataset::separate_twin_packs`]), each with its
+    /// length. A pack's cut is its retired entries and its live ones:
+    /// known when the edit drops every live one (`dropped`: a re-import
+    /// of the same names), else read from the whole Track.
+    async fn twins(
+        &self,
+        id: &ObjectId,
+        recorded: Vec<PackRecord>,
+        dropped: &[FragmentEntry],
+        fresh: &[TrackItem],
+    ) -> Result<HashMap<ObjectId, Option<u64>>, DatasetError> {
+        let mut existing: Vec<FragmentEntry> = Vec::new();
+        let mut unknown = HashSet::new();
+        for r in recorded {
+            let live: Vec<&FragmentEntry> = dropped
+                .iter()
+                .filter(|e| {
+                    e.address == r.address && matches!(e.placement, Placement::Packed { .. })
+                })
+                .collect();
+            match live.len() as u64 == r.live {
+                true => existing.extend(live.into_iter().cloned().chain(r.retired)),
+                false => {
+                    unknown.insert(r.address);
+                }
+            }
+        }
+        if !unknown.is_empty() {
+            let track = self.track(id, "the Track a commit changes").await?;
+            let entries = track
+                .items()
+                .iter()
+                .map(|i| &i.entry)
+                .chain(track.retired());
+            existing.extend(entries.filter(|e| unknown.contains(&e.address)).cloned());
+        }
+        Ok(twin_packs(&existing, fresh))
     }
 
     /// Runs the edit, reading the pages it asks for until it has them all.
@@ -218,13 +308,7 @@ impl Dataset {
             match run.await.expect("track edit panicked") {
                 Ok(paged) => return Ok(paged),
                 Err(EditError::Format(e)) => return Err(e.into()),
-                Err(EditError::Need(ids)) => {
-                    if ids.iter().all(|p| edited.pages.contains_key(p)) {
-                        let detail = "editing it asked again for pages it had read";
-                        return Err(FormatError::shape(&what, detail).into());
-                    }
-                    self.read_into(edited, id, ids).await?;
-                }
+                Err(EditError::Need(ids)) => self.read_new(edited, id, ids).await?,
             }
         }
     }

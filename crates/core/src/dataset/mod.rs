@@ -30,6 +30,7 @@ use packfs_format::{
 use thiserror::Error;
 
 use crate::store::{Store, StoreConfig, StoreError};
+pub use edit::EditedTrack;
 pub use item::{ChunkRef, Item, ItemData, ItemSource};
 pub use items::{ItemRef, ItemTable};
 pub use merge::{Conflict, MergeOutcome, MergeReport};

@@ -233,7 +233,7 @@ impl Dataset {
 /// The packs of `new` items whose ranges, with those the `existing`
 /// entries cut them into, do not tile them, each with the length its
 /// existing entries give it (`None` if they do not tile it either).
-fn twin_packs<'e>(
+pub(super) fn twin_packs<'e>(
     existing: impl IntoIterator<Item = &'e FragmentEntry>,
     new: &[TrackItem],
 ) -> HashMap<ObjectId, Option<u64>> {

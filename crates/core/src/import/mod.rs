@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use packfs_format::bundle::INDEX_PATH;
-use packfs_format::{FormatError, ObjectId, Track, TrackItem};
+use packfs_format::{FormatError, ObjectId, Track, TrackEdit, TrackItem};
 use thiserror::Error;
 use tracing::info;
 
@@ -314,7 +314,39 @@ async fn commit_onto_ref(
     for mut group in groups {
         let key = (group.timeline, group.modality);
         let existing = tracks.get(&key).copied();
-        // The pages it names need not be stored again.
+        let new = group.items.len();
+        // A paged Track is edited: its pages the new names fall in are
+        // read and written, no others.
+        if let Some(id) = existing {
+            if dataset
+                .track_root(&id, "the parent manifest")
+                .await?
+                .is_some()
+            {
+                let edit = TrackEdit {
+                    implied: ancestors(&group.items),
+                    ..TrackEdit::default()
+                };
+                let edited = dataset
+                    .edit_track(&key.0, &key.1, &id, edit, group.items)
+                    .await?;
+                separated.items += edited.separated.items;
+                separated.written += edited.separated.written;
+                separated.reused += edited.separated.reused;
+                changed |= edited.id != id;
+                tracks.insert(key.clone(), edited.id);
+                written.push(WrittenTrack {
+                    timeline: key.0,
+                    modality: key.1,
+                    track: edited.id,
+                    first: edited.first,
+                    new,
+                });
+                continue;
+            }
+        }
+        // A new modality, or a Track stored as a single object (written
+        // before Tracks were paged): built whole.
         let (old, stored) = match existing {
             Some(id) => {
                 let (track, pages) = dataset.track_with_pages(&id, "the parent manifest").await?;
@@ -338,7 +370,6 @@ async fn commit_onto_ref(
         separated.written += apart.written;
         separated.reused += apart.reused;
         let what = format!("track {}/{}", key.0, key.1);
-        let new = group.items.len();
         let (merged, first) = merge_items(old, group.items, &what).map_err(DatasetError::from)?;
         let (merged, paged) = dataset.encode_track(merged).await;
         // A Track stored as a single object (no pages) holds the same items
@@ -402,6 +433,21 @@ fn check_options(options: &ImportOptions) -> Result<(), ImportError> {
     }
     packfs_format::validate_ref_name(&options.ref_name)?;
     Ok(())
+}
+
+/// The directories above `items`, each once, but the modality directory.
+fn ancestors(items: &[TrackItem]) -> Vec<String> {
+    let mut dirs = HashSet::new();
+    for item in items {
+        let mut name = item.name.as_str();
+        while let Some((parent, _)) = name.rsplit_once('/') {
+            if !dirs.insert(parent) {
+                break;
+            }
+            name = parent;
+        }
+    }
+    dirs.into_iter().map(str::to_string).collect()
 }
 
 /// The Track after an import, and the `t_start` of its first new item:

@@ -33,7 +33,7 @@ mod reader;
 pub use paged::{
     check_lengths, name_order, pages_to_edit, read_pack_page, EditError, IndexRef, NamePage,
     PackPageRef, PackRecord, PageRef, PageShape, PageSource, PagedReader, PagedTrack, PagedWriter,
-    TrackEdit, TrackRoot,
+    Survey, TrackEdit, TrackRoot,
 };
 pub use reader::{read as read_columns, Columns, TrackLayout};
 

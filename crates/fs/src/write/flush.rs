@@ -397,6 +397,8 @@ impl Flusher {
             removed: scope.removed.clone(),
             items: Vec::with_capacity(files.len()),
             dirs: m.dirs.clone(),
+            // The export lists every directory it adds.
+            implied: Vec::new(),
         };
         let (mut fresh, mut fresh_inos) = (Vec::new(), HashMap::new());
         for f in files {
@@ -413,14 +415,14 @@ impl Flusher {
                 }
             }
         }
-        let (id, fresh) = self
+        let edited = self
             .dataset
             .edit_track(&m.timeline, &m.modality, &track, edit, fresh)
             .await?;
-        for item in fresh {
+        for item in edited.fresh {
             new_entries.insert(fresh_inos[&item.name], item.entry);
         }
-        Ok(id)
+        Ok(edited.id)
     }
 
     /// The Track item of file `f` of modality `m` if some version of it is

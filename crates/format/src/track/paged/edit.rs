@@ -17,7 +17,7 @@ use super::encode::{
     push_index_pages, push_name_page, push_pack_page, NameCutter, PackCutter, Row,
 };
 use super::*;
-use crate::{check_pack, validate_item_name, FormatError};
+use crate::{check_pack, validate_item_name, Attrs, FormatError};
 
 /// A change to a paged Track: rows removed, then rows added or replaced.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -30,8 +30,12 @@ pub struct TrackEdit {
     pub items: Vec<TrackItem>,
     /// Directories added, or replacing the directory of the same name: a
     /// paged Track lists every directory, so every one the edit makes
-    /// (one only implied by a new item's name included) must be here.
+    /// must be here or in `implied`.
     pub dirs: Vec<TrackDir>,
+    /// Directories listed, recording nothing, unless the Track (after the
+    /// removals) lists them already: the directories above new items,
+    /// for a writer that does not know which exist.
+    pub implied: Vec<String>,
 }
 
 impl TrackEdit {
@@ -41,6 +45,7 @@ impl TrackEdit {
             && self.removed.is_empty()
             && self.items.is_empty()
             && self.dirs.is_empty()
+            && self.implied.is_empty()
     }
 }
 
@@ -151,6 +156,11 @@ fn check_edit(edit: &TrackEdit, what: &str) -> Result<(), FormatError> {
         }
     }
     let mut dirs = HashSet::new();
+    for (i, dir) in edit.implied.iter().enumerate() {
+        if !dir.is_empty() {
+            validate_item_name(dir, &format!("{what}: edit implied[{i}]"))?;
+        }
+    }
     for (i, dir) in edit.dirs.iter().enumerate() {
         if !dir.name.is_empty() {
             validate_item_name(&dir.name, &format!("{what}: edit dirs[{i}]"))?;
@@ -258,6 +268,9 @@ struct NameEdit<'a, 'p> {
     added: BTreeMap<usize, Vec<Row<'a>>>,
     /// Names (with whether an item's) whose old rows the added replace.
     replaced: HashSet<(&'a str, bool)>,
+    /// Directories to list if the page lacks them, by the old page they
+    /// fall in.
+    implied: BTreeMap<usize, Vec<&'a str>>,
     removed: HashSet<&'a str>,
     /// Entries of the item rows dropped.
     dropped: Vec<FragmentEntry>,
@@ -279,6 +292,11 @@ impl<'a, 'p> NameEdit<'a, 'p> {
         for rows in added.values_mut() {
             rows.sort_unstable_by(|a, b| a.key().cmp(&b.key()));
         }
+        let mut implied: BTreeMap<usize, Vec<&'a str>> = BTreeMap::new();
+        for dir in &edit.implied {
+            let j = root.page_of(dir).unwrap_or(0);
+            implied.entry(j).or_default().push(dir);
+        }
         let replaced = edit
             .items
             .iter()
@@ -292,6 +310,7 @@ impl<'a, 'p> NameEdit<'a, 'p> {
             page_what,
             added,
             replaced,
+            implied,
             removed: edit.removed.iter().map(String::as_str).collect(),
             dropped: Vec::new(),
         }
@@ -300,6 +319,7 @@ impl<'a, 'p> NameEdit<'a, 'p> {
     /// The old pages the edit falls in.
     fn affected(&self) -> BTreeSet<usize> {
         let mut pages: BTreeSet<usize> = self.added.keys().copied().collect();
+        pages.extend(self.implied.keys().copied());
         for name in &self.edit.removed {
             pages.insert(self.root.page_of(name).unwrap_or(0));
         }
@@ -361,8 +381,56 @@ impl<'a, 'p> NameEdit<'a, 'p> {
             }
         }
         rows.extend(self.added.remove(&j).unwrap_or_default());
+        let listed: HashSet<&str> = rows
+            .iter()
+            .filter(|r| matches!(r, Row::Dir(_)))
+            .map(Row::name)
+            .collect();
+        let mut implied: Vec<Row<'a>> = Vec::new();
+        for dir in self.implied.remove(&j).unwrap_or_default() {
+            if !listed.contains(dir) && !implied.iter().any(|r| r.name() == dir) {
+                implied.push(Row::Dir(TrackDir {
+                    name: dir.to_string(),
+                    attrs: Attrs::default(),
+                }));
+            }
+        }
+        rows.extend(implied);
         rows.sort_by(|a, b| a.key().cmp(&b.key()));
         Ok(rows)
+    }
+
+    /// What the edit keeps and drops of the pages it touches, given the
+    /// largest `t_end` of the pages it does not (`untouched`).
+    fn survey(&self, untouched: Option<i64>) -> Result<Survey, EditError> {
+        let mut survey = Survey {
+            kept_t_end: untouched,
+            dropped: Vec::new(),
+        };
+        let affected = self.affected();
+        let missing: Vec<ObjectId> = affected
+            .iter()
+            .filter_map(|&j| self.root.pages.get(j))
+            .filter(|p| (self.page)(&p.id).is_none())
+            .map(|p| p.id)
+            .collect();
+        if !missing.is_empty() {
+            return Err(EditError::Need(missing));
+        }
+        for &j in &affected {
+            let Some(p) = self.root.pages.get(j) else {
+                continue;
+            };
+            let bytes = (self.page)(&p.id).ok_or(EditError::Need(vec![p.id]))?;
+            let page = self.root.name_page(j, bytes, &(self.page_what)(&p.id))?;
+            for item in page.items {
+                match self.goes(&item.name, true) {
+                    true => survey.dropped.push(item.entry),
+                    false => survey.kept_t_end = survey.kept_t_end.max(Some(item.entry.t_end)),
+                }
+            }
+        }
+        Ok(survey)
     }
 
     /// The entries removed and added, by pack.
@@ -524,6 +592,53 @@ fn changed(
     record.retired.sort_unstable_by_key(range);
     record.live = live;
     Ok(Some(record))
+}
+
+/// What an edit keeps and drops of a Track ([`TrackRoot::survey`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Survey {
+    /// The largest `t_end` of the items the edit keeps: new items are
+    /// numbered after it.
+    pub kept_t_end: Option<i64>,
+    /// The entries of the items it removes or replaces.
+    pub dropped: Vec<FragmentEntry>,
+}
+
+impl TrackRoot {
+    /// What this Track (its index read) keeps and drops through `edit`.
+    /// Reads the pages the edit touches, and those whose refs do not give
+    /// their largest `t_end`.
+    pub fn survey<'p>(
+        &self,
+        edit: &TrackEdit,
+        page: &PageSource<'p>,
+        page_what: &dyn Fn(&ObjectId) -> String,
+    ) -> Result<Survey, EditError> {
+        let names = NameEdit::new(self, edit, page, page_what);
+        let affected = names.affected();
+        let mut untouched = None;
+        let mut silent = Vec::new();
+        for (j, p) in self.pages.iter().enumerate() {
+            if affected.contains(&j) {
+                continue;
+            }
+            match p.t_end {
+                Some(t) => untouched = untouched.max(Some(t)),
+                None if p.items > 0 => match page(&p.id) {
+                    Some(bytes) => {
+                        let items = self.name_page(j, bytes, &page_what(&p.id))?.items;
+                        untouched = untouched.max(items.iter().map(|i| i.entry.t_end).max());
+                    }
+                    None => silent.push(p.id),
+                },
+                None => {}
+            }
+        }
+        if !silent.is_empty() {
+            return Err(EditError::Need(silent));
+        }
+        names.survey(untouched)
+    }
 }
 
 /// The pages an edit certainly reads: those holding its names, for

@@ -1,17 +1,15 @@
-//! [`Track::encode_paged`]: the rows in name order, cut into name pages,
-//! pack pages and, past twice the index size, index pages.
+//! The cut into pages: where name, pack and index pages end (content
+//! defined), and each page's encoding with its ref in the root.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use ciborium::value::Value;
 
 use super::super::Track;
 use super::root::{page_refs_value, sums};
-use super::write::PagedWriter;
 use super::*;
 use crate::cbor;
-use crate::{Attrs, PackLengths};
+use crate::PackLengths;
 
 /// Decides where pages end: after a row whose key hashes to a multiple of
 /// the average, once a quarter of it is reached, or at the maximum.
@@ -122,64 +120,6 @@ impl PackCutter {
         let hash = u64::from_le_bytes(record.address.0[..8].try_into().expect("8 bytes"));
         self.0
             .ends_after(hash, 48 + 50 * record.retired.len() as u64)
-    }
-}
-
-impl Track {
-    /// The Track in the paged form, cut as `shape` says.
-    pub fn encode_paged(&self, shape: &PageShape) -> PagedTrack {
-        let mut writer = PagedWriter::new(shape);
-        for (&address, &length) in &self.pack_lengths {
-            writer.pack(address, length);
-        }
-        for e in &self.retired {
-            writer.retired(e.clone());
-        }
-        for row in self.rows() {
-            writer
-                .row(row)
-                .expect("a Track's rows are sorted and distinct");
-        }
-        writer
-            .finish()
-            .expect("a Track knows the length of each pack")
-    }
-
-    /// Items and every directory (recorded, implied by a name, and the
-    /// modality directory), in [`name_order`].
-    pub(super) fn rows(&self) -> Vec<Row<'_>> {
-        let mut dirs: HashMap<&str, Attrs> = HashMap::new();
-        dirs.insert("", Attrs::default());
-        // Above items and above recorded directories alike.
-        let names = self.items.iter().map(|i| i.name.as_str());
-        for mut name in names.chain(self.dirs.iter().map(|d| d.name.as_str())) {
-            while let Some((parent, _)) = name.rsplit_once('/') {
-                if dirs.insert(parent, Attrs::default()).is_some() {
-                    break;
-                }
-                name = parent;
-            }
-        }
-        let mut rows: Vec<Row> = self
-            .items
-            .iter()
-            .map(|i| Row::Item(Cow::Borrowed(i)))
-            .collect();
-        for dir in &self.dirs {
-            dirs.remove(dir.name.as_str());
-            rows.push(Row::Dir(dir.clone()));
-        }
-        rows.extend(dirs.into_iter().map(|(name, attrs)| {
-            Row::Dir(TrackDir {
-                name: name.to_string(),
-                attrs,
-            })
-        }));
-        // Names are unique among items and among directories, and a name is
-        // not both (the tree refuses that): the order is total.
-        // A recorded name clash still encodes deterministically.
-        rows.sort_unstable_by(|a, b| a.key().cmp(&b.key()));
-        rows
     }
 }
 

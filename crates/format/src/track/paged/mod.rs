@@ -37,7 +37,7 @@ use std::cmp::Ordering;
 
 use crate::{FragmentEntry, ObjectId, Placement, TrackDir, TrackItem};
 
-pub use edit::{pages_to_edit, EditError, PageSource, TrackEdit};
+pub use edit::{pages_to_edit, EditError, PageSource, Survey, TrackEdit};
 pub use read::{check_lengths, read_pack_page, PagedReader};
 pub use write::PagedWriter;
 

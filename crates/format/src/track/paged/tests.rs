@@ -1745,6 +1745,44 @@ proptest! {
         }
         let back = decode_with(&back_root, &all).unwrap_or_else(|e| panic!("{e}"));
         assert_same(&back, &b);
+
+        // New items are numbered after the items the edit keeps.
+        let goes: HashSet<&str> = edit
+            .removed
+            .iter()
+            .map(String::as_str)
+            .chain(edit.items.iter().map(|i| i.name.as_str()))
+            .collect();
+        let kept = a.items().iter().filter(|i| !goes.contains(i.name.as_str()));
+        let survey = root.survey(&edit, &|id| old.get(id).map(|p| &p[..]), &page_what).unwrap();
+        prop_assert_eq!(survey.kept_t_end, kept.map(|i| i.entry.t_end).max());
+        let mut dropped: Vec<_> = survey.dropped.iter().map(entry_key).collect();
+        let mut want: Vec<_> = a
+            .items()
+            .iter()
+            .filter(|i| goes.contains(i.name.as_str()))
+            .map(|i| entry_key(&i.entry))
+            .collect();
+        dropped.sort_unstable();
+        want.sort_unstable();
+        prop_assert_eq!(dropped, want, "dropped entries");
+
+        // New directories that record nothing may be given as implied, and
+        // so may directories that exist already.
+        let mut implied = edit.clone();
+        let (plain, recorded): (Vec<TrackDir>, Vec<TrackDir>) = implied
+            .dirs
+            .drain(..)
+            .partition(|d| d.attrs == Attrs::default() && !rows_of(&a).contains_key(&(d.name.clone(), false)));
+        implied.dirs = recorded;
+        implied.implied = plain.into_iter().map(|d| d.name).collect();
+        implied.implied.extend(
+            b.rows().iter().filter(|r| !r.key().2).map(|r| r.name().to_string()).take(3),
+        );
+        let via_implied = edited(&root, &implied, &shape, &old).unwrap_or_else(|e| panic!("{e:?}"));
+        if !shares_ranges(&a) {
+            prop_assert_eq!(via_implied.id, pb.id, "implied directories");
+        }
         if !shares_ranges(&a) {
             prop_assert_eq!(got.id, pb.id, "the edited root is the encoded one");
             let mut written: Vec<ObjectId> = got.pages.iter().map(|(id, _)| *id).collect();

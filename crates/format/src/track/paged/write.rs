@@ -1,16 +1,18 @@
 //! [`PagedWriter`]: a paged Track written row by row, its pages handed out
 //! as they are cut, so a writer of any number of items holds one page and
-//! a record per pack.
+//! a record per pack; [`Track::encode_paged`] is a Track's rows written so.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+
+use super::super::Track;
 
 use super::super::check_mode;
 use super::encode::{
     push_index_pages, push_name_page, push_pack_page, NameCutter, PackCutter, Row,
 };
 use super::*;
-use crate::{validate_item_name, FormatError};
+use crate::{validate_item_name, Attrs, FormatError};
 
 /// What the writer knows of a pack so far.
 #[derive(Default)]
@@ -191,5 +193,63 @@ impl<'t> PagedWriter<'t> {
             root: bytes,
             pages: self.pages,
         })
+    }
+}
+
+impl Track {
+    /// The Track in the paged form, cut as `shape` says.
+    pub fn encode_paged(&self, shape: &PageShape) -> PagedTrack {
+        let mut writer = PagedWriter::new(shape);
+        for (&address, &length) in &self.pack_lengths {
+            writer.pack(address, length);
+        }
+        for e in &self.retired {
+            writer.retired(e.clone());
+        }
+        for row in self.rows() {
+            writer
+                .row(row)
+                .expect("a Track's rows are sorted and distinct");
+        }
+        writer
+            .finish()
+            .expect("a Track knows the length of each pack")
+    }
+
+    /// Items and every directory (recorded, implied by a name, and the
+    /// modality directory), in [`name_order`].
+    pub(super) fn rows(&self) -> Vec<Row<'_>> {
+        let mut dirs: HashMap<&str, Attrs> = HashMap::new();
+        dirs.insert("", Attrs::default());
+        // Above items and above recorded directories alike.
+        let names = self.items.iter().map(|i| i.name.as_str());
+        for mut name in names.chain(self.dirs.iter().map(|d| d.name.as_str())) {
+            while let Some((parent, _)) = name.rsplit_once('/') {
+                if dirs.insert(parent, Attrs::default()).is_some() {
+                    break;
+                }
+                name = parent;
+            }
+        }
+        let mut rows: Vec<Row> = self
+            .items
+            .iter()
+            .map(|i| Row::Item(Cow::Borrowed(i)))
+            .collect();
+        for dir in &self.dirs {
+            dirs.remove(dir.name.as_str());
+            rows.push(Row::Dir(dir.clone()));
+        }
+        rows.extend(dirs.into_iter().map(|(name, attrs)| {
+            Row::Dir(TrackDir {
+                name: name.to_string(),
+                attrs,
+            })
+        }));
+        // Names are unique among items and among directories, and a name is
+        // not both (the tree refuses that): the order is total.
+        // A recorded name clash still encodes deterministically.
+        rows.sort_unstable_by(|a, b| a.key().cmp(&b.key()));
+        rows
     }
 }
