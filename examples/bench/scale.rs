@@ -10,6 +10,10 @@
 //! index (Track roots, pages, Manifests) each writes, the store's growth
 //! over all of them, and `packfs diff` of the last two revisions.
 //!
+//! At each count, on fresh mounts: `ls -l` of one directory (a
+//! thousandth of the items: 100,000 entries at 100M), and `stat` of 10,000
+//! random paths with the daemon's VmHWM after them.
+//!
 //! Mounts of the first count run `--runs` rounds (medians shown); the
 //! others and the import run once (each takes minutes).
 
@@ -21,7 +25,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::data::{build_many, tiny_paths, write_random_file, Rng, TIMELINE, TINY_MODALITY};
+use crate::data::{
+    build_many, tiny_paths, write_random_file, Rng, TIMELINE, TINY_DIRS, TINY_MODALITY,
+};
 use crate::mounts::Daemon;
 use crate::readers::{time_ls_lr, timed_find};
 use crate::table::{met, mib, print_table, row, secs, show_ratio, thousands, Bar};
@@ -45,8 +51,23 @@ struct ScaleRow {
     find_hwm_kib: u64,
     /// `ls -lR` on a fresh mount and VmHWM after it; smallest count only.
     ls: Option<(Duration, u64)>,
+    cold: ColdRow,
     commits: Option<CommitRow>,
 }
+
+/// Lookups on fresh mounts.
+struct ColdRow {
+    /// Entries of the directory listed.
+    entries: usize,
+    /// `ls -l` of it.
+    ls: Duration,
+    /// `stat` of [`RANDOM_STATS`] random paths, and VmHWM after (KiB).
+    stats: Duration,
+    stats_hwm_kib: u64,
+}
+
+/// Random paths a cold-lookup round stats.
+const RANDOM_STATS: usize = 10_000;
 
 /// One-file commits through a read-write mount.
 struct CommitRow {
@@ -133,6 +154,7 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
             };
             passes.push((mount, find, hwm, ls, mounted_hwm));
         }
+        let cold = cold_lookups(bin, &dataset, &mnt, n)?;
         let commits = match config.scale_commits {
             0 => None,
             k => Some(commits(bin, &dataset, &mnt, n, k)?),
@@ -155,6 +177,7 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
                     median(&|p| p.3.map_or(0.0, |l| l.1 as f64)) as u64,
                 )
             }),
+            cold,
             commits,
         });
         fs::remove_dir_all(&dataset)?;
@@ -164,6 +187,59 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
         false => Some(import_vs_tar(bin, work, counts[0])?),
     };
     Ok(ScaleBench { rows, import })
+}
+
+/// On fresh mounts of the dataset of `n` items: `ls -l` of its first
+/// directory, then `stat` of [`RANDOM_STATS`] random items.
+fn cold_lookups(bin: &Path, dataset: &Path, mnt: &Path, n: usize) -> Result<ColdRow> {
+    let dir = mnt.join(TIMELINE).join(TINY_MODALITY).join("d0000");
+    let entries = n.div_ceil(TINY_DIRS);
+    let daemon = Daemon::mount(bin, dataset, mnt)?;
+    let start = Instant::now();
+    let out = Command::new("ls").arg("-l").arg(&dir).output()?;
+    let ls = start.elapsed();
+    if !out.status.success() {
+        return Err(format!("ls -l {} failed ({})", dir.display(), out.status).into());
+    }
+    // A total line, then one line an entry.
+    let listed = out.stdout.iter().filter(|&&b| b == b'\n').count() - 1;
+    if listed != entries {
+        return Err(format!(
+            "ls -l {} listed {listed}, expected {entries}",
+            dir.display()
+        )
+        .into());
+    }
+    drop(daemon);
+    let daemon = Daemon::mount(bin, dataset, mnt)?;
+    let mut rng = Rng(0x5eed);
+    let paths: Vec<PathBuf> = (0..RANDOM_STATS)
+        .map(|_| {
+            let i = (rng.next() % n as u64) as usize;
+            let name = format!("d{:04}/item-{i:06}.jpg", i % TINY_DIRS);
+            mnt.join(TIMELINE).join(TINY_MODALITY).join(name)
+        })
+        .collect();
+    let start = Instant::now();
+    for path in &paths {
+        fs::metadata(path)?;
+    }
+    let stats = start.elapsed();
+    let (_, stats_hwm_kib) = daemon.memory_kib()?;
+    drop(daemon);
+    progress(format!(
+        "scale: ls -l of {} entries {:.3} s; stat of {RANDOM_STATS} random paths {:.3} s, VmHWM {}",
+        thousands(entries),
+        ls.as_secs_f64(),
+        stats.as_secs_f64(),
+        mib(stats_hwm_kib)
+    ));
+    Ok(ColdRow {
+        entries,
+        ls,
+        stats,
+        stats_hwm_kib,
+    })
 }
 
 /// `k` one-file commits into the dataset of `n` items through a read-write
@@ -410,6 +486,28 @@ pub(crate) fn print(b: &ScaleBench) {
                 ),
                 false => blank(),
             },
+        ));
+        let c = &r.cold;
+        rows.push(row(
+            format!(
+                "{n} items: `ls -l` of a cold directory of {} entries",
+                thousands(c.entries)
+            ),
+            secs(c.ls),
+            blank(),
+            blank(),
+            "≤ 0.5 s",
+            met(Some(c.ls.as_secs_f64()), Bar::AtMost(0.5)),
+        ));
+        rows.push(row(
+            format!(
+                "{n} items: `stat` of {RANDOM_STATS} random paths on a fresh mount (VmHWM after)"
+            ),
+            format!("{} ({})", secs(c.stats), mib(c.stats_hwm_kib)),
+            blank(),
+            blank(),
+            "≤ 256 MiB",
+            met(Some(c.stats_hwm_kib as f64), Bar::AtMost(256.0 * 1024.0)),
         ));
         if let Some(c) = &r.commits {
             rows.push(row(
