@@ -28,6 +28,38 @@ pub struct EditedTrack {
     pub separated: Separated,
 }
 
+/// Page refs the cached roots may list in all: about 25 MB, the root of
+/// one billion-item Track.
+const CACHED_REFS: usize = 256 << 10;
+
+/// Recently stored roots with their name pages listed, by id (roots are
+/// immutable), within [`CACHED_REFS`].
+#[derive(Debug, Default)]
+pub(crate) struct RootCache {
+    roots: Vec<(ObjectId, Arc<TrackRoot>)>,
+}
+
+impl RootCache {
+    fn get(&mut self, id: &ObjectId) -> Option<Arc<TrackRoot>> {
+        let at = self.roots.iter().position(|(r, _)| r == id)?;
+        let entry = self.roots.remove(at);
+        let root = entry.1.clone();
+        self.roots.push(entry);
+        Some(root)
+    }
+
+    pub(crate) fn insert(&mut self, id: ObjectId, root: Arc<TrackRoot>) {
+        self.roots.retain(|(r, _)| *r != id);
+        self.roots.push((id, root));
+        let refs = |roots: &[(ObjectId, Arc<TrackRoot>)]| -> usize {
+            roots.iter().map(|(_, r)| r.pages.len()).sum()
+        };
+        while refs(&self.roots) > CACHED_REFS && !self.roots.is_empty() {
+            self.roots.remove(0);
+        }
+    }
+}
+
 /// A Track being edited: its root (index read) and the pages read so far.
 struct Edited {
     root: Arc<TrackRoot>,
@@ -125,23 +157,25 @@ impl Dataset {
     /// The Track `id` ready to edit: a paged one's root, or a single
     /// object cut into pages in memory.
     async fn edited(&self, id: &ObjectId, referrer: &str) -> Result<Edited, DatasetError> {
+        if let Some(root) = self.roots.lock().get(id) {
+            return Ok(Edited {
+                root,
+                pages: HashMap::new(),
+                unstored: Vec::new(),
+            });
+        }
         let root = match self.track_object(id, referrer).await? {
             TrackObject::Paged(root) => root,
             TrackObject::Single(_) => {
                 let track = self.track(id, referrer).await?;
                 let (_, paged) = self.encode_track(track).await;
-                let PagedTrack { root, pages, .. } = paged;
-                let mut root = TrackRoot::decode(&root, "a Track cut in memory")?;
-                let by_id: HashMap<ObjectId, Bytes> = pages
+                let PagedTrack { listed, pages, .. } = paged;
+                let by_id = pages
                     .iter()
                     .map(|(id, bytes)| (*id, Bytes::from(bytes.clone())))
                     .collect();
-                if root.needs_index() {
-                    let index: Vec<&[u8]> = root.index.iter().map(|i| &by_id[&i.id][..]).collect();
-                    root.fill_index(index, |id| format!("page {id}"))?;
-                }
                 return Ok(Edited {
-                    root: Arc::new(root),
+                    root: Arc::new(listed),
                     pages: by_id,
                     unstored: pages,
                 });

@@ -18,6 +18,7 @@ mod testing;
 mod twins;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -31,10 +32,12 @@ use thiserror::Error;
 
 use crate::store::{Store, StoreConfig, StoreError};
 pub use edit::EditedTrack;
+use edit::RootCache;
 pub use item::{ChunkRef, Item, ItemData, ItemSource};
 pub use items::{ItemRef, ItemTable};
 pub use merge::{Conflict, MergeOutcome, MergeReport};
 pub(crate) use paged::{TrackObject, TrackPart};
+use parking_lot::Mutex;
 pub use revision::{Resolved, Revision, RevisionError};
 pub use snapshot::{Snapshot, SnapshotTrack};
 pub use twins::Separated;
@@ -130,6 +133,9 @@ pub struct Dataset {
     store: Store,
     /// How the Tracks this handle writes are cut into pages.
     page_shape: PageShape,
+    /// The roots of the Tracks this handle stored last, their name pages
+    /// listed: the next edit of one (a mount's next flush) starts there.
+    roots: Arc<Mutex<RootCache>>,
 }
 
 impl Dataset {
@@ -152,6 +158,7 @@ impl Dataset {
         Dataset {
             store,
             page_shape: PageShape::DEFAULT,
+            roots: Arc::default(),
         }
     }
 

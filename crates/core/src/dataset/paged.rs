@@ -4,6 +4,7 @@
 //! changed, then the root.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
@@ -313,7 +314,8 @@ impl Dataset {
 
     /// Stores the paged Track `paged`: its pages not in `stored` (the pages
     /// of the Tracks it replaces, which the commit's parent still names),
-    /// then its root, each page before the root. Returns the root's id.
+    /// then its root, each page before the root; keeps the root, its name
+    /// pages listed, for an edit of it. Returns the root's id.
     pub(crate) async fn put_paged(
         &self,
         paged: PagedTrack,
@@ -337,6 +339,7 @@ impl Dataset {
         self.store()
             .put_immutable(&layout.track(&paged.id), Bytes::from(paged.root))
             .await?;
+        self.roots.lock().insert(paged.id, Arc::new(paged.listed));
         Ok(paged.id)
     }
 

@@ -139,6 +139,7 @@ impl TrackRoot {
         Ok(PagedTrack {
             id: ObjectId::of(&bytes),
             root: bytes,
+            listed: root,
             pages: new_pages,
         })
     }

@@ -193,6 +193,10 @@ pub struct PagedTrack {
     /// The root: the Track object.
     pub root: Vec<u8>,
     pub id: ObjectId,
+    /// The root decoded, its name pages listed in [`TrackRoot::pages`]
+    /// even where it lists them through index pages: what an edit of this
+    /// Track starts from without reading them.
+    pub listed: TrackRoot,
     /// Every page the root names, with its bytes: name pages, then pack pages.
     pub pages: Vec<(ObjectId, Vec<u8>)>,
 }

@@ -191,6 +191,7 @@ impl<'t> PagedWriter<'t> {
         Ok(PagedTrack {
             id: ObjectId::of(&bytes),
             root: bytes,
+            listed: self.root,
             pages: self.pages,
         })
     }
