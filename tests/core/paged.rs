@@ -386,3 +386,172 @@ fn commits_of_moves_and_removals_edit_the_track_to_what_the_mount_shows() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(report.items, 12 * 50 - 2);
 }
+
+/// An operation on the directories and files below `t/m`, by index into
+/// the mount's current directories or files (modulo their count).
+#[derive(Clone, Debug)]
+enum Op {
+    Mkdir(u8, u8),
+    MoveDir(u8, u8, u8),
+    MoveFile(u8, u8, u8),
+    Unlink(u8),
+    Rmdir(u8),
+    Create(u8, u8),
+    Chmod(u8),
+    Commit,
+}
+
+/// Names an operation gives: a few, so that they meet.
+const NAMES: [&str; 4] = ["a", "b", "d01", "f000"];
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    let n = || any::<u8>();
+    prop_oneof![
+        2 => (n(), n()).prop_map(|(d, x)| Op::Mkdir(d, x)),
+        4 => (n(), n(), n()).prop_map(|(d, p, x)| Op::MoveDir(d, p, x)),
+        3 => (n(), n(), n()).prop_map(|(f, d, x)| Op::MoveFile(f, d, x)),
+        2 => n().prop_map(Op::Unlink),
+        2 => n().prop_map(Op::Rmdir),
+        2 => (n(), n()).prop_map(|(d, x)| Op::Create(d, x)),
+        1 => n().prop_map(Op::Chmod),
+        2 => Just(Op::Commit),
+    ]
+}
+
+/// Runs `ops` on a read-write mount of a Track of many small pages,
+/// committing where they say and at the end; then a new mount must show
+/// what the first one showed.
+fn run_ops(ops: &[Op]) -> Result<(), String> {
+    use packfs_core::kind::Kind;
+    use packfs_fs::fs::{RenameFlags, SetAttr};
+    let bench = many_small_files(4, 6);
+    let core = bench.mount();
+    let shown = {
+        let fs = core.fs().clone();
+        let pick = |kind: Kind, i: u8| -> Option<String> {
+            let listing = core.listing().ok()?;
+            let found: Vec<String> = listing
+                .into_iter()
+                .filter(|(p, s)| {
+                    s.attr.kind == kind
+                        && p.starts_with("t/m")
+                        && (kind == Kind::File || p.len() >= 3)
+                })
+                .map(|(p, _)| p)
+                .collect();
+            (!found.is_empty()).then(|| found[i as usize % found.len()].clone())
+        };
+        let name = |x: u8| NAMES[x as usize % NAMES.len()].as_bytes();
+        let split = |path: &str| {
+            let (dir, leaf) = path.rsplit_once('/').expect("below t/m");
+            (core.path(dir).ok(), leaf.to_string())
+        };
+        for op in ops {
+            // Refusals (a name taken, a directory not empty, into itself)
+            // are part of the game: only what succeeded must be kept.
+            match *op {
+                Op::Mkdir(d, x) => {
+                    if let Some(dir) = pick(Kind::Dir, d) {
+                        let _ = fs.mkdir(core.path(&dir).unwrap(), name(x), 0o750);
+                    }
+                }
+                Op::MoveDir(d, p, x) => {
+                    if let (Some(from), Some(to)) = (pick(Kind::Dir, d), pick(Kind::Dir, p)) {
+                        if from != "t/m" {
+                            let (parent, leaf) = split(&from);
+                            let to = core.path(&to).unwrap();
+                            let _ = fs.rename(
+                                (parent.unwrap(), leaf.as_bytes()),
+                                (to, name(x)),
+                                RenameFlags::default(),
+                            );
+                        }
+                    }
+                }
+                Op::MoveFile(f, d, x) => {
+                    if let (Some(from), Some(to)) = (pick(Kind::File, f), pick(Kind::Dir, d)) {
+                        let (parent, leaf) = split(&from);
+                        let to = core.path(&to).unwrap();
+                        let _ = fs.rename(
+                            (parent.unwrap(), leaf.as_bytes()),
+                            (to, name(x)),
+                            RenameFlags::default(),
+                        );
+                    }
+                }
+                Op::Unlink(f) => {
+                    if let Some(file) = pick(Kind::File, f) {
+                        let (parent, leaf) = split(&file);
+                        let _ = fs.unlink(parent.unwrap(), leaf.as_bytes());
+                    }
+                }
+                Op::Rmdir(d) => {
+                    if let Some(dir) = pick(Kind::Dir, d).filter(|d| d != "t/m") {
+                        let (parent, leaf) = split(&dir);
+                        let _ = fs.rmdir(parent.unwrap(), leaf.as_bytes());
+                    }
+                }
+                Op::Create(d, x) => {
+                    if let Some(dir) = pick(Kind::Dir, d) {
+                        let parent = core.path(&dir).unwrap();
+                        if let Ok((_, fh)) = fs.create(parent, name(x), 0o644) {
+                            core.block_on(fs.write(fh, 0, format!("made in {dir}").as_bytes()))
+                                .unwrap();
+                            core.close(fh);
+                        }
+                    }
+                }
+                Op::Chmod(i) => {
+                    let kind = if i % 2 == 0 { Kind::File } else { Kind::Dir };
+                    if let Some(path) = pick(kind, i / 2) {
+                        let set = SetAttr {
+                            perm: Some(0o700 | u16::from(i % 8)),
+                            ..SetAttr::default()
+                        };
+                        let _ = core.block_on(fs.setattr(core.path(&path).unwrap(), None, set));
+                    }
+                }
+                Op::Commit => core
+                    .block_on(fs.fsync(None))
+                    .map_err(|e| format!("commit: {e}"))?,
+            }
+        }
+        core.block_on(fs.fsync(None))
+            .map_err(|e| format!("commit: {e}"))?;
+        tree_of(&core)
+    };
+    core.unmount();
+    let again = bench.mount();
+    let remounted = tree_of(&again);
+    again.unmount();
+    let differ = differences(&shown, &remounted);
+    if !differ.is_empty() {
+        return Err(format!("a new mount shows otherwise: {differ:?}"));
+    }
+    let report = core_verify(&bench);
+    match report.problems.is_empty() {
+        true => Ok(()),
+        false => Err(format!("verify: {:?}", report.problems)),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 48,
+        failure_persistence: None,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Whatever is created, moved, removed and re-attributed between
+    /// commits, the edits committed give a new mount what the mount
+    /// showed, and the dataset verifies.
+    #[test]
+    fn commits_after_any_operations_give_a_new_mount_what_the_mount_showed(
+        ops in proptest::collection::vec(op(), 1..24)
+    ) {
+        if let Err(e) = run_ops(&ops) {
+            return Err(proptest::test_runner::TestCaseError::fail(e));
+        }
+    }
+}
