@@ -31,9 +31,11 @@ pub struct EditedTrack {
 /// Page refs the cached roots may list in all: about 25 MB, the root of
 /// one billion-item Track.
 const CACHED_REFS: usize = 256 << 10;
+/// Roots cached at most (an import of many small modalities stores many).
+const CACHED_ROOTS: usize = 64;
 
 /// Recently stored roots with their name pages listed, by id (roots are
-/// immutable), within [`CACHED_REFS`].
+/// immutable), within [`CACHED_REFS`] and [`CACHED_ROOTS`].
 #[derive(Debug, Default)]
 pub(crate) struct RootCache {
     roots: Vec<(ObjectId, Arc<TrackRoot>)>,
@@ -54,7 +56,7 @@ impl RootCache {
         let refs = |roots: &[(ObjectId, Arc<TrackRoot>)]| -> usize {
             roots.iter().map(|(_, r)| r.pages.len()).sum()
         };
-        while refs(&self.roots) > CACHED_REFS && !self.roots.is_empty() {
+        while self.roots.len() > CACHED_ROOTS || refs(&self.roots) > CACHED_REFS {
             self.roots.remove(0);
         }
     }
@@ -345,5 +347,46 @@ impl Dataset {
                 Err(EditError::Need(ids)) => self.read_new(edited, id, ids).await?,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use packfs_format::PageRef;
+
+    fn root(refs: usize) -> Arc<TrackRoot> {
+        let page = |i: usize| PageRef {
+            first: format!("{i:08}"),
+            id: ObjectId::of(&i.to_le_bytes()),
+            items: 1,
+            bytes: 1,
+            t_end: Some(1),
+        };
+        Arc::new(TrackRoot {
+            pages: (0..refs).map(page).collect(),
+            ..TrackRoot::default()
+        })
+    }
+
+    #[test]
+    fn the_root_cache_keeps_the_latest_roots_within_its_bounds() {
+        let mut cache = RootCache::default();
+        let id = |i: u64| ObjectId::of(&i.to_le_bytes());
+        for i in 0..100 {
+            cache.insert(id(i), root(1));
+        }
+        assert_eq!(cache.roots.len(), CACHED_ROOTS);
+        assert!(cache.get(&id(0)).is_none(), "the oldest went first");
+        assert!(cache.get(&id(99)).is_some());
+        // A root listing more than the bound is not kept, nor are those it
+        // pushed out.
+        cache.insert(id(1000), root(CACHED_REFS + 1));
+        assert!(cache.get(&id(1000)).is_none());
+        cache.insert(id(1001), root(CACHED_REFS / 2));
+        cache.insert(id(1002), root(CACHED_REFS / 2));
+        assert!(cache.get(&id(1001)).is_some() && cache.get(&id(1002)).is_some());
+        cache.insert(id(1003), root(1));
+        assert!(cache.get(&id(1001)).is_none(), "over the refs bound");
     }
 }
