@@ -8,7 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use packfs_format::{
     pages_to_edit, read_pack_page, EditError, FormatError, FragmentEntry, ObjectId, PackRecord,
-    PagedTrack, Placement, Survey, TrackEdit, TrackItem, TrackRoot,
+    PagedTrack, Placement, Survey, Track, TrackEdit, TrackItem, TrackRoot,
 };
 
 use super::twins::twin_packs;
@@ -34,8 +34,8 @@ const CACHED_REFS: usize = 256 << 10;
 /// Roots cached at most (an import of many small modalities stores many).
 const CACHED_ROOTS: usize = 64;
 
-/// Recently stored roots with their name pages listed, by id (roots are
-/// immutable), within [`CACHED_REFS`] and [`CACHED_ROOTS`].
+/// Roots recently stored or read, their name pages listed, by id (roots
+/// are immutable), within [`CACHED_REFS`] and [`CACHED_ROOTS`].
 #[derive(Debug, Default)]
 pub(crate) struct RootCache {
     roots: Vec<(ObjectId, Arc<TrackRoot>)>,
@@ -62,6 +62,12 @@ impl RootCache {
     }
 }
 
+/// A Track object read by [`Dataset::listed`].
+enum Listed {
+    Paged(Arc<TrackRoot>),
+    Single(Track),
+}
+
 /// A Track being edited: its root (index read) and the pages read so far.
 struct Edited {
     root: Arc<TrackRoot>,
@@ -80,10 +86,10 @@ impl Dataset {
         referrer: &str,
     ) -> Result<HashMap<String, TrackItem>, DatasetError> {
         let wanted: HashSet<&str> = names.iter().copied().collect();
-        let root = match self.track_object(id, referrer).await? {
-            TrackObject::Paged(root) => root,
-            TrackObject::Single(_) => {
-                let (items, ..) = self.track(id, referrer).await?.into_parts();
+        let root = match self.listed(id, referrer).await? {
+            Listed::Paged(root) => root,
+            Listed::Single(track) => {
+                let (items, ..) = track.into_parts();
                 return Ok(items
                     .into_iter()
                     .filter(|i| wanted.contains(i.name.as_str()))
@@ -159,35 +165,41 @@ impl Dataset {
     /// The Track `id` ready to edit: a paged one's root, or a single
     /// object cut into pages in memory.
     async fn edited(&self, id: &ObjectId, referrer: &str) -> Result<Edited, DatasetError> {
-        if let Some(root) = self.roots.lock().get(id) {
-            return Ok(Edited {
-                root,
-                pages: HashMap::new(),
-                unstored: Vec::new(),
-            });
-        }
-        let root = match self.track_object(id, referrer).await? {
-            TrackObject::Paged(root) => root,
-            TrackObject::Single(_) => {
-                let track = self.track(id, referrer).await?;
+        let (root, pages, unstored) = match self.listed(id, referrer).await? {
+            Listed::Paged(root) => (root, HashMap::new(), Vec::new()),
+            Listed::Single(track) => {
                 let (_, paged) = self.encode_track(track).await;
                 let PagedTrack { listed, pages, .. } = paged;
                 let by_id = pages
                     .iter()
                     .map(|(id, bytes)| (*id, Bytes::from(bytes.clone())))
                     .collect();
-                return Ok(Edited {
-                    root: Arc::new(listed),
-                    pages: by_id,
-                    unstored: pages,
-                });
+                (Arc::new(listed), by_id, pages)
             }
         };
         Ok(Edited {
-            root: Arc::new(root),
-            pages: HashMap::new(),
-            unstored: Vec::new(),
+            root,
+            pages,
+            unstored,
         })
+    }
+
+    /// The Track object `id` that `referrer` names, as an edit or a lookup
+    /// by name reads it: a paged root with its name pages listed (kept for
+    /// the next time, as [`Dataset::put_paged`] keeps the roots it
+    /// stores), or a single object decoded.
+    async fn listed(&self, id: &ObjectId, referrer: &str) -> Result<Listed, DatasetError> {
+        if let Some(root) = self.roots.lock().get(id) {
+            return Ok(Listed::Paged(root));
+        }
+        match self.track_object(id, referrer).await? {
+            TrackObject::Paged(root) => {
+                let root = Arc::new(root);
+                self.roots.lock().insert(*id, root.clone());
+                Ok(Listed::Paged(root))
+            }
+            TrackObject::Single(bytes) => Ok(Listed::Single(self.decode_single(id, bytes).await?)),
+        }
     }
 
     /// Reads the pages `ids` an edit asks for into `edited`: one it has
@@ -316,15 +328,14 @@ impl Dataset {
         Ok(twin_packs(&existing, fresh))
     }
 
-    /// Runs the edit, reading the pages it asks for until it has them all.
+    /// Runs the edit, reading the pages it asks for until it has them all
+    /// (the survey read those its names fall in).
     async fn apply(
         &self,
         edited: &mut Edited,
         id: &ObjectId,
         edit: Arc<TrackEdit>,
     ) -> Result<PagedTrack, DatasetError> {
-        let first = pages_to_edit(&edited.root, &edit);
-        self.read_into(edited, id, first).await?;
         let layout = self.store().layout().clone();
         let what = format!("track {}", layout.track(id));
         let shape = self.page_shape;

@@ -133,8 +133,9 @@ pub struct Dataset {
     store: Store,
     /// How the Tracks this handle writes are cut into pages.
     page_shape: PageShape,
-    /// The roots of the Tracks this handle stored last, their name pages
-    /// listed: the next edit of one (a mount's next flush) starts there.
+    /// The roots of the Tracks this handle stored or read for an edit
+    /// last, their name pages listed: the next edit of one (a mount's
+    /// next flush) or lookup by name starts there.
     roots: Arc<Mutex<RootCache>>,
 }
 

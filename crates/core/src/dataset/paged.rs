@@ -157,6 +157,18 @@ impl Dataset {
             .await
     }
 
+    /// The single-object Track `id`, fetched as `bytes`, decoded (off the
+    /// async threads: it can be hundreds of MB).
+    pub(crate) async fn decode_single(
+        &self,
+        id: &ObjectId,
+        bytes: Bytes,
+    ) -> Result<Track, DatasetError> {
+        let what = format!("track {}", self.store().layout().track(id));
+        let decoded = tokio::task::spawn_blocking(move || Track::decode_owned(bytes, &what));
+        Ok(decoded.await.expect("track decode panicked")?)
+    }
+
     /// The Track object `id`, decoded from either form.
     pub async fn track(&self, id: &ObjectId, referrer: &str) -> Result<Track, DatasetError> {
         Ok(self.track_with_pages(id, referrer).await?.0)
@@ -230,11 +242,7 @@ impl Dataset {
         let root = match object {
             TrackObject::Paged(root) => root,
             TrackObject::Single(bytes) => {
-                let what = format!("track {}", self.store().layout().track(id));
-                let decoded =
-                    tokio::task::spawn_blocking(move || Track::decode_owned(bytes, &what));
-                let track = decoded.await.expect("track decode panicked")?;
-                let (items, lengths, _) = track.into_parts();
+                let (items, lengths, _) = self.decode_single(id, bytes).await?.into_parts();
                 return Ok(TrackPart {
                     items,
                     root: None,

@@ -21,7 +21,8 @@ use tracing::info;
 
 use crate::bundle::BundleError;
 use crate::dataset::{
-    writer_string, Dataset, DatasetError, Separated, TrackContent, TrackUpdate, MAX_COMMIT_ATTEMPTS,
+    writer_string, Dataset, DatasetError, Separated, TrackContent, TrackObject, TrackUpdate,
+    MAX_COMMIT_ATTEMPTS,
 };
 use crate::location::LocationKind;
 pub use crate::packer::{media_type, SourceFile};
@@ -318,11 +319,11 @@ async fn commit_onto_ref(
         // A paged Track is edited: its pages the new names fall in are
         // read and written, no others.
         if let Some(id) = existing {
-            if dataset
-                .track_root(&id, "the parent manifest")
-                .await?
-                .is_some()
-            {
+            // The root alone tells: its index pages are the edit's to read.
+            let object = dataset
+                .track_object_unindexed(&id, "the parent manifest")
+                .await?;
+            if matches!(object, TrackObject::Paged(_)) {
                 let edit = TrackEdit {
                     implied: ancestors(&group.items),
                     ..TrackEdit::default()

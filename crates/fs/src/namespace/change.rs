@@ -10,7 +10,8 @@ use packfs_format::{validate_item_name, validate_segment};
 
 use super::overlay::{Children, DirNode, FileNode, Overlay, Vacated};
 use super::{
-    tree_ino, Attr, Content, Ino, Namespace, NsError, SpoolFile, MODALITY_DEPTH, NAME_MAX, ROOT_INO,
+    join, tree_ino, Attr, Content, Ino, Namespace, NsError, SpoolFile, MODALITY_DEPTH, NAME_MAX,
+    ROOT_INO,
 };
 
 impl Namespace {
@@ -322,25 +323,21 @@ impl Change<'_> {
     /// `dir` below it (`""` for the modality directory); `None` above the
     /// modalities, or if `dir` is no longer linked into the tree.
     pub(super) fn location(&self, dir: Ino) -> Result<Option<(Ino, String)>, NsError> {
-        let mut chain = vec![dir];
-        let mut at = dir;
-        while at != ROOT_INO {
-            let up = self.parent(at)?;
-            if self.named_child(up, &self.name_of(at)?)? != Some(at) {
-                return Ok(None);
-            }
-            chain.push(up);
-            at = up;
-        }
-        // chain is [dir, …, modality, timeline, root]
+        let chain = self.ancestry(dir)?;
         let Some(m) = chain.len().checked_sub(MODALITY_DEPTH + 1) else {
             return Ok(None);
         };
-        let names = chain[..m]
-            .iter()
-            .rev()
-            .map(|&d| self.name_of(d))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut names = Vec::with_capacity(chain.len());
+        for pair in chain.windows(2) {
+            let (child, parent) = (pair[0], pair[1]);
+            let name = self.name_of(child)?;
+            if self.named_child(parent, &name)? != Some(child) {
+                return Ok(None);
+            }
+            names.push(name);
+        }
+        names.truncate(m);
+        names.reverse();
         Ok(Some((chain[m], names.join("/"))))
     }
 
@@ -365,16 +362,23 @@ impl Change<'_> {
 
     /// The modality directory that `dir` is or is below (`None` above).
     pub(super) fn modality_of(&self, dir: Ino) -> Result<Option<Ino>, NsError> {
-        let mut chain = vec![dir];
-        while *chain.last().expect("non-empty") != ROOT_INO {
-            let up = self.parent(*chain.last().expect("non-empty"))?;
-            chain.push(up);
-        }
-        // chain ends [.., modality, timeline, root]
+        let chain = self.ancestry(dir)?;
         Ok(chain
             .len()
             .checked_sub(MODALITY_DEPTH + 1)
             .map(|i| chain[i]))
+    }
+
+    /// `dir` and the directories above it: `[dir, …, modality, timeline,
+    /// root]`.
+    fn ancestry(&self, dir: Ino) -> Result<Vec<Ino>, NsError> {
+        let mut chain = vec![dir];
+        let mut at = dir;
+        while at != ROOT_INO {
+            at = self.parent(at)?;
+            chain.push(at);
+        }
+        Ok(chain)
     }
 
     pub(super) fn unlinked(&mut self, ino: Ino) {
@@ -604,13 +608,9 @@ impl Change<'_> {
             .ok_or(NsError::NotFound)?;
         let is_dir = self.kind(ino)? == Kind::Dir;
         if let Some((modality, at)) = self.location(parent)? {
-            let path = match at.is_empty() {
-                true => name.to_string(),
-                false => format!("{at}/{name}"),
-            };
             self.overlay.vacated.push(Vacated {
                 modality,
-                path,
+                path: join(&at, name),
                 dir: is_dir,
             });
         }

@@ -10,7 +10,7 @@ use packfs_format::{ns_of_time, Attrs, TrackDir};
 
 use super::change::Change;
 use super::overlay::{FileNode, Vacated};
-use super::{tree_ino, CommittedItem, Content, Ino, Namespace, NsError, SpoolFile, ROOT_INO};
+use super::{join, tree_ino, CommittedItem, Content, Ino, Namespace, NsError, SpoolFile, ROOT_INO};
 
 /// A file of a modality, as a flush sees it.
 #[derive(Clone, Debug)]
@@ -337,47 +337,42 @@ impl Change<'_> {
     /// File `ino` at `path`, as a flush commits it; `None` while it is
     /// being written and has no complete version yet.
     fn exported_file(&self, ino: Ino, path: String) -> Result<Option<ExportedFile>, NsError> {
-        {
-            {
-                let recorded = |f: &FileNode| Attrs {
-                    mode: Some(f.perm),
-                    mtime_ns: Some(ns_of_time(f.mtime)),
-                };
-                let (content, size, generation, stored, attrs) = match self.overlay.files.get(&ino)
-                {
-                    Some(f) if f.writers > 0 => match &f.origin {
-                        Some(origin) => {
-                            let size = self.size_of(origin);
-                            (origin.clone(), size, 0, f.stored, recorded(f))
-                        }
-                        None => return Ok(None), // never complete yet
-                    },
-                    Some(f) => (
-                        f.content.clone(),
-                        f.size,
-                        f.generation,
-                        f.stored,
-                        recorded(f),
-                    ),
-                    None => match self.ns.tree_node(ino).map(|(_, n)| n.kind) {
-                        Some(NodeKind::File(index)) => {
-                            let item = self.ns.tree.item(index);
-                            (Content::Base(index), item.size(), 0, true, item.attrs())
-                        }
-                        _ => return Err(NsError::NotFound),
-                    },
-                };
-                Ok(Some(ExportedFile {
-                    ino,
-                    name: path,
-                    content,
-                    size,
-                    generation,
-                    stored,
-                    attrs,
-                }))
-            }
-        }
+        let recorded = |f: &FileNode| Attrs {
+            mode: Some(f.perm),
+            mtime_ns: Some(ns_of_time(f.mtime)),
+        };
+        let (content, size, generation, stored, attrs) = match self.overlay.files.get(&ino) {
+            Some(f) if f.writers > 0 => match &f.origin {
+                Some(origin) => {
+                    let size = self.size_of(origin);
+                    (origin.clone(), size, 0, f.stored, recorded(f))
+                }
+                None => return Ok(None), // never complete yet
+            },
+            Some(f) => (
+                f.content.clone(),
+                f.size,
+                f.generation,
+                f.stored,
+                recorded(f),
+            ),
+            None => match self.ns.tree_node(ino).map(|(_, n)| n.kind) {
+                Some(NodeKind::File(index)) => {
+                    let item = self.ns.tree.item(index);
+                    (Content::Base(index), item.size(), 0, true, item.attrs())
+                }
+                _ => return Err(NsError::NotFound),
+            },
+        };
+        Ok(Some(ExportedFile {
+            ino,
+            name: path,
+            content,
+            size,
+            generation,
+            stored,
+            attrs,
+        }))
     }
 
     /// The attributes to record for directory `dir`: what a change set
@@ -401,13 +396,5 @@ impl Change<'_> {
             Content::Committed(c) => c.item.size,
             Content::Spool(_) => u64::MAX,
         }
-    }
-}
-
-/// `name` in directory `dir` (a path below a modality, `""` for it).
-fn join(dir: &str, name: &str) -> String {
-    match dir.is_empty() {
-        true => name.to_string(),
-        false => format!("{dir}/{name}"),
     }
 }

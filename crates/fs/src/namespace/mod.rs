@@ -164,6 +164,15 @@ impl Namespace {
     }
 }
 
+/// `name` in directory `dir`, a path below a modality (`""` for the
+/// modality directory itself).
+fn join(dir: &str, name: &str) -> String {
+    match dir.is_empty() {
+        true => name.to_string(),
+        false => format!("{dir}/{name}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,9 +13,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
 use super::super::check_mode;
-use super::encode::{
-    push_index_pages, push_name_page, push_pack_page, NameCutter, PackCutter, Row,
-};
+use super::encode::{push_name_page, push_pack_page, seal, NameCutter, PackCutter, Row};
 use super::*;
 use crate::{check_pack, validate_item_name, Attrs, FormatError};
 
@@ -130,18 +128,10 @@ impl TrackRoot {
                 Piece::New(records) => push_pack_page(records, &mut root, &mut new_pages),
             }
         }
-        if root.pages.len() as u64 > 2 * shape.index {
-            push_index_pages(&mut root, shape, &mut new_pages);
-        }
+        let mut paged = seal(root, shape, new_pages);
         let old: HashSet<ObjectId> = self.page_ids().collect();
-        new_pages.retain(|(id, _)| !old.contains(id));
-        let bytes = root.encode();
-        Ok(PagedTrack {
-            id: ObjectId::of(&bytes),
-            root: bytes,
-            listed: root,
-            pages: new_pages,
-        })
+        paged.pages.retain(|(id, _)| !old.contains(id));
+        Ok(paged)
     }
 }
 

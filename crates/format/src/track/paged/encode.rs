@@ -160,13 +160,29 @@ pub(super) fn push_name_page(
     pages.push((id, page));
 }
 
+/// The paged Track `root` lists, `pages` holding its pages not stored
+/// yet: past twice the index size its name pages are listed through index
+/// pages, then the root is encoded.
+pub(super) fn seal(
+    mut root: TrackRoot,
+    shape: &PageShape,
+    mut pages: Vec<(ObjectId, Vec<u8>)>,
+) -> PagedTrack {
+    if root.pages.len() as u64 > 2 * shape.index {
+        push_index_pages(&mut root, shape, &mut pages);
+    }
+    let bytes = root.encode();
+    PagedTrack {
+        id: ObjectId::of(&bytes),
+        root: bytes,
+        listed: root,
+        pages,
+    }
+}
+
 /// Lists the root's name pages through index pages, cut where a page's
 /// first name hashes to a multiple of the average.
-pub(super) fn push_index_pages(
-    root: &mut TrackRoot,
-    shape: &PageShape,
-    pages: &mut Vec<(ObjectId, Vec<u8>)>,
-) {
+fn push_index_pages(root: &mut TrackRoot, shape: &PageShape, pages: &mut Vec<(ObjectId, Vec<u8>)>) {
     let mut cutter = Cutter::new(shape.index, shape.index * 4, u64::MAX);
     let mut start = 0;
     for i in 0..root.pages.len() {

@@ -290,8 +290,8 @@ impl TrackRoot {
     }
 }
 
-/// The page refs `[first, id, items, bytes]` of `value` (the `field` of
-/// `what`), in strictly increasing name order.
+/// The page refs `[first, id, items, bytes, t_end]` (or the first four)
+/// of `value` (the `field` of `what`), in strictly increasing name order.
 fn read_page_refs(value: &Value, what: &str, field: &str) -> Result<Vec<PageRef>, FormatError> {
     let mut refs: Vec<PageRef> = Vec::new();
     for (i, page) in cbor::as_array(value, &format!("{what} {field}"))?
@@ -300,12 +300,14 @@ fn read_page_refs(value: &Value, what: &str, field: &str) -> Result<Vec<PageRef>
     {
         let at = format!("{what} {field}[{i}]");
         // Refs written before they recorded `t_end` have four elements.
-        let shape = "[first, id, items, bytes, t_end]";
         let (fields, t_end) = match cbor::as_array(page, &at)? {
             [a, b, c, d] => ([a, b, c, d], None),
             [a, b, c, d, Value::Null] => ([a, b, c, d], None),
             [a, b, c, d, t] => ([a, b, c, d], Some(cbor::as_i64(t, &at)?)),
-            _ => return Err(FormatError::shape(&at, format!("expected {shape}"))),
+            _ => {
+                let shape = "expected [first, id, items, bytes, t_end]";
+                return Err(FormatError::shape(&at, shape));
+            }
         };
         let [first, id, items, bytes] = fields;
         let page = PageRef {

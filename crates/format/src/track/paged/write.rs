@@ -8,9 +8,7 @@ use std::collections::HashMap;
 use super::super::Track;
 
 use super::super::check_mode;
-use super::encode::{
-    push_index_pages, push_name_page, push_pack_page, NameCutter, PackCutter, Row,
-};
+use super::encode::{push_name_page, push_pack_page, seal, NameCutter, PackCutter, Row};
 use super::*;
 use crate::{validate_item_name, Attrs, FormatError};
 
@@ -184,16 +182,7 @@ impl<'t> PagedWriter<'t> {
         if !page.is_empty() {
             push_pack_page(page, &mut self.root, &mut self.pages);
         }
-        if self.root.pages.len() as u64 > 2 * self.shape.index {
-            push_index_pages(&mut self.root, &self.shape, &mut self.pages);
-        }
-        let bytes = self.root.encode();
-        Ok(PagedTrack {
-            id: ObjectId::of(&bytes),
-            root: bytes,
-            listed: self.root,
-            pages: self.pages,
-        })
+        Ok(seal(self.root, &self.shape, self.pages))
     }
 }
 
