@@ -110,7 +110,7 @@ async fn run(dataset_dir: &Path, slices: &[std::path::PathBuf], files: usize) ->
                 .strip_prefix(slice)?
                 .to_str()
                 .ok_or("non-UTF-8 name")?;
-            let item = tree.resolve_file(rel)?.data();
+            let item = tree.file_data(rel)?;
             let bytes = reader.read_item(&item, 0, item.size).await?;
             if bytes != std::fs::read(&entry)? {
                 return Err(format!("{rel}: bytes differ after the merge").into());

@@ -39,7 +39,7 @@ pub(super) async fn run(args: CatArgs, config: &StoreConfig) -> CliResult {
 
 /// `packfs cat` of a dataset's file.
 async fn cat_tree(tree: &Tree, reader: &Reader, path: &str) -> CliResult {
-    let item = tree.resolve_file(path)?.data();
+    let item = tree.file_data(path)?;
     let mut out = std::io::stdout().lock();
     let mut offset = 0;
     while offset < item.size {

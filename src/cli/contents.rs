@@ -14,7 +14,7 @@ use packfs_core::dataset::Dataset;
 use packfs_core::location::LocationKind;
 use packfs_core::reader::Reader;
 use packfs_core::store::StoreConfig;
-use packfs_core::tree::Tree;
+use packfs_core::tree::{Tree, DEFAULT_INDEX_BYTES};
 
 use super::{CliResult, DatasetAt};
 
@@ -79,13 +79,12 @@ impl Contents {
     }
 }
 
-/// The tree of `dataset` at `at`'s revision.
+/// The tree of `dataset` at `at`'s revision: only the pages a command
+/// asks for are read.
 async fn load_tree(dataset: &Dataset, at: &DatasetAt) -> CliResult<Tree> {
     let resolved = dataset.resolve_revision(&at.revision).await?;
-    let snapshot = dataset
-        .snapshot_at(resolved.id, &resolved.describe())
-        .await?;
-    Ok(Tree::build(snapshot)?)
+    let (id, referrer) = (resolved.id, resolved.describe());
+    Ok(Tree::open(dataset, id, &referrer, DEFAULT_INDEX_BYTES).await?)
 }
 
 /// The catalog id of `path` (`/`-separated, from its root).

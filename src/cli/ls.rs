@@ -41,31 +41,35 @@ pub(super) async fn run(args: LsArgs, config: &StoreConfig) -> CliResult {
 fn ls_tree(tree: &Tree, path: &str, long: bool) -> CliResult {
     let node = tree.resolve(path)?;
     let mut out = std::io::stdout().lock();
-    let mut show = |id| {
-        let n = tree.node(id).expect("resolved node exists");
-        match (n.kind, long) {
-            (NodeKind::Dir(_), false) => writeln!(out, "{}/", n.name),
-            (NodeKind::Dir(_), true) => {
-                writeln!(out, "{:>14}  {:<26}  {}/", "-", "directory", n.name)
-            }
-            (NodeKind::File(_), false) => writeln!(out, "{}", n.name),
-            (NodeKind::File(i), true) => {
-                let item = tree.item(i);
+    let mut show = |id, name: &str| -> CliResult {
+        match (tree.is_dir(id), long) {
+            (true, false) => writeln!(out, "{name}/")?,
+            (true, true) => writeln!(out, "{:>14}  {:<26}  {name}/", "-", "directory")?,
+            (false, false) => writeln!(out, "{name}")?,
+            (false, true) => {
+                let Some(NodeKind::File(i)) = tree.node(id)?.map(|n| n.kind) else {
+                    return Err(format!("{name}: vanished").into());
+                };
+                let item = tree.item(i)?;
                 writeln!(
                     out,
-                    "{:>14}  {:<26}  {}",
+                    "{:>14}  {:<26}  {name}",
                     item.size(),
-                    item.media_type(),
-                    n.name
-                )
+                    item.media_type()
+                )?
             }
         }
+        Ok(())
     };
-    match tree.node(node).expect("resolved node exists").kind {
-        NodeKind::Dir(children) => children.iter().try_for_each(|c| show(*c))?,
-        NodeKind::File(_) => show(node)?,
+    if !tree.is_dir(node) {
+        return show(node, path.rsplit('/').next().unwrap_or(path));
     }
-    Ok(())
+    let mut failed = Ok(());
+    tree.children(node, 0, |child, name, _| {
+        failed = show(child, name);
+        failed.is_err()
+    })?;
+    failed
 }
 
 /// `packfs ls` of a view's, bundle's or array's tree.

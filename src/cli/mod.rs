@@ -139,7 +139,7 @@ pub(crate) enum Command {
     /// mounted read-only as the tree it holds; its index is queried on
     /// demand, and a remote bundle's index is downloaded once into
     /// <cache-dir>/bundle-index (or packfs's state directory).
-    Mount(mount::MountArgs),
+    Mount(Box<mount::MountArgs>),
     /// List a directory of the dataset (or show one file).
     Ls(ls::LsArgs),
     /// Write a file of the dataset to stdout.

@@ -77,6 +77,12 @@ pub(crate) struct MountArgs {
     /// Most bytes of blocks kept in --cache-dir.
     #[arg(long, default_value = "10GiB", value_parser = parse_size)]
     pub cache_dir_bytes: u64,
+    /// Memory for the dataset's index: the pages of names, sizes and
+    /// attributes that lookups, `stat` and listings read as they need them
+    /// (least recently used go first). The mount holds this, not the
+    /// dataset's item count: ~100 bytes an item held.
+    #[arg(long, default_value = "128MiB", value_parser = parse_size)]
+    pub index_cache_bytes: u64,
     /// With --read-only and --cache-dir, items read whole once get a
     /// whole-file copy in --cache-dir, and later opens of them (this mount
     /// or a later one) are served by kernel passthrough, at local-disk
@@ -185,6 +191,7 @@ impl MountArgs {
             )
             .cache_dir(self.cache_dir.clone())
             .cache_dir_bytes(self.cache_dir_bytes)
+            .index_cache_bytes(self.index_cache_bytes)
             .passthrough(!self.no_passthrough)
             .whole(
                 WholeOptions::default()

@@ -77,9 +77,13 @@ impl Fixture {
     }
 
     pub fn mount_read_only(&self) -> Core {
+        self.mount_options(&MountOptions::default().read_only(true))
+    }
+
+    /// A mount of it with `options`, on a runtime of its own.
+    pub fn mount_options(&self, options: &MountOptions) -> Core {
         let runtime = tokio::runtime::Runtime::new().unwrap();
-        let options = MountOptions::default().read_only(true);
-        let fs = open_fs(&self.dataset, &self.spool, &options, runtime.handle()).unwrap();
+        let fs = open_fs(&self.dataset, &self.spool, options, runtime.handle()).unwrap();
         Core {
             fs: Some(fs),
             runtime: Some(runtime),

@@ -389,7 +389,7 @@ fn extents_mix_store_ranges_memory_and_pad() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let snapshot = runtime.block_on(bench.dataset.snapshot("main")).unwrap();
     let tree = packfs_core::tree::Tree::build(snapshot).unwrap();
-    let item = tree.resolve_file("t/m/f03").unwrap().data();
+    let item = tree.file_data("t/m/f03").unwrap();
     let ItemSource::Packed {
         pack,
         offset,

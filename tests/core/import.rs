@@ -86,9 +86,9 @@ async fn reimport_adds_and_replaces_by_name_and_keeps_other_tracks() {
         ("train/image/z.jpg", b"z"),
         ("val/text/t.txt", b"t"),
     ] {
-        let item = t.resolve_file(path).unwrap();
+        let item = t.file_data(path).unwrap();
         assert_eq!(
-            &reader.read_item(&item.data(), 0, 100).await.unwrap()[..],
+            &reader.read_item(&item, 0, 100).await.unwrap()[..],
             want,
             "{path}"
         );
@@ -204,7 +204,7 @@ async fn packs_with_the_same_bytes_cut_differently_are_kept_apart() {
         packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
     let mut whole = 0;
     for (i, size) in sizes.iter().enumerate() {
-        let item = t.resolve_file(&format!("t/m/{i}")).unwrap().data();
+        let item = t.file_data(&format!("t/m/{i}")).unwrap();
         whole += usize::from(matches!(item.source, ItemSource::Whole { .. }));
         let bytes = reader.read_item(&item, 0, 100).await.unwrap();
         assert_eq!(&bytes[..], &vec![0; *size][..], "t/m/{i}");
@@ -253,7 +253,7 @@ async fn a_pack_the_track_holds_cut_another_way_is_kept_apart_on_reimport() {
     let reader =
         packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
     for (name, size) in &want {
-        let item = t.resolve_file(name).unwrap().data();
+        let item = t.file_data(name).unwrap();
         let whole = matches!(item.source, ItemSource::Whole { .. });
         assert_eq!(whole, name.starts_with("t/m/b"), "{name}");
         let bytes = reader.read_item(&item, 0, 100).await.unwrap();
@@ -295,9 +295,9 @@ async fn unchanged_reimport_commits_nothing_and_renamed_copies_share_bytes() {
     let reader =
         packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
     for name in ["t/m/07", "t/m/copy-07"] {
-        let item = t.resolve_file(name).unwrap();
+        let item = t.file_data(name).unwrap();
         assert_eq!(
-            &reader.read_item(&item.data(), 0, 100).await.unwrap()[..],
+            &reader.read_item(&item, 0, 100).await.unwrap()[..],
             b"bytes 7"
         );
     }
@@ -368,9 +368,9 @@ async fn an_import_onto_a_paged_track_stores_only_the_pages_it_changes() {
         ("train/image/fresh/x.jpg", b"new in a new directory"),
         ("train/image/d07/f007.jpg", b"replaced"),
     ] {
-        let item = t.resolve_file(path).unwrap();
+        let item = t.file_data(path).unwrap();
         assert_eq!(
-            &reader.read_item(&item.data(), 0, 100).await.unwrap()[..],
+            &reader.read_item(&item, 0, 100).await.unwrap()[..],
             want,
             "{path}"
         );

@@ -11,22 +11,89 @@ use packfs_core::cache::CacheOptions;
 use packfs_core::reader::Reader;
 use packfs_core::verify::verify;
 use packfs_format::{Manifest, ObjectId, TrackRoot};
+use packfs_fs::mount::MountOptions;
 use packfs_fs::write::WriteOptions;
 
 use crate::common::bench::Bench;
 use crate::common::Rng;
 
-/// `dirs` directories of `per_dir` small files each, below `t/m`.
-fn many_small_files(dirs: usize, per_dir: usize) -> Bench {
+/// `dirs` directories of `per_dir` small files each, below `t/m`: paths
+/// and bytes.
+fn small_files(dirs: usize, per_dir: usize) -> Vec<(String, Vec<u8>)> {
     let mut rng = Rng::new(7);
-    let files: Vec<(String, Vec<u8>)> = (0..dirs * per_dir)
+    (0..dirs * per_dir)
         .map(|i| {
             let name = format!("t/m/d{:02}/f{:03}", i / per_dir, i % per_dir);
             (name, rng.bytes(10 + i % 50))
         })
-        .collect();
+        .collect()
+}
+
+/// A dataset of [`small_files`].
+fn many_small_files(dirs: usize, per_dir: usize) -> Bench {
+    let files = small_files(dirs, per_dir);
     let refs: Vec<(&str, Vec<u8>)> = files.iter().map(|(p, b)| (p.as_str(), b.clone())).collect();
     Bench::new(&refs)
+}
+
+/// A mount of paged Tracks is ready once it read the ref, the Manifest and
+/// the Track's root with its index pages: no name page. A cold `stat` of a
+/// file reads at most 3 objects (here its directory's row and its own, on
+/// two name pages). With an index bound far below the index, pages are
+/// dropped and read again, and every file still lists and reads right.
+#[test]
+fn a_mount_reads_the_pages_it_is_asked_for_under_its_bound() {
+    let bench = many_small_files(12, 50);
+    let index = index_pages(&bench, "main");
+    let pages = stored(&bench, "pages").len() as u64;
+    let gets = || bench.faults.metadata_gets.load(Ordering::SeqCst);
+    let bound = 8 << 10;
+    let options = MountOptions::default()
+        .read_only(true)
+        .index_cache_bytes(bound);
+    let before = gets();
+    let core = bench.mount_options(&options);
+    let mount_gets = gets() - before;
+    assert!(
+        mount_gets <= index + 3,
+        "{mount_gets} GETs to mount ({index} index pages, {pages} pages)"
+    );
+    for path in ["t/m/d03/f007", "t/m/d09/f042", "t/m/d11/f049"] {
+        let before = gets();
+        let ino = core.path(path).unwrap();
+        core.fs().getattr(ino).unwrap();
+        let cold = gets() - before;
+        assert!(
+            (1..=3).contains(&cold),
+            "{cold} GETs for a cold stat of {path}"
+        );
+    }
+
+    let before = gets();
+    let listing = core.listing().unwrap();
+    let files = small_files(12, 50);
+    for (path, bytes) in &files {
+        let stat = listing
+            .get(path)
+            .unwrap_or_else(|| panic!("{path} not listed"));
+        assert_eq!(stat.attr.size, bytes.len() as u64, "{path}");
+        assert_eq!(&core.read_all(stat.attr.ino), bytes, "{path}");
+    }
+    assert_eq!(
+        listing.len(),
+        files.len() + 12 + 2,
+        "files, d00..d11, t, t/m"
+    );
+    let walk = gets() - before;
+    assert!(
+        walk > pages,
+        "{walk} metadata GETs for the walk: some of the {pages} pages should be read again"
+    );
+    let held = core.fs().namespace().tree().index_bytes();
+    assert!(
+        held as u64 <= bound,
+        "{held} bytes of pages held, bound {bound}"
+    );
 }
 
 /// The objects under `_packfs/<dir>/`, with their sizes.

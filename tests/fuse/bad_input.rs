@@ -247,24 +247,8 @@ fn assert_refused(f: &Fixture, variant: &str, needles: &[&str], log: bool) {
     if log {
         commands.push(vec!["log", f.ds()]);
     }
-    for args in commands {
-        let run = packfs(&args);
-        run.assert_failed().stderr_has(needles);
-        assert!(
-            run.stdout.is_empty(),
-            "{variant} {args:?}: {}",
-            run.describe()
-        );
-    }
-    let verify = packfs(&["verify", f.ds()]);
-    verify.assert_failed();
-    let out = verify.stdout_text() + &verify.stderr;
-    assert!(
-        needles.iter().all(|n| out.contains(n)),
-        "{variant}: verify must name {needles:?}: {}",
-        verify.describe()
-    );
-    assert!(!out.contains("OK ref"), "{variant}: {}", verify.describe());
+    assert_each_refused(&commands, variant, needles);
+    assert_verify_names(f, variant, needles);
 
     common::require_fuse();
     let mnt = f.tmp.path().join("mnt");
@@ -276,6 +260,77 @@ fn assert_refused(f: &Fixture, variant: &str, needles: &[&str], log: bool) {
     }
     run.assert_failed().stderr_has(needles);
     assert!(!mounted, "{variant}: mounted");
+}
+
+/// Each of `commands` fails with stderr holding every needle and prints
+/// nothing.
+fn assert_each_refused(commands: &[Vec<&str>], variant: &str, needles: &[&str]) {
+    for args in commands {
+        let run = packfs(args);
+        run.assert_failed().stderr_has(needles);
+        assert!(
+            run.stdout.is_empty(),
+            "{variant} {args:?}: {}",
+            run.describe()
+        );
+    }
+}
+
+/// `verify` of `f` fails naming every needle and passes no ref.
+fn assert_verify_names(f: &Fixture, variant: &str, needles: &[&str]) {
+    let verify = packfs(&["verify", f.ds()]);
+    verify.assert_failed();
+    let out = verify.stdout_text() + &verify.stderr;
+    assert!(
+        needles.iter().all(|n| out.contains(n)),
+        "{variant}: verify must name {needles:?}: {}",
+        verify.describe()
+    );
+    assert!(!out.contains("OK ref"), "{variant}: {}", verify.describe());
+}
+
+/// A damaged page or ItemManifest fails what needs it and nothing else:
+/// `cat` of `held` (a file that needs it) fails naming `needles` and prints
+/// nothing, and so does `ls -l` of its directory when `lists` (a name page
+/// holds the listing); the rest of the dataset lists and reads; `verify`
+/// fails naming it; a mount starts, answers `EIO` for `held` and reads the
+/// other files.
+fn assert_fails_what_it_holds(
+    f: &Fixture,
+    variant: &str,
+    needles: &[&str],
+    held: &str,
+    lists: bool,
+) {
+    let dir = held.rsplit_once('/').unwrap().0;
+    let mut refused = vec![vec!["cat", f.ds(), held]];
+    let mut served = vec![vec!["ls", f.ds()], vec!["cat", f.ds(), "train/label/x.txt"]];
+    match lists {
+        true => refused.push(vec!["ls", f.ds(), dir, "-l"]),
+        false => served.push(vec!["ls", f.ds(), dir, "-l"]),
+    }
+    assert_each_refused(&refused, variant, needles);
+    for args in served {
+        let run = packfs(&args);
+        run.assert_ok();
+        assert!(
+            !run.stdout.is_empty(),
+            "{variant} {args:?}: {}",
+            run.describe()
+        );
+    }
+    assert_verify_names(f, variant, needles);
+
+    common::require_fuse();
+    let mnt = f.tmp.path().join("mnt");
+    fs::create_dir_all(&mnt).unwrap();
+    packfs(&["mount", f.ds(), s(&mnt), "--read-only"]).assert_ok();
+    let damaged = fs::read(mnt.join(held));
+    let intact = fs::read(mnt.join("train/label/x.txt"));
+    Command::new("umount").arg(&mnt).status().unwrap();
+    let e = damaged.expect_err("a file whose index or ItemManifest is damaged");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{variant}: {e}");
+    assert_eq!(intact.unwrap(), content("x", 40), "{variant}");
 }
 
 /// A Manifest damaged in place: its bytes no longer hash to its name.
@@ -411,8 +466,9 @@ fn track_object(f: &Fixture, timeline: &str, modality: &str) -> String {
 
 /// A Track object whose bytes are not those its name is the hash of, but
 /// still a valid Track (a whole other Track copied over it), and a page of
-/// a paged Track with one byte of a name changed. Every command refuses
-/// it, naming the object, its id and the hash of what is there.
+/// a paged Track with one byte of a name changed. Every command that needs
+/// it refuses it, naming the object, its id and the hash of what is there;
+/// a damaged page fails only what it holds.
 #[test]
 fn track_or_page_that_does_not_hash_to_its_name_is_refused() {
     for variant in ["another track", "a page with one byte changed"] {
@@ -433,12 +489,12 @@ fn track_or_page_that_does_not_hash_to_its_name_is_refused() {
         };
         let found = ObjectId::of(&damaged).to_hex();
         fs::write(&path, &damaged).unwrap();
-        assert_refused(
-            &f,
-            variant,
-            &[&object, "is damaged", &found, &expected],
-            false,
-        );
+        let needles = [object.as_str(), "is damaged", &found, &expected];
+        match variant {
+            // The root: nothing of the dataset can be shown.
+            "another track" => assert_refused(&f, variant, &needles, false),
+            _ => assert_fails_what_it_holds(&f, variant, &needles, "train/image/a.jpg", true),
+        }
     }
 }
 
@@ -490,12 +546,8 @@ fn item_manifest_that_does_not_hash_to_its_name_is_refused() {
     ciborium::into_writer(&manifest, &mut damaged).unwrap();
     let found = ObjectId::of(&damaged).to_hex();
     fs::write(&path, &damaged).unwrap();
-    assert_refused(
-        &f,
-        "chunks swapped",
-        &[&object, "is damaged", &found, &expected],
-        false,
-    );
+    let needles = [object.as_str(), "is damaged", &found, &expected];
+    assert_fails_what_it_holds(&f, "chunks swapped", &needles, "train/video/big.bin", false);
 }
 
 #[test]

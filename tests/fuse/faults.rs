@@ -113,7 +113,7 @@ fn an_object_that_keeps_failing_is_eio_for_its_items_only_and_promptly() {
     // Find the pack holding f00 and make every GET of it fail.
     let tree = packfs_core::tree::Tree::build(runtime.block_on(dataset.snapshot("main")).unwrap())
         .unwrap();
-    let pack = match &tree.resolve_file("t/m/f00").unwrap().source() {
+    let pack = match &tree.file_data("t/m/f00").unwrap().source {
         packfs_core::dataset::ItemSource::Packed { pack, .. } => pack.to_string(),
         other => panic!("f00 should be packed: {other:?}"),
     };

@@ -48,6 +48,9 @@ pub struct MFile {
 pub struct MDir {
     pub perm: u16,
     pub mtime: Option<SystemTime>,
+    /// In the mounted snapshot, at or below a modality: until the mount
+    /// changes it, it may show `nlink` 1 (docs/SEMANTICS.md).
+    pub stored: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -174,6 +177,7 @@ impl Model {
             let meta = MDir {
                 perm: DIR_MODE,
                 mtime: None,
+                stored: false,
             };
             self.entries
                 .entry(dir.to_string())
@@ -560,6 +564,7 @@ impl Model {
                 let meta = MDir {
                     perm: *perm,
                     mtime: None,
+                    stored: false,
                 };
                 self.entries.insert(path.to_string(), Entry::Dir(meta));
                 self.touch_dir(parent_of(path));
@@ -764,11 +769,16 @@ fn survives_remount(model: &Model) -> Model {
         _ => true,
     });
     for (k, entry) in out.entries.iter_mut() {
-        if let (Entry::Dir(d), 1) = (entry, depth(k)) {
-            *d = MDir {
-                perm: DIR_MODE,
-                mtime: None,
-            };
+        match (entry, depth(k)) {
+            (Entry::Dir(d), 1) => {
+                *d = MDir {
+                    perm: DIR_MODE,
+                    mtime: None,
+                    stored: false,
+                }
+            }
+            (Entry::Dir(d), _) => d.stored = true,
+            _ => {}
         }
     }
     out

@@ -10,6 +10,7 @@
 //! block, so they keep the pool.
 
 use std::cell::Cell;
+use std::future::Future;
 
 thread_local! {
     static MAY_BLOCK: Cell<bool> = const { Cell::new(false) };
@@ -33,6 +34,15 @@ pub async fn run<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -
     tokio::task::spawn_blocking(work)
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+/// Runs `future` to its end from synchronous code: on a runtime worker
+/// thread without stalling the runtime's other tasks, else on `runtime`.
+pub fn wait<T>(runtime: &tokio::runtime::Handle, future: impl Future<Output = T>) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => tokio::task::block_in_place(|| handle.block_on(future)),
+        Err(_) => runtime.block_on(future),
+    }
 }
 
 #[cfg(test)]

@@ -128,7 +128,7 @@ pub struct DirEntry {
 impl Version {
     /// The file at `path` (`timeline/modality/name`, no leading `/`).
     pub fn open(&self, path: &str) -> Result<File, FilesError> {
-        let item = self.tree.resolve_file(path)?.data();
+        let item = self.tree.item_data(self.tree.resolve_file(path)?)?;
         Ok(File {
             item,
             reader: self.reader.clone(),
@@ -139,28 +139,21 @@ impl Version {
     /// The entries of directory `path` (`""` for the root), by name.
     pub fn list(&self, path: &str) -> Result<Vec<DirEntry>, FilesError> {
         let dir = self.tree.resolve(path)?;
-        let Some(NodeKind::Dir(children)) = self.tree.node(dir).map(|n| n.kind) else {
+        if !self.tree.is_dir(dir) {
             return Err(TreeError::NotADirectory {
                 path: path.to_string(),
             }
             .into());
-        };
-        Ok(children
-            .iter()
-            .filter_map(|&child| self.tree.node(child))
-            .map(|node| match node.kind {
-                NodeKind::Dir(_) => DirEntry {
-                    name: node.name.to_string(),
-                    kind: Kind::Dir,
-                    size: 0,
-                },
-                NodeKind::File(item) => DirEntry {
-                    name: node.name.to_string(),
-                    kind: Kind::File,
-                    size: self.tree.item(item).size(),
-                },
-            })
-            .collect())
+        }
+        let mut entries = Vec::new();
+        for (child, name) in self.tree.list(dir)? {
+            let (kind, size) = match self.tree.node(child)?.map(|n| n.kind) {
+                Some(NodeKind::File(item)) => (Kind::File, self.tree.item(item)?.size()),
+                _ => (Kind::Dir, 0),
+            };
+            entries.push(DirEntry { name, kind, size });
+        }
+        Ok(entries)
     }
 }
 

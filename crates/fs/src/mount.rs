@@ -72,6 +72,8 @@ pub struct MountOptions {
     pub cache_dir: Option<PathBuf>,
     /// Most bytes kept in `cache_dir`.
     pub cache_dir_bytes: u64,
+    /// Most bytes of a paged dataset's index (name pages) held in memory.
+    pub index_cache_bytes: u64,
     /// On a read-only mount with `cache_dir`: keep whole-file copies of
     /// items read whole and serve later opens of them by kernel
     /// passthrough.
@@ -127,6 +129,7 @@ impl Default for MountOptions {
             cache: CacheOptions::default(),
             cache_dir: None,
             cache_dir_bytes: 10 << 30,
+            index_cache_bytes: packfs_core::tree::DEFAULT_INDEX_BYTES,
             passthrough: true,
             whole: WholeOptions::default(),
             read_only: false,
@@ -418,6 +421,7 @@ pub fn open_fs(
     };
     let reader = Reader::new(dataset.store().clone(), options.cache.clone(), disk);
     // The tree, and the ref commits go to (`None`: a read-only mount).
+    let index_bytes = options.index_cache_bytes;
     let (tree, commit_to) = runtime.block_on(async {
         let may_write = !options.is_read_only() && options.revision.may_be_ref();
         if may_write {
@@ -436,10 +440,9 @@ pub fn open_fs(
         let ref_name = match (may_write, resolved.ref_name.clone()) {
             (true, Some(name)) => name,
             _ => {
-                let snapshot = dataset
-                    .snapshot_at(resolved.id, &resolved.describe())
-                    .await?;
-                return Ok::<_, MountError>((Tree::build(snapshot)?, None));
+                let referrer = resolved.describe();
+                let tree = Tree::open(dataset, resolved.id, &referrer, index_bytes).await?;
+                return Ok::<_, MountError>((tree, None));
             }
         };
         // What a mount that died left in this spool is committed first,
@@ -453,10 +456,9 @@ pub fn open_fs(
         )
         .await?;
         let id = dataset.resolve(&ref_name).await?;
-        let snapshot = dataset
-            .snapshot_at(id, &format!("ref {ref_name:?}"))
-            .await?;
-        Ok((Tree::build(snapshot)?, Some(ref_name)))
+        let referrer = format!("ref {ref_name:?}");
+        let tree = Tree::open(dataset, id, &referrer, index_bytes).await?;
+        Ok((tree, Some(ref_name)))
     })?;
     let writable = commit_to.is_some();
     info!(
@@ -533,7 +535,8 @@ fn open_views<'a>(
         let Some(name) = named.name.as_deref() else {
             continue;
         };
-        if tree.lookup(Tree::ROOT, name.as_bytes()).is_some() || out.iter().any(|(n, _)| *n == name)
+        if tree.lookup(Tree::ROOT, name.as_bytes())?.is_some()
+            || out.iter().any(|(n, _)| *n == name)
         {
             return Err(MountError::View(format!(
                 "{name} is already a name in the mount's root; choose another"

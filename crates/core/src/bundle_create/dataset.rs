@@ -15,7 +15,7 @@ use crate::dataset::{Dataset, ItemData, Revision};
 use crate::reader::Reader;
 use crate::source_tree::SourceIoError;
 use crate::store::{Store, StoreConfig};
-use crate::tree::{NodeId, NodeKind, Tree};
+use crate::tree::{NodeId, NodeKind, Tree, TreeError};
 
 /// A dataset's tree, or the subtree below a directory of it, at one ref.
 pub struct DatasetTree {
@@ -73,7 +73,7 @@ impl DatasetTree {
             source,
         };
         let base = tree.resolve(path).map_err(in_dataset)?;
-        if let NodeKind::File(_) = tree.node(base).expect("resolved").kind {
+        if !tree.is_dir(base) {
             return Err(in_dataset(crate::tree::TreeError::NotADirectory {
                 path: format!("/{path}"),
             }));
@@ -91,7 +91,7 @@ impl DatasetTree {
     /// Every directory and file below the subtree's root: the directories,
     /// then the files in the dataset's item order, which is the order of
     /// their packs, so each shard writer reads its packs front to back.
-    pub(super) fn entries(&self) -> Vec<Entry> {
+    pub(super) fn entries(&self) -> Result<Vec<Entry>, TreeError> {
         let look = |attrs: Attrs, mode: u16| FileAttributes {
             mtime_ns: attrs.mtime_ns.unwrap_or(self.tree.ts_unix_ns() as i64),
             mode: u32::from(attrs.mode.unwrap_or(mode)),
@@ -100,27 +100,26 @@ impl DatasetTree {
         let mut files = Vec::new();
         let mut stack = vec![(self.base, String::new())];
         while let Some((dir, rel)) = stack.pop() {
-            let Some(NodeKind::Dir(children)) = self.tree.node(dir).map(|n| n.kind) else {
-                continue;
-            };
-            for &child in children {
-                let node = self.tree.node(child).expect("a child exists");
+            for (child, name) in self.tree.list(dir)? {
+                let Some(node) = self.tree.node(child)? else {
+                    continue;
+                };
                 let mut entry = Entry {
                     dir: rel.clone(),
-                    name: node.name.to_string(),
-                    path: self.display(&join(&rel, node.name)),
+                    path: self.display(&join(&rel, &name)),
+                    name,
                     file_size: None,
-                    attributes: look(self.tree.dir_attrs(child), Attrs::DEFAULT_DIR_MODE),
+                    attributes: look(self.tree.dir_attrs(child)?, Attrs::DEFAULT_DIR_MODE),
                 };
                 match node.kind {
-                    NodeKind::Dir(_) => {
-                        stack.push((child, join(&rel, node.name)));
+                    NodeKind::Dir => {
+                        stack.push((child, join(&rel, &entry.name)));
                         dirs.push(entry);
                     }
                     NodeKind::File(item) => {
-                        let attrs = self.tree.item(item).attrs();
-                        entry.file_size = Some(self.tree.item(item).size());
-                        entry.attributes = look(attrs, Attrs::DEFAULT_FILE_MODE);
+                        let item_at = self.tree.item(item)?;
+                        entry.file_size = Some(item_at.size());
+                        entry.attributes = look(item_at.attrs(), Attrs::DEFAULT_FILE_MODE);
                         files.push((item, entry));
                     }
                 }
@@ -128,20 +127,24 @@ impl DatasetTree {
         }
         files.sort_by_key(|(item, _)| *item);
         dirs.extend(files.into_iter().map(|(_, entry)| entry));
-        dirs
+        Ok(dirs)
     }
 
     /// A reader of the bytes of file `entry` (one of [`Self::entries`]).
     pub(super) fn open_file(&self, entry: &Entry) -> Result<ItemReader<'_>, SourceIoError> {
         let path = join(&self.base_path, &join(&entry.dir, &entry.name));
-        let item = self.tree.resolve_file(&path).map_err(|e| SourceIoError {
-            op: "read",
-            path: entry.path.clone(),
-            source: std::io::Error::other(e),
-        })?;
+        let item = self
+            .tree
+            .resolve_file(&path)
+            .and_then(|item| self.tree.item_data(item))
+            .map_err(|e| SourceIoError {
+                op: "read",
+                path: entry.path.clone(),
+                source: std::io::Error::other(e),
+            })?;
         Ok(ItemReader {
             dataset: self,
-            item: item.data(),
+            item,
             at: 0,
         })
     }

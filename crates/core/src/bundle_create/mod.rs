@@ -188,7 +188,7 @@ impl BundleSource {
     fn entries(&self) -> Result<Vec<Entry>, CreateError> {
         match self {
             BundleSource::Dir(src) => walk::scan(src),
-            BundleSource::Dataset(tree) => Ok(tree.entries()),
+            BundleSource::Dataset(tree) => Ok(tree.entries()?),
         }
     }
 

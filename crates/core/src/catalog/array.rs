@@ -170,10 +170,7 @@ impl ArrayCatalog {
 
     /// Runs `future` to completion from a synchronous catalog call.
     fn wait<T>(&self, future: impl Future<Output = T>) -> T {
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => tokio::task::block_in_place(|| handle.block_on(future)),
-            Err(_) => self.runtime.block_on(future),
-        }
+        crate::blocking::wait(&self.runtime, future)
     }
 
     /// `e`, logged with the array's location (the reader gets `EIO`).

@@ -202,6 +202,12 @@ impl Dataset {
         }
     }
 
+    /// Keeps `root`, the root of the Track `id` with its name pages
+    /// listed, for the next edit of it (a reader that listed them anyway).
+    pub(crate) fn keep_root(&self, id: ObjectId, root: Arc<TrackRoot>) {
+        self.roots.lock().insert(id, root);
+    }
+
     /// Reads the pages `ids` an edit asks for into `edited`: one it has
     /// read already would be asked for again and again.
     async fn read_new(

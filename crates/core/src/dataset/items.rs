@@ -158,6 +158,27 @@ impl ItemTable {
         what: &str,
         data_path: impl Fn(&ObjectId) -> Path,
     ) -> Result<ItemTable, FormatError> {
+        Self::of_rows(items, what, data_path, Lengths::Given(lengths))
+    }
+
+    /// The table of the items of one name page, whose packs' lengths are
+    /// on the Track's pack pages: until [`ItemTable::set_pack_lengths`]
+    /// gives them, the table answers for names, sizes and attributes, not
+    /// for reading.
+    pub(crate) fn of_page(
+        items: &[TrackItem],
+        what: &str,
+        data_path: impl Fn(&ObjectId) -> Path,
+    ) -> Result<ItemTable, FormatError> {
+        Self::of_rows(items, what, data_path, Lengths::Later)
+    }
+
+    fn of_rows<'t>(
+        items: impl IntoIterator<Item = &'t TrackItem>,
+        what: &str,
+        data_path: impl Fn(&ObjectId) -> Path,
+        lengths: Lengths<'_>,
+    ) -> Result<ItemTable, FormatError> {
         let mut builder = Builder::default();
         let mut media: Vec<Arc<str>> = Vec::new();
         let mut len = 0;
@@ -179,7 +200,24 @@ impl ItemTable {
         if media.is_empty() {
             media.push(DEFAULT_MEDIA_TYPE.into());
         }
-        builder.finish_with(len, true, Some(media), what, data_path, Some(lengths))
+        builder.finish_with(len, true, Some(media), what, data_path, lengths)
+    }
+
+    /// About how many bytes of memory the table holds.
+    pub fn heap_bytes(&self) -> usize {
+        let media_of = self.media_of.as_ref().map_or(0, |m| m.len() * 4);
+        let modes = self.modes.as_ref().map_or(0, |m| m.len() * 2);
+        let mtimes = self.mtimes.as_ref().map_or(0, |m| m.len() * 8);
+        let object = std::mem::size_of::<Object>() + 64;
+        self.names.capacity()
+            + self.name_ends.len() * 8
+            + self.sizes.len() * 8
+            + self.offsets.len() * 4
+            + self.object_of.len() * 4
+            + self.objects.len() * object
+            + media_of
+            + modes
+            + mtimes
     }
 
     pub fn len(&self) -> usize {
@@ -401,6 +439,12 @@ impl<'a> ItemRef<'a> {
         }
     }
 
+    /// The address of the object holding its bytes (its pack's, or its
+    /// ItemManifest's).
+    pub(crate) fn object_id(self) -> ObjectId {
+        self.object().id
+    }
+
     fn object(self) -> &'a Object {
         &self.table.objects[self.table.object_of[self.row] as usize]
     }
@@ -502,12 +546,10 @@ impl Builder {
         what: &str,
         data_path: impl Fn(&ObjectId) -> Path,
     ) -> Result<ItemTable, FormatError> {
-        self.finish_with(len, has_names, media_table, what, data_path, None)
+        self.finish_with(len, has_names, media_table, what, data_path, Lengths::Tiled)
     }
 
-    /// [`Builder::finish`], the packs' lengths taken from `lengths` when
-    /// given (the rows are some of a Track's, which need not tile a pack)
-    /// instead of checked and summed.
+    /// [`Builder::finish`], the packs' lengths found as `lengths` says.
     fn finish_with(
         mut self,
         len: usize,
@@ -515,7 +557,7 @@ impl Builder {
         media_table: Option<Vec<Arc<str>>>,
         what: &str,
         data_path: impl Fn(&ObjectId) -> Path,
-        lengths: Option<&PackLengths>,
+        lengths: Lengths<'_>,
     ) -> Result<ItemTable, FormatError> {
         if !has_names {
             // A Track from a writer that records no names (module docs of
@@ -535,8 +577,9 @@ impl Builder {
         t.modes = self.any_mode.then_some(self.modes);
         t.mtimes = self.any_mtime.then_some(self.mtimes);
         match lengths {
-            None => check_packs(&mut t, &self.retired, what)?,
-            Some(lengths) => set_pack_lengths(&mut t, lengths, what)?,
+            Lengths::Tiled => check_packs(&mut t, &self.retired, what)?,
+            Lengths::Given(lengths) => set_pack_lengths(&mut t, lengths, what)?,
+            Lengths::Later => {}
         }
         for o in &mut t.objects {
             o.path = Arc::new(data_path(&o.id));
@@ -549,6 +592,17 @@ impl Builder {
         t.names.shrink_to_fit();
         Ok(t)
     }
+}
+
+/// Where a table's packs' lengths come from.
+enum Lengths<'a> {
+    /// The rows are all of a Track's entries: each pack's entries tile
+    /// it, which is checked, and give its length.
+    Tiled,
+    /// The rows are some of a Track's: the lengths recorded for it.
+    Given(&'a PackLengths),
+    /// Set later ([`ItemTable::set_pack_lengths`]).
+    Later,
 }
 
 /// Sets each pack's length to the one `lengths` gives.

@@ -10,6 +10,7 @@ mod edit;
 mod item;
 mod items;
 mod merge;
+mod page_table;
 mod paged;
 mod revision;
 mod snapshot;
@@ -46,7 +47,7 @@ pub use twins::Separated;
 pub const MAX_COMMIT_ATTEMPTS: usize = 10;
 
 /// How many metadata objects are fetched at once when loading a snapshot.
-const METADATA_CONCURRENCY: usize = 32;
+pub(crate) const METADATA_CONCURRENCY: usize = 32;
 
 /// Errors of the dataset layer.
 #[derive(Debug, Error)]
@@ -247,19 +248,7 @@ impl Dataset {
         id: ObjectId,
         referrer: &str,
     ) -> Result<Snapshot, DatasetError> {
-        let manifest = self.manifest(&id, referrer).await?;
-        if let Some(t) = manifest
-            .tracks
-            .iter()
-            .find(|t| t.kind != TRACK_KIND_FRAGMENT)
-        {
-            return Err(DatasetError::UnsupportedTrackKind {
-                id,
-                timeline: t.timeline.clone(),
-                modality: t.modality.clone(),
-                kind: t.kind.clone(),
-            });
-        }
+        let manifest = self.readable_manifest(&id, referrer).await?;
         let referrer = format!("manifest {id}");
         let tracks = futures::stream::iter(&manifest.tracks)
             .map(|entry| SnapshotTrack::load(self, entry, &referrer))
@@ -271,6 +260,29 @@ impl Dataset {
             manifest,
             tracks,
         })
+    }
+
+    /// The Manifest `id`, refused unless every Track it lists is of a
+    /// kind this version reads.
+    pub async fn readable_manifest(
+        &self,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<Manifest, DatasetError> {
+        let manifest = self.manifest(id, referrer).await?;
+        if let Some(t) = manifest
+            .tracks
+            .iter()
+            .find(|t| t.kind != TRACK_KIND_FRAGMENT)
+        {
+            return Err(DatasetError::UnsupportedTrackKind {
+                id: *id,
+                timeline: t.timeline.clone(),
+                modality: t.modality.clone(),
+                kind: t.kind.clone(),
+            });
+        }
+        Ok(manifest)
     }
 
     /// Manifests reachable from `revision` along first parents, newest

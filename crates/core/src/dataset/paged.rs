@@ -137,7 +137,7 @@ impl Dataset {
     }
 
     /// Page `id`, checked against its id.
-    async fn page(&self, id: ObjectId, referrer: &str) -> Result<Bytes, DatasetError> {
+    pub(super) async fn page(&self, id: ObjectId, referrer: &str) -> Result<Bytes, DatasetError> {
         let path = self.store().layout().page(&id);
         let bytes = self.fetch(&path, "page", &id, referrer).await?;
         check_content(&path, &id, &bytes)?;

@@ -127,39 +127,10 @@ async fn load_item_manifests(
     entry: &TrackEntry,
     items: &mut ItemTable,
 ) -> Result<(), DatasetError> {
-    let layout = dataset.store().layout();
-    let referrer = format!("track {}", layout.track(&entry.track));
     let loaded: Vec<(ObjectId, Arc<[ChunkRef]>)> = futures::stream::iter(items.chunked())
-        .map(|(id, expected)| {
-            let referrer = &referrer;
-            async move {
-                let manifest = dataset
-                    .item_manifest(&entry.timeline, &entry.modality, &id, referrer)
-                    .await?;
-                let actual = manifest.total_size();
-                if actual != expected {
-                    return Err(DatasetError::ChunkedSize {
-                        path: layout
-                            .data_object(&entry.timeline, &entry.modality, &id)
-                            .to_string(),
-                        expected,
-                        actual,
-                    });
-                }
-                let chunks = manifest
-                    .chunks
-                    .iter()
-                    .map(|c| ChunkRef {
-                        object: Arc::new(layout.data_object(
-                            &entry.timeline,
-                            &entry.modality,
-                            &c.address,
-                        )),
-                        size: c.size,
-                    })
-                    .collect();
-                Ok((id, chunks))
-            }
+        .map(|(id, expected)| async move {
+            let chunks = dataset.item_chunks(entry, &id, expected).await?;
+            Ok::<_, DatasetError>((id, chunks))
         })
         .buffer_unordered(METADATA_CONCURRENCY)
         .try_collect()
@@ -168,4 +139,40 @@ async fn load_item_manifests(
         items.set_chunks(&id, chunks);
     }
     Ok(())
+}
+
+impl Dataset {
+    /// The chunks of the ItemManifest `id` of the Track `entry` names,
+    /// refused unless they add up to `expected`, the size its entries
+    /// declare.
+    pub(crate) async fn item_chunks(
+        &self,
+        entry: &TrackEntry,
+        id: &ObjectId,
+        expected: u64,
+    ) -> Result<Arc<[ChunkRef]>, DatasetError> {
+        let layout = self.store().layout();
+        let referrer = format!("track {}", layout.track(&entry.track));
+        let manifest = self
+            .item_manifest(&entry.timeline, &entry.modality, id, &referrer)
+            .await?;
+        let actual = manifest.total_size();
+        if actual != expected {
+            return Err(DatasetError::ChunkedSize {
+                path: layout
+                    .data_object(&entry.timeline, &entry.modality, id)
+                    .to_string(),
+                expected,
+                actual,
+            });
+        }
+        Ok(manifest
+            .chunks
+            .iter()
+            .map(|c| ChunkRef {
+                object: Arc::new(layout.data_object(&entry.timeline, &entry.modality, &c.address)),
+                size: c.size,
+            })
+            .collect())
+    }
 }

@@ -66,6 +66,9 @@ pub struct Faults {
     pub panic_on_data_puts: AtomicBool,
     /// GETs seen so far.
     pub gets: AtomicU64,
+    /// GETs of the dataset's `_packfs/` metadata (refs, Manifests, Tracks,
+    /// pages) among them.
+    pub metadata_gets: AtomicU64,
     /// PUTs seen so far.
     pub puts: AtomicU64,
     /// Multipart uploads completed so far.
@@ -129,7 +132,7 @@ impl Faults {
     /// Counts the upload of `path` if it is a data object; panics if data
     /// PUTs are to.
     fn on_data_put(&self, path: &Path) {
-        if path.parts().any(|part| part.as_ref() == METADATA_DIR) {
+        if is_metadata(path) {
             return;
         }
         if self.panic_on_data_puts.load(Ordering::SeqCst) {
@@ -141,6 +144,9 @@ impl Faults {
     /// Counts a GET; whether it fails, and whether its body is cut short.
     fn on_get(&self, path: &Path) -> (bool, bool) {
         let n = self.gets.fetch_add(1, Ordering::Relaxed) + 1;
+        if is_metadata(path) {
+            self.metadata_gets.fetch_add(1, Ordering::Relaxed);
+        }
         let hit = |every: &AtomicU64| {
             let every = every.load(Ordering::Relaxed);
             every > 0 && n % every == 0
@@ -192,6 +198,10 @@ fn take_one(counter: &AtomicU64) -> bool {
 const REFS_DIR: &str = "_packfs/refs/";
 /// The directory of a dataset's metadata: objects outside it are data.
 const METADATA_DIR: &str = "_packfs";
+
+fn is_metadata(path: &Path) -> bool {
+    path.parts().any(|part| part.as_ref() == METADATA_DIR)
+}
 
 fn matches(list: &Mutex<Vec<String>>, path: &Path) -> bool {
     let path = path.as_ref();

@@ -66,6 +66,8 @@ impl FsError {
                 NsError::ReadOnly => libc::EROFS,
                 // `mv` answers EXDEV by copying and deleting.
                 NsError::CrossModality => libc::EXDEV,
+                // A damaged or unreadable index page: the nodes it holds.
+                NsError::Index(_) => libc::EIO,
             },
             FsError::Write(e) => match e {
                 WriteError::BadHandle => libc::EBADF,

@@ -450,7 +450,7 @@ impl Fs {
             });
         };
         let item = match self.ns.content(ino)? {
-            Content::Base(index) => Some(self.ns.tree().item(index).data()),
+            Content::Base(index) => Some(self.ns.tree().item_data(index).map_err(NsError::from)?),
             Content::Committed(c) => Some(c.item.data()),
             Content::Spool(_) => None,
         };
@@ -532,7 +532,7 @@ impl Fs {
         let mut attempt = 0;
         loop {
             let item = match self.ns.content(ino)? {
-                Content::Base(index) => self.ns.tree().item(index).data(),
+                Content::Base(index) => self.ns.tree().item_data(index).map_err(NsError::from)?,
                 Content::Committed(c) => c.item.data(),
                 Content::Spool(spool) => match self.writer()?.read_spool(&spool, offset, size) {
                     Ok(bytes) => return Ok(ReadBytes::Shared(bytes.into())),

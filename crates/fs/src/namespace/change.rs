@@ -346,8 +346,7 @@ impl Change<'_> {
         if let Some(d) = self.overlay.dirs.get(&dir) {
             return Ok(d.name.to_string());
         }
-        let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        Ok(node.name.to_string())
+        Ok(self.ns.tree_node(dir)?.1.name)
     }
 
     /// The entry `name` of directory `dir`, without copying it into the
@@ -356,8 +355,8 @@ impl Change<'_> {
         if let Some(d) = self.overlay.dirs.get(&dir) {
             return Ok(d.children.get(name));
         }
-        let (id, _) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        Ok(self.ns.tree.lookup(id, name.as_bytes()).map(tree_ino))
+        let (id, _) = self.ns.tree_node(dir)?;
+        Ok(self.ns.tree.lookup(id, name.as_bytes())?.map(tree_ino))
     }
 
     /// The modality directory that `dir` is or is below (`None` above).
@@ -392,7 +391,7 @@ impl Change<'_> {
         if self.overlay.files.contains_key(&ino) {
             return Ok(());
         }
-        let (_, node) = self.ns.tree_node(ino).ok_or(NsError::NotFound)?;
+        let (_, node) = self.ns.tree_node(ino)?;
         let NodeKind::File(item) = node.kind else {
             return Err(NsError::IsADirectory);
         };
@@ -400,14 +399,13 @@ impl Change<'_> {
         let modality = self
             .modality_of(parent)?
             .expect("tree files are below a modality");
-        let (perm, mtime) = self
-            .ns
-            .stored_look(self.ns.tree.item(item).attrs(), Kind::File);
+        let stored = self.ns.tree.item(item)?;
+        let (perm, mtime) = self.ns.stored_look(stored.attrs(), Kind::File);
         self.overlay.files.insert(
             ino,
             FileNode {
                 content: Content::Base(item),
-                size: self.ns.tree.item(item).size(),
+                size: stored.size(),
                 mtime,
                 perm,
                 generation: 0,
@@ -465,8 +463,8 @@ impl Change<'_> {
         if self.overlay.dirs.contains_key(&ino) {
             return Ok(Kind::Dir);
         }
-        match self.ns.tree_node(ino).ok_or(NsError::NotFound)?.1.kind {
-            NodeKind::Dir(_) => Ok(Kind::Dir),
+        match self.ns.tree_node(ino)?.1.kind {
+            NodeKind::Dir => Ok(Kind::Dir),
             NodeKind::File(_) => Ok(Kind::File),
         }
     }
@@ -487,8 +485,7 @@ impl Change<'_> {
         if let Some(d) = self.overlay.dirs.get(&ino) {
             return Ok(d.parent);
         }
-        let (_, node) = self.ns.tree_node(ino).ok_or(NsError::NotFound)?;
-        Ok(tree_ino(node.parent))
+        Ok(tree_ino(self.ns.tree_node(ino)?.1.parent))
     }
 
     /// 0 for the root, 1 for a timeline, 2 for a modality, …
@@ -519,32 +516,27 @@ impl Change<'_> {
     }
 
     pub(super) fn children(&self, dir: Ino) -> Result<Vec<(Ino, Kind)>, NsError> {
-        if let Some(d) = self.overlay.dirs.get(&dir) {
-            return d
-                .children
-                .iter()
-                .map(|(_, i)| Ok((i, self.kind(i)?)))
-                .collect();
-        }
-        let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        match node.kind {
-            NodeKind::Dir(children) => children
-                .iter()
-                .map(|&c| Ok((tree_ino(c), self.kind(tree_ino(c))?)))
-                .collect(),
-            NodeKind::File(_) => Err(NsError::NotADirectory),
-        }
+        let named = self.named_children(dir)?;
+        Ok(named
+            .into_iter()
+            .map(|(_, ino, kind)| (ino, kind))
+            .collect())
     }
 
     pub(super) fn has_children(&self, dir: Ino) -> Result<bool, NsError> {
         if let Some(d) = self.overlay.dirs.get(&dir) {
             return Ok(!d.children.is_empty());
         }
-        let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        match node.kind {
-            NodeKind::Dir(children) => Ok(!children.is_empty()),
-            NodeKind::File(_) => Err(NsError::NotADirectory),
+        let (id, node) = self.ns.tree_node(dir)?;
+        if node.kind != NodeKind::Dir {
+            return Err(NsError::NotADirectory);
         }
+        let mut any = false;
+        self.ns.tree.children(id, 0, |_, _, _| {
+            any = true;
+            true
+        })?;
+        Ok(any)
     }
 
     /// Copies tree directory `dir`'s children into the overlay (once).
@@ -555,18 +547,19 @@ impl Change<'_> {
         if self.overlay.files.contains_key(&dir) {
             return Err(NsError::NotADirectory);
         }
-        let (id, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        let NodeKind::Dir(tree_children) = node.kind else {
+        let (id, node) = self.ns.tree_node(dir)?;
+        if node.kind != NodeKind::Dir {
             return Err(NsError::NotADirectory);
-        };
-        let tree = &self.ns.tree;
-        let (perm, mtime) = self.ns.stored_look(tree.dir_attrs(id), Kind::Dir);
-        let mut entries = Children::default();
-        for &c in tree_children {
-            entries.insert(tree.node(c).expect("child exists").name.into(), tree_ino(c));
         }
-        let children = entries;
-        let subdirs = self.ns.tree_subdirs(tree_children);
+        let tree = &self.ns.tree;
+        let (perm, mtime) = self.ns.stored_look(tree.dir_attrs(id)?, Kind::Dir);
+        let mut children = Children::default();
+        let mut subdirs = 0;
+        tree.children(id, 0, |c, name, _| {
+            subdirs += u32::from(tree.is_dir(c));
+            children.insert(name.into(), tree_ino(c));
+            false
+        })?;
         self.overlay.dirs.insert(
             dir,
             DirNode {

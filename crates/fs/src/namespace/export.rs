@@ -220,18 +220,20 @@ impl Change<'_> {
                 .map(|(n, i)| Ok((n.to_string(), i, self.kind(i)?)))
                 .collect();
         }
-        let (_, node) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        let NodeKind::Dir(children) = node.kind else {
+        let (id, node) = self.ns.tree_node(dir)?;
+        if node.kind != NodeKind::Dir {
             return Err(NsError::NotADirectory);
+        }
+        let tree = &self.ns.tree;
+        let kind = |c| match tree.is_dir(c) {
+            true => Kind::Dir,
+            false => Kind::File,
         };
-        children
-            .iter()
-            .map(|&c| {
-                let ino = tree_ino(c);
-                let name = self.ns.tree.node(c).expect("child exists").name.to_string();
-                Ok((name, ino, self.kind(ino)?))
-            })
-            .collect()
+        let children = tree.list(id)?;
+        Ok(children
+            .into_iter()
+            .map(|(c, name)| (name, tree_ino(c), kind(c)))
+            .collect())
     }
 
     /// The rows changed since the last export of the modalities `edited`
@@ -344,7 +346,7 @@ impl Change<'_> {
         let (content, size, generation, stored, attrs) = match self.overlay.files.get(&ino) {
             Some(f) if f.writers > 0 => match &f.origin {
                 Some(origin) => {
-                    let size = self.size_of(origin);
+                    let size = self.size_of(origin)?;
                     (origin.clone(), size, 0, f.stored, recorded(f))
                 }
                 None => return Ok(None), // never complete yet
@@ -356,12 +358,12 @@ impl Change<'_> {
                 f.stored,
                 recorded(f),
             ),
-            None => match self.ns.tree_node(ino).map(|(_, n)| n.kind) {
-                Some(NodeKind::File(index)) => {
-                    let item = self.ns.tree.item(index);
+            None => match self.ns.tree_node(ino)?.1.kind {
+                NodeKind::File(index) => {
+                    let item = self.ns.tree.item(index)?;
                     (Content::Base(index), item.size(), 0, true, item.attrs())
                 }
-                _ => return Err(NsError::NotFound),
+                NodeKind::Dir => return Err(NsError::NotFound),
             },
         };
         Ok(Some(ExportedFile {
@@ -384,17 +386,17 @@ impl Change<'_> {
                 mtime_ns: Some(ns_of_time(d.mtime)),
             });
         }
-        let (id, _) = self.ns.tree_node(dir).ok_or(NsError::NotFound)?;
-        Ok(self.ns.tree.dir_attrs(id))
+        let (id, _) = self.ns.tree_node(dir)?;
+        Ok(self.ns.tree.dir_attrs(id)?)
     }
 
     /// The size of a complete version (spool versions record none here:
     /// the flush stats the file).
-    pub(super) fn size_of(&self, content: &Content) -> u64 {
-        match content {
-            Content::Base(i) => self.ns.tree.item(*i).size(),
+    pub(super) fn size_of(&self, content: &Content) -> Result<u64, NsError> {
+        Ok(match content {
+            Content::Base(i) => self.ns.tree.item(*i)?.size(),
             Content::Committed(c) => c.item.size,
             Content::Spool(_) => u64::MAX,
-        }
+        })
     }
 }

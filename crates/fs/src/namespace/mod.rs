@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use packfs_core::kind::Kind;
-use packfs_core::tree::{NodeId, Tree};
+use packfs_core::tree::{Node, NodeId, Tree, TreeError};
 use parking_lot::RwLock;
 use thiserror::Error;
 
@@ -87,6 +87,22 @@ pub enum NsError {
     /// `mv` answers this by copying.
     #[error("cannot move between modalities in place")]
     CrossModality,
+    /// The page of the dataset's index that holds the node cannot be read
+    /// or is damaged (the message names it).
+    #[error("{0}")]
+    Index(String),
+}
+
+impl From<TreeError> for NsError {
+    fn from(e: TreeError) -> Self {
+        match e {
+            TreeError::NotFound { .. } => NsError::NotFound,
+            e => {
+                tracing::error!("{e}");
+                NsError::Index(e.to_string())
+            }
+        }
+    }
 }
 
 /// What `stat` shows of a node.
@@ -117,6 +133,15 @@ pub struct Namespace {
 
 fn tree_ino(id: NodeId) -> Ino {
     Ino::from(id) + 1
+}
+
+/// The tree node id of `ino`, if it is a tree node's inode.
+fn tree_id(ino: Ino) -> Option<NodeId> {
+    match ino {
+        0 => None,
+        ino if ino >= FIRST_NEW_INO => None,
+        ino => NodeId::try_from(ino - 1).ok(),
+    }
 }
 
 impl Namespace {
@@ -154,13 +179,11 @@ impl Namespace {
         &self.tree
     }
 
-    /// The tree node behind `ino`, if it is one.
-    fn tree_node(&self, ino: Ino) -> Option<(NodeId, packfs_core::tree::Node<'_>)> {
-        if ino >= FIRST_NEW_INO || ino == 0 {
-            return None;
-        }
-        let id = NodeId::try_from(ino - 1).ok()?;
-        self.tree.node(id).map(|n| (id, n))
+    /// The tree node behind `ino` (`NotFound` if it is none).
+    fn tree_node(&self, ino: Ino) -> Result<(NodeId, Node), NsError> {
+        let id = tree_id(ino).ok_or(NsError::NotFound)?;
+        let node = self.tree.node(id)?.ok_or(NsError::NotFound)?;
+        Ok((id, node))
     }
 }
 

@@ -27,16 +27,14 @@ impl Namespace {
                 return Err(NsError::NotADirectory);
             }
         }
-        match self.tree_node(parent) {
-            Some((id, node)) => match node.kind {
-                NodeKind::Dir(_) => self
-                    .tree
-                    .lookup(id, name)
-                    .map(tree_ino)
-                    .ok_or(NsError::NotFound),
-                NodeKind::File(_) => Err(NsError::NotADirectory),
-            },
-            None => Err(NsError::NotFound),
+        let (id, node) = self.tree_node(parent)?;
+        match node.kind {
+            NodeKind::Dir => self
+                .tree
+                .lookup(id, name)?
+                .map(tree_ino)
+                .ok_or(NsError::NotFound),
+            NodeKind::File(_) => Err(NsError::NotADirectory),
         }
     }
 
@@ -72,11 +70,6 @@ impl Namespace {
         self.tree_attr(ino)
     }
 
-    /// How many of a tree directory's children are directories.
-    pub(super) fn tree_subdirs(&self, children: &[packfs_core::tree::NodeId]) -> u32 {
-        children.iter().filter(|&&c| self.tree.is_dir(c)).count() as u32
-    }
-
     /// Mode and mtime of a stored node: as its writer recorded them, else
     /// the mount's mode for its kind and the Manifest's time.
     pub(super) fn stored_look(&self, attrs: Attrs, kind: Kind) -> (u16, SystemTime) {
@@ -89,21 +82,23 @@ impl Namespace {
     }
 
     pub(super) fn tree_attr(&self, ino: Ino) -> Result<Attr, NsError> {
-        let (id, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
+        let (id, node) = self.tree_node(ino)?;
         Ok(match node.kind {
-            NodeKind::Dir(children) => {
-                let (perm, mtime) = self.stored_look(self.tree.dir_attrs(id), Kind::Dir);
+            NodeKind::Dir => {
+                let (perm, mtime) = self.stored_look(self.tree.dir_attrs(id)?, Kind::Dir);
                 Attr {
                     ino,
                     kind: Kind::Dir,
                     size: 0,
                     mtime,
                     perm: self.modes.shown(Kind::Dir, perm),
-                    nlink: 2 + self.tree_subdirs(children),
+                    // Unknown without reading the directory's entries: 1,
+                    // which `find` and `fts` take as "count them yourself".
+                    nlink: self.tree.subdirs(id).map_or(1, |n| 2 + n),
                 }
             }
             NodeKind::File(item) => {
-                let item = self.tree.item(item);
+                let item = self.tree.item(item)?;
                 let (perm, mtime) = self.stored_look(item.attrs(), Kind::File);
                 Attr {
                     ino,
@@ -131,7 +126,6 @@ impl Namespace {
             Some(o) => self.attr_in(o, ino),
             None => self.tree_attr(ino),
         };
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
         if let Some(d) = overlay.as_ref().and_then(|o| o.dirs.get(&dir)) {
             let dots = [(1, ".", dir), (2, "..", d.parent)];
             let dots = dots.into_iter().filter(|(cookie, _, _)| *cookie > offset);
@@ -145,26 +139,31 @@ impl Namespace {
         if overlay.as_ref().is_some_and(|o| o.files.contains_key(&dir)) {
             return Err(NsError::NotADirectory);
         }
-        let (_, node) = self.tree_node(dir).ok_or(NsError::NotFound)?;
-        let NodeKind::Dir(children) = node.kind else {
+        let (id, node) = self.tree_node(dir)?;
+        if node.kind != NodeKind::Dir {
             return Err(NsError::NotADirectory);
-        };
-        // Entry i carries cookie i + 1, so resuming is O(1) at any size.
-        let mut i = start;
-        loop {
-            let (name, ino) = match i {
-                0 => (".", dir),
-                1 => ("..", tree_ino(node.parent)),
-                i => match children.get(i - 2) {
-                    Some(&c) => (self.tree.node(c).expect("child exists").name, tree_ino(c)),
-                    None => return Ok(()),
-                },
-            };
-            i += 1;
-            if add(name, attr(ino)?, i as u64) {
+        }
+        // `.` carries cookie 1, `..` 2, and a child the tree's position
+        // after it plus 2, so resuming costs the same at any size.
+        let dots = [(1, ".", dir), (2, "..", tree_ino(node.parent))];
+        for (cookie, name, ino) in dots.into_iter().filter(|(c, ..)| *c > offset) {
+            if add(name, attr(ino)?, cookie) {
                 return Ok(());
             }
         }
+        let mut failed = None;
+        self.tree.children(
+            id,
+            offset.saturating_sub(2),
+            |child, name, next| match attr(tree_ino(child)) {
+                Ok(a) => add(name, a, next + 2),
+                Err(e) => {
+                    failed = Some(e);
+                    true
+                }
+            },
+        )?;
+        failed.map_or(Ok(()), Err)
     }
 
     /// Where the bytes of file `ino` are.
@@ -178,12 +177,9 @@ impl Namespace {
                 return Err(NsError::IsADirectory);
             }
         }
-        match self.tree_node(ino) {
-            Some((_, node)) => match node.kind {
-                NodeKind::File(item) => Ok(Content::Base(item)),
-                NodeKind::Dir(_) => Err(NsError::IsADirectory),
-            },
-            None => Err(NsError::NotFound),
+        match self.tree_node(ino)?.1.kind {
+            NodeKind::File(item) => Ok(Content::Base(item)),
+            NodeKind::Dir => Err(NsError::IsADirectory),
         }
     }
 
@@ -206,7 +202,7 @@ impl Namespace {
         {
             Some(link) => link,
             None => {
-                let (_, node) = self.tree_node(ino).ok_or(NsError::NotFound)?;
+                let (_, node) = self.tree_node(ino)?;
                 Some((tree_ino(node.parent), node.name.into()))
             }
         };
@@ -229,8 +225,8 @@ impl Namespace {
                 at = d.parent;
                 continue;
             }
-            let (_, node) = self.tree_node(at).ok_or(NsError::NotFound)?;
-            parts.push(node.name.to_string());
+            let (_, node) = self.tree_node(at)?;
+            parts.push(node.name);
             at = tree_ino(node.parent);
         }
         parts.reverse();

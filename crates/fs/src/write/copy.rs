@@ -67,7 +67,7 @@ pub(super) fn copy_from(
             let file = spool.open_pinned(s).map_err(WriteError::file(&s.path))?;
             CopyFrom::Spool(file, s.path.clone())
         }
-        Content::Base(i) => CopyFrom::Item(tree.item(*i).data()),
+        Content::Base(i) => CopyFrom::Item(tree.item_data(*i)?),
         Content::Committed(c) => CopyFrom::Item(c.item.data()),
     })
 }

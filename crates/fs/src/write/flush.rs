@@ -435,12 +435,12 @@ impl Flusher {
     ) -> Result<Option<TrackItem>, WriteError> {
         let (media_type, entry) = match &f.content {
             Content::Base(i) => {
-                let item = base.get(i).ok_or_else(|| {
-                    let name = self.ns.tree().item(*i).name();
+                let Some(item) = base.get(i) else {
+                    let name = self.ns.tree().item(*i)?.name().to_string();
                     let what = format!("the mounted Track of {}/{}", m.timeline, m.modality);
                     let detail = format!("{name:?} is not on the page that would hold it");
-                    DatasetError::from(FormatError::shape(what, detail))
-                })?;
+                    return Err(DatasetError::from(FormatError::shape(what, detail)).into());
+                };
                 (item.media_type.clone(), item.entry.clone())
             }
             Content::Committed(c) => (c.item.media_type.clone(), c.entry.clone()),
@@ -469,13 +469,17 @@ impl Flusher {
         }
         let mut items = HashMap::new();
         for (track, indexes) in by_track {
-            let names: Vec<&str> = indexes.iter().map(|&i| tree.item(i).name()).collect();
+            let names: Vec<String> = indexes
+                .iter()
+                .map(|&i| Ok(tree.item(i)?.name().to_string()))
+                .collect::<Result<_, WriteError>>()?;
+            let wanted: Vec<&str> = names.iter().map(String::as_str).collect();
             let mut found = self
                 .dataset
-                .track_items(&track, &names, "the mounted manifest")
+                .track_items(&track, &wanted, "the mounted manifest")
                 .await?;
-            for i in indexes {
-                if let Some(item) = found.remove(tree.item(i).name()) {
+            for (i, name) in indexes.into_iter().zip(&names) {
+                if let Some(item) = found.remove(name.as_str()) {
                     items.insert(i, item);
                 }
             }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use packfs_core::dataset::Dataset;
 use packfs_core::reader::Reader;
-use packfs_core::tree::Tree;
+use packfs_core::tree::{Tree, DEFAULT_INDEX_BYTES};
 use packfs_format::time_of_ns;
 use tracing::warn;
 
@@ -45,8 +45,8 @@ pub async fn recover(
         spool_dir.display(),
         changes.len()
     );
-    let snapshot = dataset.snapshot_at(*base, "the spool journal").await?;
-    let ns = Arc::new(Namespace::new(Tree::build(snapshot)?, true));
+    let tree = Tree::open(dataset, *base, "the spool journal", DEFAULT_INDEX_BYTES).await?;
+    let ns = Arc::new(Namespace::new(tree, true));
     let journal =
         Journal::open(&spool.journal_path()).map_err(spool.error("open the journal of"))?;
     let writer = Writer::build(

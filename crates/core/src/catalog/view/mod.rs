@@ -14,7 +14,8 @@ pub mod webdataset;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::tree::Tree;
+use crate::catalog::CatalogError;
+use crate::tree::{Tree, TreeError};
 
 /// A view and its options, as its spelling (`webdataset:bytes=256MiB`,
 /// `samples`) names them.
@@ -140,17 +141,34 @@ impl fmt::Display for ViewSpec {
     }
 }
 
+/// Why a view cannot be shown.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ViewError {
+    #[error(transparent)]
+    PathConflict(#[from] per_sample::PathConflict),
+    /// The dataset's index could not be read.
+    #[error(transparent)]
+    Tree(#[from] TreeError),
+}
+
 /// The catalog of view `spec` over `tree`.
 pub fn open(
     tree: std::sync::Arc<Tree>,
     spec: &ViewSpec,
-) -> Result<std::sync::Arc<dyn crate::catalog::Catalog>, per_sample::PathConflict> {
+) -> Result<std::sync::Arc<dyn crate::catalog::Catalog>, ViewError> {
     Ok(match spec {
         ViewSpec::WebDataset(options) => {
-            std::sync::Arc::new(webdataset::ShardCatalog::new(tree, *options))
+            std::sync::Arc::new(webdataset::ShardCatalog::new(tree, *options)?)
         }
         ViewSpec::PerSample => std::sync::Arc::new(per_sample::PerSampleCatalog::new(tree)?),
     })
+}
+
+/// A view's entry whose item's index page cannot be read (`EIO`).
+fn catalog_error(e: TreeError) -> CatalogError {
+    tracing::error!("{e}");
+    CatalogError(e.to_string())
 }
 
 /// A view and where a mount shows it: the whole mount (`SPEC`), or a directory
@@ -224,12 +242,18 @@ pub(crate) fn key_len(name: &str) -> usize {
 }
 
 /// The samples of every timeline of `tree`, timelines in name order.
-pub fn samples(tree: &Tree) -> Vec<TimelineSamples> {
+pub fn samples(tree: &Tree) -> Result<Vec<TimelineSamples>, TreeError> {
     let tracks = tree.tracks();
     let mut timelines: Vec<&str> = tracks.iter().map(|t| t.timeline.as_str()).collect();
     timelines.sort_unstable();
     timelines.dedup();
-    timelines
+    // Every name, read once in item order (page by page): sorting asks
+    // for each many times.
+    let names: Vec<Box<str>> = (0..tree.item_count())
+        .map(|i| Ok(tree.item(i)?.name().into()))
+        .collect::<Result<_, TreeError>>()?;
+    let name = |item: u32| &*names[item as usize];
+    Ok(timelines
         .into_iter()
         .map(|timeline| {
             // (item, index of its modality among the timeline's tracks).
@@ -238,12 +262,9 @@ pub fn samples(tree: &Tree) -> Vec<TimelineSamples> {
                 if track.timeline != timeline {
                     continue;
                 }
-                let end = tracks
-                    .get(i + 1)
-                    .map_or(tree.item_count(), |next| next.first_item);
-                items.extend((track.first_item..end).map(|item| (item, i)));
+                items
+                    .extend((track.first_item..track.first_item + track.len).map(|item| (item, i)));
             }
-            let name = |item: u32| tree.item(item).name();
             // By key, then extension, then modality: members of a sample
             // are adjacent and in a fixed order.
             items.sort_unstable_by(|&(a, ma), &(b, mb)| {
@@ -284,7 +305,7 @@ pub fn samples(tree: &Tree) -> Vec<TimelineSamples> {
             }
             out
         })
-        .collect()
+        .collect())
 }
 
 /// `name` as a member path unless an earlier member of the sample has it;

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::samples;
+use super::{catalog_error, samples, ViewError};
 use crate::catalog::{Catalog, CatalogError, Entry};
 use crate::extents::Extents;
 use crate::kind::Kind;
@@ -44,7 +44,7 @@ pub struct PathConflict {
 
 impl PerSampleCatalog {
     /// The sample directories of `tree`.
-    pub(crate) fn new(tree: Arc<Tree>) -> Result<Self, PathConflict> {
+    pub(crate) fn new(tree: Arc<Tree>) -> Result<Self, ViewError> {
         let mut c = PerSampleCatalog {
             names: vec!["".into()],
             parents: vec![0],
@@ -53,7 +53,7 @@ impl PerSampleCatalog {
             tree: Arc::clone(&tree),
         };
         let mut dirs: HashMap<(u32, Box<str>), u32> = HashMap::new();
-        for timeline in samples(&tree) {
+        for timeline in samples(&tree)? {
             let top = c.dir(&mut dirs, 0, &timeline.timeline)?;
             for (key, members) in &timeline.samples {
                 let sample = key
@@ -63,7 +63,7 @@ impl PerSampleCatalog {
                 for member in &timeline.members[members.start as usize..members.end as usize] {
                     let base = member.path.rsplit('/').next().unwrap_or(&member.path);
                     if dirs.contains_key(&(sample, base.into())) {
-                        return Err(c.conflict(sample, base));
+                        return Err(c.conflict(sample, base).into());
                     }
                     c.add(sample, base, Node::File(member.item));
                 }
@@ -78,7 +78,9 @@ impl PerSampleCatalog {
                     .windows(2)
                     .find(|w| names[w[0] as usize] == names[w[1] as usize])
                 {
-                    return Err(c.conflict(i as u32, &c.names[pair[0] as usize].clone()));
+                    return Err(c
+                        .conflict(i as u32, &c.names[pair[0] as usize].clone())
+                        .into());
                 }
                 c.nodes[i] = Node::Dir(children);
             }
@@ -149,7 +151,7 @@ impl Catalog for PerSampleCatalog {
                 volatile: false,
             },
             Node::File(item) => {
-                let item = self.tree.item(*item);
+                let item = self.tree.item(*item).map_err(catalog_error)?;
                 Entry {
                     kind: Kind::File,
                     size: item.size(),
@@ -185,7 +187,8 @@ impl Catalog for PerSampleCatalog {
     fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError> {
         match self.nodes.get(id as usize) {
             Some(Node::File(item)) => {
-                Ok(Some(Extents::of_item(&self.tree.item(*item).data(), range)))
+                let item = self.tree.item_data(*item).map_err(catalog_error)?;
+                Ok(Some(Extents::of_item(&item, range)))
             }
             _ => Ok(None),
         }

@@ -22,11 +22,11 @@ use bytes::Bytes;
 use packfs_format::engine::{ByteRangeMap, SourceIndex};
 use packfs_format::{tar, time_of_ns, Attrs};
 
-use super::{samples, SampleMember, ShardCut, ShardOptions, TimelineSamples};
+use super::{catalog_error, samples, SampleMember, ShardCut, ShardOptions, TimelineSamples};
 use crate::catalog::{Catalog, CatalogError, Entry};
 use crate::extents::{Extents, Source};
 use crate::kind::Kind;
-use crate::tree::Tree;
+use crate::tree::{Tree, TreeError};
 
 /// One member placed in a shard.
 #[derive(Debug)]
@@ -69,22 +69,22 @@ fn shard_name(index: usize) -> String {
 
 impl ShardCatalog {
     /// The shards of `tree`'s items cut and ordered as `options` says.
-    pub(crate) fn new(tree: Arc<Tree>, options: ShardOptions) -> Self {
+    pub(crate) fn new(tree: Arc<Tree>, options: ShardOptions) -> Result<Self, TreeError> {
         let mtime = time_of_ns(tree.ts_unix_ns() as i64);
         let mut timelines = Vec::new();
-        let all = samples(&tree);
+        let all = samples(&tree)?;
         let mut next_id = 1 + all.len() as u64;
         for samples in all {
-            let mut timeline = layout(&tree, samples, options);
+            let mut timeline = layout(&tree, samples, options)?;
             timeline.first_id = next_id;
             next_id += timeline.shards.len() as u64;
             timelines.push(timeline);
         }
-        ShardCatalog {
+        Ok(ShardCatalog {
             tree,
             timelines,
             mtime,
-        }
+        })
     }
 
     /// The timeline and shard index of catalog id `id`, if it is a shard.
@@ -107,7 +107,11 @@ impl ShardCatalog {
 }
 
 /// Places `samples`' members into shards.
-fn layout(tree: &Tree, samples: TimelineSamples, options: ShardOptions) -> Timeline {
+fn layout(
+    tree: &Tree,
+    samples: TimelineSamples,
+    options: ShardOptions,
+) -> Result<Timeline, TreeError> {
     let mut order: Vec<u32> = (0..samples.samples.len() as u32).collect();
     if let Some(seed) = options.shuffle {
         shuffle(&mut order, seed);
@@ -117,10 +121,10 @@ fn layout(tree: &Tree, samples: TimelineSamples, options: ShardOptions) -> Timel
     let (mut start, mut offset, mut in_shard) = (0usize, 0u64, 0u64);
     for sample in order {
         let members = samples.samples[sample as usize].1.clone();
-        let bytes: u64 = members
-            .clone()
-            .map(|m| member_len(tree, &samples.members[m as usize]))
-            .sum();
+        let mut bytes = 0;
+        for m in members.clone() {
+            bytes += member_len(tree, &samples.members[m as usize])?;
+        }
         let full = match options.cut {
             ShardCut::Samples(n) => in_shard >= n,
             ShardCut::Bytes(max) => in_shard > 0 && offset + bytes + tar::END_OF_ARCHIVE > max,
@@ -134,7 +138,7 @@ fn layout(tree: &Tree, samples: TimelineSamples, options: ShardOptions) -> Timel
         }
         for member in members {
             placed.push(Placed { offset, member });
-            offset += member_len(tree, &samples.members[member as usize]);
+            offset += member_len(tree, &samples.members[member as usize])?;
         }
         in_shard += 1;
     }
@@ -144,31 +148,31 @@ fn layout(tree: &Tree, samples: TimelineSamples, options: ShardOptions) -> Timel
             size: offset + tar::END_OF_ARCHIVE,
         });
     }
-    Timeline {
+    Ok(Timeline {
         samples,
         placed,
         shards,
         first_id: 0,
-    }
+    })
 }
 
 /// The tar member of `member`: its path, the item's size, recorded mode
 /// (0644 if none) and mtime (the Manifest's if none), in whole seconds.
-fn tar_member<'a>(tree: &Tree, member: &'a SampleMember) -> tar::Member<'a> {
-    let item = tree.item(member.item);
+fn tar_member<'a>(tree: &Tree, member: &'a SampleMember) -> Result<tar::Member<'a>, TreeError> {
+    let item = tree.item(member.item)?;
     let mtime_ns = item.attrs().mtime_ns.unwrap_or(tree.ts_unix_ns() as i64);
-    tar::Member {
+    Ok(tar::Member {
         path: &member.path,
         size: item.size(),
         mode: item.attrs().mode.unwrap_or(Attrs::DEFAULT_FILE_MODE),
         mtime: mtime_ns.div_euclid(1_000_000_000),
-    }
+    })
 }
 
 /// Bytes of `member` in a shard: header, data, padding.
-fn member_len(tree: &Tree, member: &SampleMember) -> u64 {
-    let m = tar_member(tree, member);
-    tar::header_len(&m) + m.size + tar::padding(m.size)
+fn member_len(tree: &Tree, member: &SampleMember) -> Result<u64, TreeError> {
+    let m = tar_member(tree, member)?;
+    Ok(tar::header_len(&m) + m.size + tar::padding(m.size))
 }
 
 /// Shuffles `order` by Fisher–Yates with SplitMix64 seeded by `seed`. Both
@@ -270,7 +274,7 @@ impl Catalog for ShardCatalog {
                 break;
             }
             let member = &timeline.samples.members[p.member as usize];
-            let tar_member = tar_member(&self.tree, member);
+            let tar_member = tar_member(&self.tree, member).map_err(catalog_error)?;
             let header_len = tar::header_len(&tar_member);
             let data = p.offset + header_len;
             let pad = data + tar_member.size;
@@ -283,8 +287,8 @@ impl Catalog for ShardCatalog {
                     .push_data(dest, within.end - within.start, source, within.start);
             }
             if let Some((within, dest)) = clip(data..pad) {
-                let item = self.tree.item(member.item);
-                extents.splice(dest, Extents::of_item(&item.data(), within));
+                let item = self.tree.item_data(member.item).map_err(catalog_error)?;
+                extents.splice(dest, Extents::of_item(&item, within));
             }
             if let Some((within, dest)) = clip(pad..pad + tar::padding(tar_member.size)) {
                 extents.map.push_pad(dest, within.end - within.start);
@@ -314,7 +318,7 @@ mod tests {
             panic!("{spec}")
         };
         let (tree, reader) = tree_and_reader().await;
-        let catalog = ShardCatalog::new(tree, options);
+        let catalog = ShardCatalog::new(tree, options).unwrap();
         let mut out = Vec::new();
         for (shard, id) in files(&catalog, 0, "") {
             let size = catalog.entry(id).unwrap().unwrap().size;
@@ -427,7 +431,7 @@ mod tests {
             shuffle: Some(3),
             ..ShardOptions::default()
         };
-        let catalog = ShardCatalog::new(tree, shuffled);
+        let catalog = ShardCatalog::new(tree, shuffled).unwrap();
         let train = catalog.lookup(0, b"train").unwrap().unwrap();
         let shard = catalog.lookup(train, b"shard-000000.tar").unwrap().unwrap();
         let size = catalog.entry(shard).unwrap().unwrap().size;
