@@ -65,8 +65,8 @@ fn ls_tree(tree: &Tree, path: &str, long: bool) -> CliResult {
         return show(node, path.rsplit('/').next().unwrap_or(path));
     }
     let mut failed = Ok(());
-    tree.children(node, 0, |child, name, _| {
-        failed = show(child, name);
+    tree.children(node, 0, |c| {
+        failed = show(c.id, c.name);
         failed.is_err()
     })?;
     failed

@@ -80,8 +80,8 @@ pub(crate) struct MountArgs {
     /// Memory for the dataset's index: the pages of names, sizes and
     /// attributes that lookups, `stat` and listings read as they need them
     /// (least recently used go first). The mount holds this, not the
-    /// dataset's item count: ~100 bytes an item held.
-    #[arg(long, default_value = "128MiB", value_parser = parse_size)]
+    /// dataset's item count: ~60 bytes an item held.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     pub index_cache_bytes: u64,
     /// With --read-only and --cache-dir, items read whole once get a
     /// whole-file copy in --cache-dir, and later opens of them (this mount

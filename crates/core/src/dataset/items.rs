@@ -158,27 +158,6 @@ impl ItemTable {
         what: &str,
         data_path: impl Fn(&ObjectId) -> Path,
     ) -> Result<ItemTable, FormatError> {
-        Self::of_rows(items, what, data_path, Lengths::Given(lengths))
-    }
-
-    /// The table of the items of one name page, whose packs' lengths are
-    /// on the Track's pack pages: until [`ItemTable::set_pack_lengths`]
-    /// gives them, the table answers for names, sizes and attributes, not
-    /// for reading.
-    pub(crate) fn of_page(
-        items: &[TrackItem],
-        what: &str,
-        data_path: impl Fn(&ObjectId) -> Path,
-    ) -> Result<ItemTable, FormatError> {
-        Self::of_rows(items, what, data_path, Lengths::Later)
-    }
-
-    fn of_rows<'t>(
-        items: impl IntoIterator<Item = &'t TrackItem>,
-        what: &str,
-        data_path: impl Fn(&ObjectId) -> Path,
-        lengths: Lengths<'_>,
-    ) -> Result<ItemTable, FormatError> {
         let mut builder = Builder::default();
         let mut media: Vec<Arc<str>> = Vec::new();
         let mut len = 0;
@@ -200,24 +179,70 @@ impl ItemTable {
         if media.is_empty() {
             media.push(DEFAULT_MEDIA_TYPE.into());
         }
+        let lengths = Lengths::Given(lengths);
         builder.finish_with(len, true, Some(media), what, data_path, lengths)
+    }
+
+    /// Name page `index` of `root` (its bytes checked against its id)
+    /// decoded straight into a table, and checked on its own
+    /// ([`TrackRoot::read_name_page_into`]), with its directories. Its
+    /// packs have no length (the pack pages have them) and its chunked
+    /// rows no chunks: until the caller finds those, the table answers for
+    /// names, sizes and attributes, not for reading.
+    pub(crate) fn decode_page(
+        root: &TrackRoot,
+        index: usize,
+        bytes: &[u8],
+        what: &str,
+        data_path: impl Fn(&ObjectId) -> Path,
+    ) -> Result<(ItemTable, Vec<TrackDir>), FormatError> {
+        let mut builder = Builder::default();
+        let layout = root.read_name_page_into(index, bytes, what, &mut builder)?;
+        let (len, media) = (layout.len, layout.media_table);
+        let table = builder.finish_with(len, true, media, what, data_path, Lengths::Later)?;
+        Ok((table, layout.dirs))
     }
 
     /// About how many bytes of memory the table holds.
     pub fn heap_bytes(&self) -> usize {
-        let media_of = self.media_of.as_ref().map_or(0, |m| m.len() * 4);
-        let modes = self.modes.as_ref().map_or(0, |m| m.len() * 2);
-        let mtimes = self.mtimes.as_ref().map_or(0, |m| m.len() * 8);
-        let object = std::mem::size_of::<Object>() + 64;
+        fn bytes<T>(v: &Vec<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
+        // Each object's path is an allocation of its own.
+        let paths: usize = self
+            .objects
+            .iter()
+            .map(|o| o.path.as_ref().as_ref().len() + 32)
+            .sum();
         self.names.capacity()
-            + self.name_ends.len() * 8
-            + self.sizes.len() * 8
-            + self.offsets.len() * 4
-            + self.object_of.len() * 4
-            + self.objects.len() * object
-            + media_of
-            + modes
-            + mtimes
+            + bytes(&self.name_ends)
+            + bytes(&self.sizes)
+            + bytes(&self.offsets)
+            + bytes(&self.object_of)
+            + bytes(&self.objects)
+            + paths
+            + self.media_of.as_ref().map_or(0, bytes)
+            + self.modes.as_ref().map_or(0, bytes)
+            + self.mtimes.as_ref().map_or(0, bytes)
+    }
+
+    /// Gives back the room its columns grew into.
+    fn shrink_to_fit(&mut self) {
+        self.names.shrink_to_fit();
+        self.name_ends.shrink_to_fit();
+        self.sizes.shrink_to_fit();
+        self.offsets.shrink_to_fit();
+        self.object_of.shrink_to_fit();
+        self.objects.shrink_to_fit();
+        if let Some(column) = &mut self.media_of {
+            column.shrink_to_fit();
+        }
+        if let Some(column) = &mut self.modes {
+            column.shrink_to_fit();
+        }
+        if let Some(column) = &mut self.mtimes {
+            column.shrink_to_fit();
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -589,7 +614,7 @@ impl Builder {
             self.retired.iter().for_each(|&r| kept[r] = false);
             t.retain_rows(&kept);
         }
-        t.names.shrink_to_fit();
+        t.shrink_to_fit();
         Ok(t)
     }
 }

@@ -25,10 +25,10 @@ impl Dataset {
         let id = root.pages[index].id;
         let bytes = self.page(id, &referrer).await?;
         let what = format!("page {}", layout.page(&id));
-        let page = root.name_page(index, &bytes, &what)?;
         let data_path = |a: &ObjectId| layout.data_object(&entry.timeline, &entry.modality, a);
-        let table = ItemTable::of_page(&page.items, &what, data_path)?;
-        Ok((table, page.dirs))
+        Ok(ItemTable::decode_page(
+            root, index, &bytes, &what, data_path,
+        )?)
     }
 
     /// The lengths of the packs pack page `index` of `root` (the root of

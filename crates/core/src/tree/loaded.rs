@@ -8,7 +8,8 @@ use std::sync::Arc;
 use packfs_format::Attrs;
 
 use super::node::{
-    id_is_file, leaf, Node, NodeId, NodeKind, TrackSpan, TreeError, TreeItem, FILE, ROOT,
+    id_is_file, leaf, Child, Look, Node, NodeId, NodeKind, TrackSpan, TreeError, TreeItem, FILE,
+    ROOT,
 };
 use crate::dataset::{ItemData, ItemTable, Snapshot, SnapshotTrack};
 
@@ -172,12 +173,31 @@ impl Loaded {
         &self,
         dir: NodeId,
         from: u64,
-        mut visit: impl FnMut(NodeId, &str, u64) -> bool,
+        mut visit: impl FnMut(Child<'_>) -> bool,
     ) {
         let children = self.children_of(dir);
         let start = usize::try_from(from).unwrap_or(usize::MAX);
         for (i, &c) in children.iter().enumerate().skip(start) {
-            if visit(c, self.leaf_of(c), i as u64 + 1) {
+            let look = match id_is_file(c) {
+                true => {
+                    let item = self.item(c & !FILE);
+                    Look::File {
+                        size: item.size(),
+                        attrs: item.attrs(),
+                    }
+                }
+                false => Look::Dir {
+                    attrs: self.dir_attrs(c),
+                    subdirs: Some(self.subdirs(c)),
+                },
+            };
+            let child = Child {
+                id: c,
+                name: self.leaf_of(c),
+                next: i as u64 + 1,
+                look,
+            };
+            if visit(child) {
                 return;
             }
         }

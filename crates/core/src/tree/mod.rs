@@ -28,7 +28,7 @@ use futures::{StreamExt, TryStreamExt};
 use crate::dataset::{Dataset, ItemData, Snapshot, TrackObject, METADATA_CONCURRENCY};
 use loaded::Loaded;
 use node::{id_is_file, FILE};
-pub use node::{Node, NodeId, NodeKind, TrackSpan, TreeError, TreeItem};
+pub use node::{Child, Look, Node, NodeId, NodeKind, TrackSpan, TreeError, TreeItem};
 use paged::Paged;
 
 /// The whole namespace of one snapshot.
@@ -46,7 +46,7 @@ enum Items {
 }
 
 /// How much of a paged Track's index a tree holds at most, unless told.
-pub const DEFAULT_INDEX_BYTES: u64 = 128 << 20;
+pub const DEFAULT_INDEX_BYTES: u64 = 64 << 20;
 
 impl Tree {
     pub const ROOT: NodeId = node::ROOT;
@@ -152,14 +152,14 @@ impl Tree {
 
     /// Feeds the children of directory `dir` (sorted by name, bytewise) to
     /// `visit`, from position `from` (0 is the first child), each with its
-    /// name and the position after it (never 0), until `visit` returns
-    /// true. A listing resumed from a position given out continues where
-    /// it stopped, at any size.
+    /// name, what `stat` shows of it and the position after it, until
+    /// `visit` returns true. A listing resumed from a position given out
+    /// continues where it stopped, at any size.
     pub fn children(
         &self,
         dir: NodeId,
         from: u64,
-        visit: impl FnMut(NodeId, &str, u64) -> bool,
+        visit: impl FnMut(Child<'_>) -> bool,
     ) -> Result<(), TreeError> {
         match &self.items {
             Items::Loaded(l) => {
@@ -173,8 +173,8 @@ impl Tree {
     /// The children of directory `dir`, with their names.
     pub fn list(&self, dir: NodeId) -> Result<Vec<(NodeId, String)>, TreeError> {
         let mut out = Vec::new();
-        self.children(dir, 0, |id, name, _| {
-            out.push((id, name.to_string()));
+        self.children(dir, 0, |c| {
+            out.push((c.id, c.name.to_string()));
             false
         })?;
         Ok(out)

@@ -65,6 +65,32 @@ pub enum NodeKind {
     File(u32),
 }
 
+/// A child of a directory as [`super::Tree::children`] hands it out: what
+/// a listing shows of it, read from the row that lists it.
+#[derive(Clone, Copy, Debug)]
+pub struct Child<'a> {
+    pub id: NodeId,
+    pub name: &'a str,
+    /// Where a listing resumes after it (never 0).
+    pub next: u64,
+    pub look: Look,
+}
+
+/// What `stat` shows of a node, as its Track records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Look {
+    /// A directory: its recorded mode and mtime, and its subdirectories
+    /// when the tree knows them without reading pages.
+    Dir {
+        attrs: Attrs,
+        subdirs: Option<u32>,
+    },
+    File {
+        size: u64,
+        attrs: Attrs,
+    },
+}
+
 /// The Track a run of the tree's items came from.
 #[derive(Clone, Debug)]
 pub struct TrackSpan {

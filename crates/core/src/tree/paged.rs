@@ -18,8 +18,8 @@ use packfs_format::{Attrs, FormatError, Manifest, ObjectId, PackLengths, TrackEn
 use parking_lot::{Mutex, RwLock};
 
 use super::node::{
-    id_is_file, join, leaf, parent_path, Node, NodeId, NodeKind, TrackSpan, TreeError, TreeItem,
-    FILE, MAX_ITEMS, ROOT,
+    id_is_file, join, leaf, parent_path, Child, Look, Node, NodeId, NodeKind, TrackSpan, TreeError,
+    TreeItem, FILE, MAX_ITEMS, ROOT,
 };
 use super::pages::{Page, PageCache, Row};
 use crate::dataset::{Dataset, DatasetError, ItemData, ItemSource};
@@ -65,7 +65,7 @@ pub(super) struct Paged {
     fixed: Vec<FixedDir>,
     /// Track directories are ids `fixed.len()..`.
     dirs: RwLock<Dirs>,
-    pages: PageCache,
+    pages: Arc<PageCache>,
     /// Pack pages' lengths by (Track, pack page), the most recently used.
     packs: Mutex<lru::LruCache<(u32, u32), Arc<PackLengths>>>,
 }
@@ -175,7 +175,7 @@ impl Paged {
             tracks,
             fixed,
             dirs: RwLock::new(dirs),
-            pages: PageCache::new(index_bytes),
+            pages: Arc::new(PageCache::new(index_bytes)),
             packs: Mutex::new(lru::LruCache::new(PACK_PAGES_KEPT)),
         };
         Ok(Opened {
@@ -200,6 +200,28 @@ impl Paged {
         let loaded = self.wait(self.dataset.name_page_table(&track.root, j, &track.entry));
         let (table, dirs) = loaded?;
         Ok(self.pages.insert(key, Page::new(table, dirs)))
+    }
+
+    /// Reads name page `j` of Track `t` in the background unless it is
+    /// held or coming: a listing whose run goes on past a page will ask
+    /// for the next one (`find`, `ls -lR`), and should find it decoded.
+    fn read_ahead(&self, t: usize, j: usize) {
+        let key = (t as u32, j as u32);
+        let track = &self.tracks[t];
+        if j >= track.root.pages.len() || !self.pages.claim(key) {
+            return;
+        }
+        let (dataset, pages) = (self.dataset.clone(), self.pages.clone());
+        let (root, entry) = (track.root.clone(), track.entry.clone());
+        let runtime = self.runtime.clone();
+        // Decoding takes a millisecond or two: off the runtime's workers.
+        self.runtime.spawn_blocking(move || {
+            // A page that fails is left to the listing, which reports it.
+            if let Ok((table, dirs)) = runtime.block_on(dataset.name_page_table(&root, j, &entry)) {
+                pages.insert(key, Page::new(table, dirs));
+            }
+            pages.arrived(key);
+        });
     }
 
     /// Whether `id` names a fixed directory, and which.
@@ -438,12 +460,21 @@ impl Paged {
         &self,
         dir: NodeId,
         from: u64,
-        mut visit: impl FnMut(NodeId, &str, u64) -> bool,
+        mut visit: impl FnMut(Child<'_>) -> bool,
     ) -> Result<(), TreeError> {
         if let Some(d) = self.fixed(dir) {
             let start = usize::try_from(from).unwrap_or(usize::MAX);
             for (i, (name, id)) in d.children.iter().enumerate().skip(start) {
-                if visit(*id, name, i as u64 + 1) {
+                let child = Child {
+                    id: *id,
+                    name,
+                    next: i as u64 + 1,
+                    look: Look::Dir {
+                        attrs: self.dir_attrs(*id)?,
+                        subdirs: self.subdirs(*id),
+                    },
+                };
+                if visit(child) {
                     break;
                 }
             }
@@ -469,6 +500,10 @@ impl Paged {
                 r = page.seek(&table, &start);
                 seek = false;
             }
+            let last = page.len().checked_sub(1).map(|r| page.row(&table, r).1);
+            if last.is_some_and(|name| !name.is_empty() && parent_path(name) == &*path) {
+                self.read_ahead(t, j + 1);
+            }
             while r < page.len() {
                 let (row, name) = page.row(&table, r);
                 r += 1;
@@ -478,11 +513,30 @@ impl Paged {
                 if parent_path(name) != &*path {
                     return Ok(());
                 }
-                let id = match row {
-                    Row::Item(row) => FILE | (track.firsts[j] + row),
-                    Row::Dir(d) => self.dir_id(t, name, Some(d.attrs)),
+                let (id, look) = match row {
+                    Row::Item(row) => {
+                        let item = table.get(row as usize);
+                        let look = Look::File {
+                            size: item.size(),
+                            attrs: item.attrs(),
+                        };
+                        (FILE | (track.firsts[j] + row), look)
+                    }
+                    Row::Dir(d) => {
+                        let look = Look::Dir {
+                            attrs: d.attrs,
+                            subdirs: None,
+                        };
+                        (self.dir_id(t, name, Some(d.attrs)), look)
+                    }
                 };
-                if visit(id, leaf(name), cookie(j, r)) {
+                let child = Child {
+                    id,
+                    name: leaf(name),
+                    next: cookie(j, r),
+                    look,
+                };
+                if visit(child) {
                     return Ok(());
                 }
             }

@@ -2,7 +2,7 @@
 //! name order, under a bound of bytes: the least recently used go first.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use packfs_format::{name_order, ObjectId, TrackDir};
@@ -112,6 +112,8 @@ impl Page {
 pub(super) struct PageCache {
     pages: Mutex<Held>,
     bound: usize,
+    /// Pages being read ahead.
+    coming: Mutex<HashSet<(u32, u32)>>,
 }
 
 struct Held {
@@ -128,11 +130,22 @@ impl PageCache {
                 bytes: 0,
             }),
             bound,
+            coming: Mutex::default(),
         }
     }
 
     pub(super) fn get(&self, key: (u32, u32)) -> Option<Arc<Page>> {
         self.pages.lock().pages.get(&key).cloned()
+    }
+
+    /// Claims page `key` for reading ahead: false if it is held or already
+    /// coming. [`PageCache::arrived`] ends the claim.
+    pub(super) fn claim(&self, key: (u32, u32)) -> bool {
+        !self.pages.lock().pages.contains(&key) && self.coming.lock().insert(key)
+    }
+
+    pub(super) fn arrived(&self, key: (u32, u32)) {
+        self.coming.lock().remove(&key);
     }
 
     /// Keeps `page` (or the one another thread kept first, returned),

@@ -532,7 +532,7 @@ impl Change<'_> {
             return Err(NsError::NotADirectory);
         }
         let mut any = false;
-        self.ns.tree.children(id, 0, |_, _, _| {
+        self.ns.tree.children(id, 0, |_| {
             any = true;
             true
         })?;
@@ -555,9 +555,9 @@ impl Change<'_> {
         let (perm, mtime) = self.ns.stored_look(tree.dir_attrs(id)?, Kind::Dir);
         let mut children = Children::default();
         let mut subdirs = 0;
-        tree.children(id, 0, |c, name, _| {
-            subdirs += u32::from(tree.is_dir(c));
-            children.insert(name.into(), tree_ino(c));
+        tree.children(id, 0, |c| {
+            subdirs += u32::from(tree.is_dir(c.id));
+            children.insert(c.name.into(), tree_ino(c.id));
             false
         })?;
         self.overlay.dirs.insert(

@@ -5,7 +5,7 @@
 use std::time::SystemTime;
 
 use packfs_core::kind::Kind;
-use packfs_core::tree::NodeKind;
+use packfs_core::tree::{Look, NodeKind};
 use packfs_format::{ns_of_time, time_of_ns, Attrs};
 
 use super::overlay::Overlay;
@@ -83,9 +83,27 @@ impl Namespace {
 
     pub(super) fn tree_attr(&self, ino: Ino) -> Result<Attr, NsError> {
         let (id, node) = self.tree_node(ino)?;
-        Ok(match node.kind {
-            NodeKind::Dir => {
-                let (perm, mtime) = self.stored_look(self.tree.dir_attrs(id)?, Kind::Dir);
+        let look = match node.kind {
+            NodeKind::Dir => Look::Dir {
+                attrs: self.tree.dir_attrs(id)?,
+                subdirs: self.tree.subdirs(id),
+            },
+            NodeKind::File(item) => {
+                let item = self.tree.item(item)?;
+                Look::File {
+                    size: item.size(),
+                    attrs: item.attrs(),
+                }
+            }
+        };
+        Ok(self.stored_attr(ino, look))
+    }
+
+    /// What `stat` shows of stored node `ino` whose Track records `look`.
+    fn stored_attr(&self, ino: Ino, look: Look) -> Attr {
+        match look {
+            Look::Dir { attrs, subdirs } => {
+                let (perm, mtime) = self.stored_look(attrs, Kind::Dir);
                 Attr {
                     ino,
                     kind: Kind::Dir,
@@ -94,22 +112,21 @@ impl Namespace {
                     perm: self.modes.shown(Kind::Dir, perm),
                     // Unknown without reading the directory's entries: 1,
                     // which `find` and `fts` take as "count them yourself".
-                    nlink: self.tree.subdirs(id).map_or(1, |n| 2 + n),
+                    nlink: subdirs.map_or(1, |n| 2 + n),
                 }
             }
-            NodeKind::File(item) => {
-                let item = self.tree.item(item)?;
-                let (perm, mtime) = self.stored_look(item.attrs(), Kind::File);
+            Look::File { size, attrs } => {
+                let (perm, mtime) = self.stored_look(attrs, Kind::File);
                 Attr {
                     ino,
                     kind: Kind::File,
-                    size: item.size(),
+                    size,
                     mtime,
                     perm: self.modes.shown(Kind::File, perm),
                     nlink: 1,
                 }
             }
-        })
+        }
     }
 
     /// Feeds the entries of directory `dir` from cookie `offset` to `add`
@@ -151,18 +168,24 @@ impl Namespace {
                 return Ok(());
             }
         }
+        // Shown as their rows record them, but those a change reached.
         let mut failed = None;
-        self.tree.children(
-            id,
-            offset.saturating_sub(2),
-            |child, name, next| match attr(tree_ino(child)) {
-                Ok(a) => add(name, a, next + 2),
+        self.tree.children(id, offset.saturating_sub(2), |c| {
+            let ino = tree_ino(c.id);
+            let shown = match &overlay {
+                Some(o) if o.files.contains_key(&ino) || o.dirs.contains_key(&ino) => {
+                    self.attr_in(o, ino)
+                }
+                _ => Ok(self.stored_attr(ino, c.look)),
+            };
+            match shown {
+                Ok(a) => add(c.name, a, c.next + 2),
                 Err(e) => {
                     failed = Some(e);
                     true
                 }
-            },
-        )?;
+            }
+        })?;
         failed.map_or(Ok(()), Err)
     }
 

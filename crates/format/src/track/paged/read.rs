@@ -278,104 +278,175 @@ pub(super) fn read_name_page(
     bytes: &[u8],
     what: &str,
 ) -> Result<(RawColumns, TrackLayout), FormatError> {
-    let page = &root.pages[index];
-    let end = root.pages.get(index + 1).map(|p| p.first.as_str());
     let mut raw = RawColumns::default();
-    let layout = super::super::reader::read(bytes, what, &mut raw)?;
-    let in_range = |name: &str| {
-        name_order(&page.first, name) != Ordering::Greater
-            && end.is_none_or(|end| name_order(name, end) == Ordering::Less)
-    };
-    let out_of_range = |name: &str| {
-        FormatError::shape(
-            what,
-            format!(
-                "{name:?} is outside the page's range (from {:?}{})",
-                page.first,
-                end.map_or(String::new(), |e| format!(" up to {e:?}"))
-            ),
-        )
-    };
-    let mut first: Option<&str> = None;
-    let mut previous: Option<&str> = None;
-    for (i, name) in raw.names.iter().enumerate() {
-        let Some(name) = name.as_deref() else {
-            return Err(FormatError::shape(
-                format!("{what} names[{i}]"),
-                "a name page holds no retired entry",
-            ));
-        };
-        if previous.is_some_and(|p| name_order(p, name) != Ordering::Less) {
-            return Err(FormatError::shape(
-                format!("{what} names[{i}]"),
-                format!("{name:?} is out of order"),
-            ));
-        }
-        if !in_range(name) {
-            return Err(out_of_range(name));
-        }
-        previous = Some(name);
-        first = first
-            .filter(|f| name_order(f, name) == Ordering::Less)
-            .or(Some(name));
-    }
-    if !layout.names && layout.len > 0 {
-        return Err(FormatError::shape(what, "a name page must name its items"));
-    }
-    let dirs = &layout.dirs;
-    for (i, d) in dirs.iter().enumerate() {
-        if i > 0 && name_order(&dirs[i - 1].name, &d.name) != Ordering::Less {
-            return Err(FormatError::shape(
-                format!("{what} dirs[{i}]"),
-                format!("{:?} is out of order", d.name),
-            ));
-        }
-        if !in_range(&d.name) {
-            return Err(out_of_range(&d.name));
-        }
-    }
-    if let Some(d) = dirs.first() {
-        first = first
-            .filter(|f| name_order(f, &d.name) == Ordering::Less)
-            .or(Some(&d.name));
-    }
-    if first != Some(page.first.as_str()) {
-        return Err(FormatError::shape(
-            what,
-            format!(
-                "the root says the page starts at {:?}, but its first name is {first:?}",
-                page.first
-            ),
-        ));
-    }
-    // Checked: hostile sizes may add up past 2^64.
-    let bytes = raw
-        .index
-        .iter()
-        .try_fold(0u64, |n, e| n.checked_add(e.byte_size));
-    let t_end = raw.index.iter().map(|e| e.t_end).max();
-    if page.t_end.is_some() && page.t_end != t_end {
-        return Err(FormatError::shape(
-            what,
-            format!(
-                "the root says the page's items end at t {:?}, but they end at {t_end:?}",
-                page.t_end
-            ),
-        ));
-    }
-    if raw.index.len() as u64 != page.items || bytes != Some(page.bytes) {
-        return Err(FormatError::shape(
-            what,
-            format!(
-                "the root says the page holds {} items of {} bytes, but it holds {} of {}",
-                page.items,
-                page.bytes,
-                raw.index.len(),
-                bytes.map_or("more than 2^64".into(), |n| n.to_string()),
-            ),
-        ));
-    }
+    let layout = root.read_name_page_into(index, bytes, what, &mut raw)?;
     Ok((raw, layout))
+}
+
+impl TrackRoot {
+    /// Reads name page `index` (its bytes already checked against its id)
+    /// into `columns`, checking it on its own as its rows go by: names in
+    /// order and in the page's range, its first name and its counts those
+    /// the root gives, no retired entry. On an error `columns` holds part
+    /// of the page.
+    pub fn read_name_page_into(
+        &self,
+        index: usize,
+        bytes: &[u8],
+        what: &str,
+        columns: &mut impl Columns,
+    ) -> Result<TrackLayout, FormatError> {
+        let page = &self.pages[index];
+        let end = self.pages.get(index + 1).map(|p| p.first.as_str());
+        let mut checked = CheckedRows {
+            columns,
+            previous: String::new(),
+            first: None,
+            names: 0,
+            bytes: Some(0),
+            t_end: None,
+            problem: None,
+            what,
+        };
+        let layout = super::super::reader::read(bytes, what, &mut checked)?;
+        if let Some(problem) = checked.problem {
+            return Err(problem);
+        }
+        let out_of_range = |name: &str| {
+            FormatError::shape(
+                what,
+                format!(
+                    "{name:?} is outside the page's range (from {:?}{})",
+                    page.first,
+                    end.map_or(String::new(), |e| format!(" up to {e:?}"))
+                ),
+            )
+        };
+        // Names increase: the first and the last bound them all.
+        let last = (checked.names > 0).then_some(checked.previous.as_str());
+        for name in checked.first.iter().map(String::as_str).chain(last) {
+            let in_range = name_order(&page.first, name) != Ordering::Greater
+                && end.is_none_or(|end| name_order(name, end) == Ordering::Less);
+            if !in_range {
+                return Err(out_of_range(name));
+            }
+        }
+        if !layout.names && layout.len > 0 {
+            return Err(FormatError::shape(what, "a name page must name its items"));
+        }
+        let mut first = checked.first.as_deref();
+        let dirs = &layout.dirs;
+        for (i, d) in dirs.iter().enumerate() {
+            if i > 0 && name_order(&dirs[i - 1].name, &d.name) != Ordering::Less {
+                return Err(FormatError::shape(
+                    format!("{what} dirs[{i}]"),
+                    format!("{:?} is out of order", d.name),
+                ));
+            }
+            let in_range = name_order(&page.first, &d.name) != Ordering::Greater
+                && end.is_none_or(|end| name_order(&d.name, end) == Ordering::Less);
+            if !in_range {
+                return Err(out_of_range(&d.name));
+            }
+        }
+        if let Some(d) = dirs.first() {
+            first = first
+                .filter(|f| name_order(f, &d.name) == Ordering::Less)
+                .or(Some(&d.name));
+        }
+        if first != Some(page.first.as_str()) {
+            return Err(FormatError::shape(
+                what,
+                format!(
+                    "the root says the page starts at {:?}, but its first name is {first:?}",
+                    page.first
+                ),
+            ));
+        }
+        if page.t_end.is_some() && page.t_end != checked.t_end {
+            return Err(FormatError::shape(
+                what,
+                format!(
+                    "the root says the page's items end at t {:?}, but they end at {:?}",
+                    page.t_end, checked.t_end
+                ),
+            ));
+        }
+        let bytes = checked.bytes;
+        if layout.len as u64 != page.items || bytes != Some(page.bytes) {
+            return Err(FormatError::shape(
+                what,
+                format!(
+                    "the root says the page holds {} items of {} bytes, but it holds {} of {}",
+                    page.items,
+                    page.bytes,
+                    layout.len,
+                    bytes.map_or("more than 2^64".into(), |n| n.to_string()),
+                ),
+            ));
+        }
+        Ok(layout)
+    }
+}
+
+/// A [`Columns`] sink that checks a name page's rows on their way to
+/// another: names in increasing name order, none retired; the first name,
+/// the last, the bytes and the largest `t_end`, for the checks at the end.
+struct CheckedRows<'c, C> {
+    columns: &'c mut C,
+    /// The last name so far.
+    previous: String,
+    first: Option<String>,
+    names: usize,
+    /// Sum of the sizes (`None` past 2^64: hostile sizes).
+    bytes: Option<u64>,
+    t_end: Option<i64>,
+    problem: Option<FormatError>,
+    what: &'c str,
+}
+
+impl<C: Columns> Columns for CheckedRows<'_, C> {
+    fn entry(&mut self, entry: FragmentEntry) {
+        self.bytes = self.bytes.and_then(|n| n.checked_add(entry.byte_size));
+        self.t_end = self.t_end.max(Some(entry.t_end));
+        self.columns.entry(entry);
+    }
+
+    fn name(&mut self, name: Option<&str>) {
+        let i = self.names;
+        self.names += 1;
+        let at = || format!("{} names[{i}]", self.what);
+        match name {
+            None => {
+                let problem = FormatError::shape(at(), "a name page holds no retired entry");
+                self.problem.get_or_insert(problem);
+            }
+            Some(name) => {
+                if i > 0 && name_order(&self.previous, name) != Ordering::Less {
+                    let problem = FormatError::shape(at(), format!("{name:?} is out of order"));
+                    self.problem.get_or_insert(problem);
+                }
+                if i == 0 {
+                    self.first = Some(name.to_string());
+                }
+                self.previous.clear();
+                self.previous.push_str(name);
+            }
+        }
+        self.columns.name(name);
+    }
+
+    fn media_type(&mut self, index: u32) {
+        self.columns.media_type(index);
+    }
+
+    fn mode(&mut self, mode: Option<u16>) {
+        self.columns.mode(mode);
+    }
+
+    fn mtime(&mut self, mtime_ns: Option<i64>) {
+        self.columns.mtime(mtime_ns);
+    }
 }
 
 /// The records of a pack page, each checked on its own: addresses in
