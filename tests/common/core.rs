@@ -20,6 +20,10 @@ use packfs_fs::write::WriteOptions;
 
 use super::files::write_file;
 
+/// The index bound of the mounts of every core test: a few pages of a few
+/// rows, so pages are dropped and read again all the time.
+const INDEX_BYTES: u64 = 16 << 10;
+
 /// A dataset in an in-memory store and the spool its mounts use.
 pub struct Fixture {
     pub dataset: Dataset,
@@ -68,7 +72,9 @@ impl Fixture {
             .enable_all()
             .build()
             .unwrap();
-        let options = MountOptions::default().write(write);
+        let options = MountOptions::default()
+            .write(write)
+            .index_cache_bytes(INDEX_BYTES);
         let fs = open_fs(&self.dataset, &self.spool, &options, runtime.handle()).unwrap();
         Core {
             fs: Some(fs),
@@ -77,7 +83,10 @@ impl Fixture {
     }
 
     pub fn mount_read_only(&self) -> Core {
-        self.mount_options(&MountOptions::default().read_only(true))
+        let options = MountOptions::default()
+            .read_only(true)
+            .index_cache_bytes(INDEX_BYTES);
+        self.mount_options(&options)
     }
 
     /// A mount of it with `options`, on a runtime of its own.
