@@ -400,6 +400,22 @@ impl<'b> Stream<'b> {
         }
     }
 
+    /// Reads with `read` straight from the decoder, for a fast path over
+    /// the common shape of a frequent item: when `read` gives up (`None`:
+    /// another shape, or bad input), the stream is back where it was, for
+    /// the checked path to read it and say what is wrong.
+    pub(crate) fn fast<T>(
+        &mut self,
+        read: impl FnOnce(&mut minicbor::Decoder<'b>) -> Option<T>,
+    ) -> Option<T> {
+        let at = self.d.position();
+        let read = read(&mut self.d);
+        if read.is_none() {
+            self.d.set_position(at);
+        }
+        read
+    }
+
     /// Skips the next item, whatever it is.
     pub(crate) fn skip(&mut self) -> Result<(), StreamError> {
         self.d.skip().map_err(|e| self.syntax(&e))

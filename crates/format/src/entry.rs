@@ -53,6 +53,9 @@ impl FragmentEntry {
     /// Reads one entry from `s`; `what` locates it for error messages,
     /// which are only formatted on error: a Track holds millions of these.
     pub(crate) fn read(s: &mut Stream, what: &dyn Fn() -> String) -> Result<Self, FormatError> {
+        if let Some(entry) = s.fast(Self::read_common) {
+            return Ok(entry);
+        }
         let shape = |detail: String| FormatError::shape(what(), detail);
         let at =
             |e: StreamError, i: usize, name: &str| e.at(&what(), &format!("element {i} ({name})"));
@@ -124,6 +127,40 @@ impl FragmentEntry {
         Ok(FragmentEntry {
             t_start: times[0],
             t_end: times[1],
+            byte_size,
+            address,
+            placement,
+        })
+    }
+
+    /// The entries packfs writes (a definite array of 4 to 6 elements, the
+    /// address as 32 bytes), read without a type check per element: a
+    /// Track holds millions, and a mount decodes pages of them as it is
+    /// asked. `None` for any other shape or a value [`FragmentEntry::read`]
+    /// refuses, which then reads it and says why.
+    fn read_common(d: &mut minicbor::Decoder<'_>) -> Option<FragmentEntry> {
+        let n = d.array().ok()??;
+        if !(4..=6).contains(&n) {
+            return None;
+        }
+        let (t_start, t_end) = (d.i64().ok()?, d.i64().ok()?);
+        let byte_size = d.u64().ok()?;
+        let address = ObjectId(<[u8; 32]>::try_from(d.bytes().ok()?).ok()?);
+        let placement = match (n, if n > 4 { d.bool().ok()? } else { false }) {
+            (4, _) | (5, false) => Placement::Whole,
+            (5, true) => Placement::Chunked,
+            (_, true) => return None,
+            (_, false) => {
+                let offset = d.u64().ok()?;
+                if offset > u64::from(u32::MAX) || offset.checked_add(byte_size).is_none() {
+                    return None;
+                }
+                Placement::Packed { offset }
+            }
+        };
+        Some(FragmentEntry {
+            t_start,
+            t_end,
             byte_size,
             address,
             placement,
