@@ -87,6 +87,11 @@ impl Tree {
     /// paged when every Track is, reading only the Manifest and the
     /// Tracks' roots (with their index pages) now, and holding at most
     /// `index_bytes` of name pages later; else loaded whole.
+    ///
+    /// A paged tree's answers read pages on the runtime it was opened on,
+    /// waiting for them: call them from threads outside it (a FUSE
+    /// thread), or from tasks of a multi-threaded runtime, never from a
+    /// current-thread runtime's.
     pub async fn open(
         dataset: &Dataset,
         id: ObjectId,
