@@ -129,12 +129,17 @@ fn a_one_file_commit_stores_only_the_pages_on_its_path() {
         bench.faults.puts.load(Ordering::SeqCst),
         bench.faults.data_puts.load(Ordering::SeqCst),
     );
-    let fh = core.create_open("t/m/d05", "new", b"one new file");
-    let ino = core.path("t/m/d05/new").unwrap();
-    let gets = bench.faults.gets.load(Ordering::SeqCst);
-    core.block_on(core.fs().fsync(Some(ino))).unwrap();
-    let commit_gets = bench.faults.gets.load(Ordering::SeqCst) - gets;
-    core.close(fh);
+    // GETs of a commit of one new file `name` in `dir`, through `fsync`.
+    let commit_one = |dir: &str, name: &str, bytes: &[u8]| {
+        let fh = core.create_open(dir, name, bytes);
+        let ino = core.path(&format!("{dir}/{name}")).unwrap();
+        let gets = bench.faults.gets.load(Ordering::SeqCst);
+        core.block_on(core.fs().fsync(Some(ino))).unwrap();
+        let commit_gets = bench.faults.gets.load(Ordering::SeqCst) - gets;
+        core.close(fh);
+        commit_gets
+    };
+    let commit_gets = commit_one("t/m/d05", "new", b"one new file");
     let data = bench.faults.data_puts.load(Ordering::SeqCst) - data_puts;
     let metadata = bench.faults.puts.load(Ordering::SeqCst) - puts - data;
     let after = stored(&bench, "pages");
@@ -142,15 +147,11 @@ fn a_one_file_commit_stores_only_the_pages_on_its_path() {
     // The next commit starts from the root the last one stored: no index
     // page is read again, only the pages the file falls in, the ref and
     // Manifests (12 here, against 31 index pages).
-    let fh = core.create_open("t/m/d07", "new", b"another new file");
-    let ino = core.path("t/m/d07/new").unwrap();
-    let gets = bench.faults.gets.load(Ordering::SeqCst);
-    core.block_on(core.fs().fsync(Some(ino))).unwrap();
-    let next_gets = bench.faults.gets.load(Ordering::SeqCst) - gets;
-    core.close(fh);
+    let next_gets = commit_one("t/m/d07", "new", b"another new file");
     core.unmount();
 
-    // The Track's root and index pages, the name and pack pages the file
+    // At most the Track's root and index pages (the mount listed them
+    // already, so it reads none again), the name and pack pages the file
     // falls in (a neighbour when a cut moves), the ref and Manifests: not
     // the Track's other pages.
     let index = index_pages(&bench, "main");

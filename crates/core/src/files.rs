@@ -30,7 +30,7 @@ use crate::dataset::{Dataset, DatasetError, ItemData};
 use crate::kind::Kind;
 use crate::reader::{ReadError, Reader};
 use crate::store::StoreConfig;
-use crate::tree::{NodeKind, Tree, TreeError};
+use crate::tree::{Look, Tree, TreeError};
 
 /// Why a dataset's files could not be read.
 #[derive(Debug, Error)]
@@ -146,13 +146,15 @@ impl Version {
             .into());
         }
         let mut entries = Vec::new();
-        for (child, name) in self.tree.list(dir)? {
-            let (kind, size) = match self.tree.node(child)?.map(|n| n.kind) {
-                Some(NodeKind::File(item)) => (Kind::File, self.tree.item(item)?.size()),
-                _ => (Kind::Dir, 0),
+        self.tree.children(dir, 0, |c| {
+            let (kind, size) = match c.look {
+                Look::File { size, .. } => (Kind::File, size),
+                Look::Dir { .. } => (Kind::Dir, 0),
             };
+            let name = c.name.to_string();
             entries.push(DirEntry { name, kind, size });
-        }
+            false
+        })?;
         Ok(entries)
     }
 }

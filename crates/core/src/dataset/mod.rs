@@ -264,7 +264,7 @@ impl Dataset {
 
     /// The Manifest `id`, refused unless every Track it lists is of a
     /// kind this version reads.
-    pub async fn readable_manifest(
+    pub(crate) async fn readable_manifest(
         &self,
         id: &ObjectId,
         referrer: &str,

@@ -14,7 +14,7 @@ impl Dataset {
     /// packs have no length (the pack pages have them) and its chunked
     /// items no chunks (their ItemManifests have them): its rows answer
     /// for names, sizes and attributes only.
-    pub async fn name_page_table(
+    pub(crate) async fn name_page_table(
         &self,
         root: &TrackRoot,
         index: usize,
@@ -33,7 +33,7 @@ impl Dataset {
 
     /// The lengths of the packs pack page `index` of `root` (the root of
     /// the Track `entry` names) records.
-    pub async fn pack_page_lengths(
+    pub(crate) async fn pack_page_lengths(
         &self,
         root: &TrackRoot,
         index: usize,

@@ -294,11 +294,6 @@ impl Tree {
         }
     }
 
-    /// Whether items are read from pages as they are asked for.
-    pub fn is_paged(&self) -> bool {
-        matches!(self.items, Items::Paged(_))
-    }
-
     pub fn total_bytes(&self) -> u64 {
         self.total_bytes
     }
@@ -318,7 +313,7 @@ impl std::fmt::Debug for Tree {
         f.debug_struct("Tree")
             .field("manifest_id", &self.manifest_id)
             .field("items", &self.item_count())
-            .field("paged", &self.is_paged())
+            .field("paged", &matches!(self.items, Items::Paged(_)))
             .finish()
     }
 }
