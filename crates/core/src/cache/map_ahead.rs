@@ -23,9 +23,13 @@ use super::CacheOptions;
 
 /// Files whose run is remembered.
 const TRACKED_FILES: usize = 1024;
-/// How far before a run's end a read may start and still continue it
-/// (concurrent kernel reads arrive out of order).
-const SLACK: u64 = 1 << 20;
+/// How far before a run's end, or past what was read ahead for it, a read
+/// may start and still continue it. The kernel keeps several requests of a
+/// file's read-ahead in flight (the mount asks for 4 MiB of it) and the
+/// FUSE threads finish them in any order, so a front-to-back reader's
+/// requests land anywhere within that window of each other; resetting the
+/// run on each would stop the windows just when they are needed.
+const BAND: u64 = 8 << 20;
 /// Reads in a row that move a run on before it reads ahead.
 const EVIDENCE: u32 = 2;
 
@@ -72,7 +76,8 @@ impl MapAhead {
             streak: 0,
             window: 0,
         });
-        let continues = range.start + SLACK >= run.next && range.start <= run.next.max(run.ahead);
+        let continues =
+            range.start + BAND >= run.next && range.start <= run.next.max(run.ahead) + BAND;
         if !continues {
             *run = Run {
                 next: range.end,
@@ -127,11 +132,37 @@ mod tests {
         }
         assert!(covered - at >= (32 << 20), "the window grew to max_window");
         // Another file reading here and there never reads ahead.
-        for at in [5u64 << 20, 1 << 20, 9 << 20, 3 << 20] {
+        for at in [50u64 << 20, 10 << 20, 90 << 20, 30 << 20] {
             assert_eq!(read(2, at), None);
         }
         // Nor past the end of a file.
         assert_eq!(ahead.on_read(&options, 3, 0..10, 20), None);
         assert_eq!(ahead.on_read(&options, 3, 10..20, 20), None);
+    }
+
+    #[test]
+    fn requests_finished_out_of_order_keep_the_run_going() {
+        let options = CacheOptions::default();
+        let ahead = MapAhead::default();
+        let mib = 1u64 << 20;
+        // A front-to-back reader's 1 MiB requests, each group of four
+        // arriving in another order, as concurrent FUSE threads finish them.
+        let order = [1u64, 0, 3, 2, 2, 0, 3, 1, 3, 2, 1, 0];
+        let mut covered = 0;
+        let mut last = 0;
+        for group in 0..16u64 {
+            for i in 0..4 {
+                let at = (group * 4 + order[(group as usize * 4 + i) % order.len()]) * mib;
+                if let Some(r) = ahead.on_read(&options, 1, at..at + mib, 1 << 30) {
+                    assert!(r.start >= covered, "nothing is fetched ahead twice");
+                    covered = r.end;
+                }
+                last = last.max(at + mib);
+            }
+        }
+        assert!(
+            covered >= last + options.max_window / 2,
+            "the window grew as for an ordered reader: {covered} after {last}"
+        );
     }
 }
