@@ -40,6 +40,9 @@ fn main() -> ExitCode {
         .with_ansi(!cli.command.daemonizes() && std::io::stderr().is_terminal())
         .init();
 
+    if cli.command.is_batch() {
+        return_large_blocks();
+    }
     match cli.command.run(cli.store.config()) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
@@ -49,6 +52,21 @@ fn main() -> ExitCode {
             eprintln!("packfs: {}", cli::error_text(&*e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Has large blocks (1 MiB and more) mapped on their own, so freeing one
+/// gives it back. By default glibc raises that threshold as large blocks
+/// are freed, and then keeps them in the arena of the thread that made
+/// them: a batch command that decodes and encodes pages on many threads
+/// (a merge of 8 branches of 100,000 items: a 73 MiB heap) grew to
+/// 680 MiB of RSS, and to 125 MiB with this. A mount keeps the default:
+/// its cache allocates and frees large blocks at read speed.
+fn return_large_blocks() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only tunes the allocator, before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 

@@ -53,6 +53,14 @@ pub(crate) struct Args {
     /// item count (fsync time, index bytes written, store growth, diff).
     #[arg(long, value_name = "N", default_value_t = 10)]
     scale_commits: usize,
+    /// scale: branches merged into main at each item count, each adding
+    /// --scale-merge-items items (0: no merge).
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    scale_merge_branches: usize,
+    /// scale: items each merged branch adds [default: 1000000; with
+    /// --quick 100000].
+    #[arg(long, value_name = "N", value_parser = positive)]
+    scale_merge_items: Option<usize>,
 }
 
 /// A number above 0.
@@ -128,6 +136,10 @@ pub(crate) struct Config {
     pub no_import: bool,
     /// One-file commits at each scale count (0: none).
     pub scale_commits: usize,
+    /// Branches merged at each scale count (0: none), and the items each
+    /// adds.
+    pub scale_merge_branches: usize,
+    pub scale_merge_items: usize,
     /// Rounds of the measurements that run in rounds.
     pub runs: usize,
     /// The read tree: its big item and its small items.
@@ -169,6 +181,11 @@ impl Config {
             scale_items: (!args.scale_items.is_empty()).then_some(args.scale_items),
             no_import: args.no_import,
             scale_commits: args.scale_commits,
+            scale_merge_branches: args.scale_merge_branches,
+            scale_merge_items: args.scale_merge_items.unwrap_or(match args.quick {
+                false => 1_000_000,
+                true => 100_000,
+            }),
             runs: args.runs.unwrap_or(default_runs),
             big_bytes,
             small_files,

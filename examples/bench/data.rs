@@ -19,7 +19,8 @@ use packfs_core::dataset::{writer_string, Dataset, TrackContent, TrackUpdate};
 use packfs_core::import::{import, ImportOptions};
 use packfs_core::store::faults::{Faults, FaultyStore};
 use packfs_format::{
-    Attrs, FragmentEntry, ObjectId, PageShape, PagedWriter, Placement, TrackDir, TrackItem,
+    Attrs, FragmentEntry, ObjectId, PageShape, PagedWriter, Placement, TrackDir, TrackEdit,
+    TrackItem,
 };
 use tokio::runtime::Runtime;
 
@@ -248,6 +249,72 @@ pub(crate) async fn build_many(dataset_dir: &Path, items: usize) -> Result<()> {
     dataset
         .commit("main", None, vec![update], &writer_string("bench"))
         .await?;
+    Ok(())
+}
+
+/// Branch `b{branch}` of the dataset at `dataset_dir` (built by
+/// [`build_many`]): `main` and `items` more tiny items, in packs of their
+/// own, named `b<branch>/dNNN/item-NNNNNNN.jpg` over 100 directories: a
+/// shard of new data, as a sharded ingest's worker commits it. Added by an
+/// edit of `main`'s Track, as `packfs import --ref` onto a branch does.
+pub(crate) async fn build_branch(dataset_dir: &Path, branch: usize, items: usize) -> Result<()> {
+    let dataset = Dataset::open(path_str(dataset_dir)?, true)?;
+    let store = dataset.store();
+    let main = dataset.resolve("main").await?;
+    let manifest = dataset.manifest(&main, "main").await?;
+    let track = manifest
+        .tracks
+        .iter()
+        .find(|t| t.timeline == TIMELINE && t.modality == TINY_MODALITY)
+        .ok_or("main has no tiny Track")?
+        .track;
+    let media_type: Arc<str> = "image/jpeg".into();
+    let mut fresh = Vec::with_capacity(items);
+    for first in (0..items).step_by(TINY_PER_PACK) {
+        let mut pack = Vec::new();
+        let mut placed = Vec::new();
+        for i in first..items.min(first + TINY_PER_PACK) {
+            placed.push((i, pack.len() as u64));
+            pack.extend_from_slice(tiny_item(i).as_bytes());
+        }
+        let address = ObjectId::of(&pack);
+        let location = store
+            .layout()
+            .data_object(TIMELINE, TINY_MODALITY, &address);
+        store.put_immutable(&location, Bytes::from(pack)).await?;
+        for (i, offset) in placed {
+            fresh.push(TrackItem {
+                name: format!("b{branch}/d{:03}/item-{i:07}.jpg", i % 100),
+                media_type: media_type.clone(),
+                attrs: Attrs::default(),
+                entry: FragmentEntry {
+                    t_start: 0,
+                    t_end: 1,
+                    byte_size: tiny_item(i).len() as u64,
+                    address,
+                    placement: Placement::Packed { offset },
+                },
+            });
+        }
+    }
+    let mut implied = vec![format!("b{branch}")];
+    implied.extend((0..100.min(items)).map(|d| format!("b{branch}/d{d:03}")));
+    let edit = TrackEdit {
+        implied,
+        ..TrackEdit::default()
+    };
+    let edited = dataset
+        .edit_track(TIMELINE, TINY_MODALITY, &track, edit, fresh)
+        .await?;
+    let update = TrackUpdate {
+        timeline: TIMELINE.into(),
+        modality: TINY_MODALITY.into(),
+        content: TrackContent::Existing(edited.id),
+    };
+    let (id, _) = dataset
+        .write_manifest(vec![main], vec![update], &writer_string("bench"))
+        .await?;
+    store.update_ref(&format!("b{branch}"), None, id).await?;
     Ok(())
 }
 

@@ -8,7 +8,10 @@
 //! At each count, `--scale-commits` one-file commits through a read-write
 //! mount (`fsync` of a new file): the time `fsync` takes, the bytes of
 //! index (Track roots, pages, Manifests) each writes, the store's growth
-//! over all of them, and `packfs diff` of the last two revisions.
+//! over all of them, and `packfs diff` of the last two revisions. Then
+//! `--scale-merge-branches` branches (8), each adding
+//! `--scale-merge-items` items (1M) under a directory of its own, as a
+//! sharded ingest's workers do, merged into `main` by `packfs merge`.
 //!
 //! At each count, on fresh mounts: `ls -l` of one directory (a
 //! thousandth of the items: 100,000 entries at 100M), and `stat` of 10,000
@@ -26,7 +29,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::data::{
-    build_many, tiny_paths, write_random_file, Rng, TIMELINE, TINY_DIRS, TINY_MODALITY,
+    build_branch, build_many, tiny_paths, write_random_file, Rng, TIMELINE, TINY_DIRS,
+    TINY_MODALITY,
 };
 use crate::mounts::Daemon;
 use crate::readers::{time_ls_lr, timed_find};
@@ -53,6 +57,7 @@ struct ScaleRow {
     ls: Option<(Duration, u64)>,
     cold: ColdRow,
     commits: Option<CommitRow>,
+    merge: Option<MergeRow>,
 }
 
 /// Lookups on fresh mounts.
@@ -93,6 +98,17 @@ struct ImportRow {
     import_kib: u64,
     tar_secs: f64,
     tar_kib: u64,
+}
+
+/// `packfs merge` of branches that each added items.
+struct MergeRow {
+    branches: usize,
+    /// Items each branch added.
+    items: usize,
+    secs: f64,
+    peak_kib: u64,
+    /// Bytes of index objects (Track roots, pages, Manifests) it wrote.
+    index_bytes: u64,
 }
 
 /// What [`measure`] measured: a row per item count, and the import.
@@ -159,6 +175,10 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
             0 => None,
             k => Some(commits(bin, &dataset, &mnt, n, k)?),
         };
+        let merge = match config.scale_merge_branches {
+            0 => None,
+            b => Some(merges(bench, &dataset, n, b, config.scale_merge_items)?),
+        };
         let median = |f: &dyn Fn(&Pass) -> f64| {
             let mut v: Vec<f64> = passes.iter().map(f).collect();
             v.sort_by(f64::total_cmp);
@@ -179,6 +199,7 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
             }),
             cold,
             commits,
+            merge,
         });
         fs::remove_dir_all(&dataset)?;
     }
@@ -370,29 +391,7 @@ fn import_vs_tar(bin: &Path, work: &Path, files: usize) -> Result<ImportRow> {
         write_random_file(&path, IMPORT_MIN..=IMPORT_MAX, &mut rng, &mut buf)?;
     }
     // Both read the tree from a warm page cache and write to the same disk.
-    let timed = |what: &str, args: &[&OsStr]| -> Result<(f64, u64)> {
-        let report = work.join("time-report");
-        let start = Instant::now();
-        let status = Command::new("/usr/bin/time")
-            .arg("-f")
-            .arg("%M")
-            .arg("-o")
-            .arg(&report)
-            .args(args)
-            .stdout(Stdio::null())
-            .status()?;
-        let secs = start.elapsed().as_secs_f64();
-        if !status.success() {
-            return Err(format!("{what} failed ({status})").into());
-        }
-        let kib = fs::read_to_string(&report)?
-            .lines()
-            .last()
-            .and_then(|l| l.trim().parse().ok())
-            .ok_or("no peak RSS from /usr/bin/time")?;
-        progress(format!("scale: {what} {secs:.2} s, peak RSS {}", mib(kib)));
-        Ok((secs, kib))
-    };
+    let timed = |what: &str, args: &[&OsStr]| timed_peak(work, what, args);
     progress("scale: tar -cf of the tree");
     let tar = work.join("import-src.tar");
     let (tar_secs, tar_kib) = timed(
@@ -427,6 +426,91 @@ fn import_vs_tar(bin: &Path, work: &Path, files: usize) -> Result<ImportRow> {
         import_kib,
         tar_secs,
         tar_kib,
+    })
+}
+
+/// Runs `args` under `/usr/bin/time`: its seconds and peak RSS in KiB.
+fn timed_peak(work: &Path, what: &str, args: &[&OsStr]) -> Result<(f64, u64)> {
+    let report = work.join("time-report");
+    let start = Instant::now();
+    let status = Command::new("/usr/bin/time")
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&report)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()?;
+    let secs = start.elapsed().as_secs_f64();
+    if !status.success() {
+        return Err(format!("{what} failed ({status})").into());
+    }
+    let kib = fs::read_to_string(&report)?
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or("no peak RSS from /usr/bin/time")?;
+    progress(format!("scale: {what} {secs:.2} s, peak RSS {}", mib(kib)));
+    Ok((secs, kib))
+}
+
+/// Builds `branches` branches of the dataset at `dataset` (`n` items),
+/// each adding `items` items, then times `packfs merge --into main` of
+/// them all, checking the merged Track holds every item.
+fn merges(
+    bench: &Bench,
+    dataset: &Path,
+    n: usize,
+    branches: usize,
+    items: usize,
+) -> Result<MergeRow> {
+    progress(format!(
+        "scale: {} items: {branches} branches of {} new items each",
+        thousands(n),
+        thousands(items)
+    ));
+    for b in 0..branches {
+        bench.runtime.block_on(build_branch(dataset, b, items))?;
+    }
+    let count = |dataset: &Path| -> Result<Option<u64>> {
+        let out = Command::new(&bench.bin)
+            .args(["info".as_ref(), dataset.as_os_str(), "--json".as_ref()])
+            .output()?;
+        let info: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        Ok(info["totals"]["items"].as_u64())
+    };
+    let want = count(dataset)?.map(|n| n + (branches * items) as u64);
+    let before = index_objects(dataset)?;
+    let names: Vec<String> = (0..branches).map(|b| format!("b{b}")).collect();
+    let mut args: Vec<&OsStr> = vec![
+        bench.bin.as_os_str(),
+        "merge".as_ref(),
+        dataset.as_os_str(),
+        "--into".as_ref(),
+        "main".as_ref(),
+    ];
+    args.extend(names.iter().map(OsStr::new));
+    let (secs, peak_kib) = timed_peak(bench.work(), "packfs merge", &args)?;
+    let index_bytes = index_objects(dataset)?
+        .into_iter()
+        .filter(|(name, _)| !before.contains_key(name))
+        .map(|(_, len)| len)
+        .sum();
+    let merged = count(dataset)?;
+    if merged.is_none() || merged != want {
+        return Err(format!("the merge holds {merged:?} items, not {want:?}").into());
+    }
+    progress(format!(
+        "scale: merge {secs:.2} s, peak RSS {}, {} of index written",
+        mib(peak_kib),
+        bytes(index_bytes)
+    ));
+    Ok(MergeRow {
+        branches,
+        items,
+        secs,
+        peak_kib,
+        index_bytes,
     })
 }
 
@@ -550,6 +634,27 @@ pub(crate) fn print(b: &ScaleBench) {
                 blank(),
                 "≤ 1 s",
                 met(Some(c.diff.as_secs_f64()), Bar::AtMost(1.0)),
+            ));
+        }
+        if let Some(m) = &r.merge {
+            let added = m.branches * m.items;
+            rows.push(row(
+                format!(
+                    "{n} items: `packfs merge` of {} branches adding {} items each (peak RSS, index written)",
+                    m.branches,
+                    thousands(m.items)
+                ),
+                format!(
+                    "{:.2} s, {:.2} µs per added item ({}, {})",
+                    m.secs,
+                    m.secs * 1e6 / added as f64,
+                    mib(m.peak_kib),
+                    bytes(m.index_bytes)
+                ),
+                blank(),
+                blank(),
+                "with what was added, not with N",
+                blank(),
             ));
         }
         if let Some((ls, hwm)) = r.ls {

@@ -218,6 +218,12 @@ impl Command {
         matches!(self, Command::Mount(args) if !args.foreground)
     }
 
+    /// Whether the command runs to an end (an import, a merge, `gc`…),
+    /// not a daemon serving reads.
+    pub(crate) fn is_batch(&self) -> bool {
+        !matches!(self, Command::Mount(_))
+    }
+
     /// Runs the command with the store settings `store`. `Ok(false)`: it
     /// ran and found problems (`verify`).
     pub(crate) fn run(self, store: StoreConfig) -> CliResult<bool> {

@@ -35,5 +35,6 @@ mod files;
 mod filesystem;
 mod fuzz_corpus;
 mod import;
+mod merge;
 mod paged;
 mod ref_cas;

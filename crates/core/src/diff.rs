@@ -14,13 +14,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
-use packfs_format::{
-    FragmentEntry, ObjectId, Placement, TrackEntry, TrackItem, TrackRoot, TRACK_KIND_FRAGMENT,
-};
+use packfs_format::{FragmentEntry, Placement, TrackEntry, TrackItem, TRACK_KIND_FRAGMENT};
 use thiserror::Error;
 
 use crate::dataset::{
-    Dataset, DatasetError, Item, Resolved, SnapshotTrack, TrackObject, TrackPart,
+    shared_ids, Dataset, DatasetError, Item, Resolved, SnapshotTrack, TrackObject, TrackPart,
 };
 use crate::reader::{ReadError, Reader};
 
@@ -188,18 +186,20 @@ async fn load_pair(
     // An index page both sides list lists the same name pages on both.
     let shared_index = match &roots {
         [Some(TrackObject::Paged(a)), Some(TrackObject::Paged(b))] => {
-            on_both(a.index.iter().map(|p| p.id), b.index.iter().map(|p| p.id))
+            shared_ids(a.index.iter().map(|p| p.id), b.index.iter().map(|p| p.id))
         }
         _ => HashSet::new(),
     };
     for (side, root) in roots.iter_mut().enumerate() {
         if let Some(TrackObject::Paged(root)) = root {
-            read_index(dataset, root, &shared_index, &referrer[side]).await?;
+            dataset
+                .list_unshared(root, &shared_index, &referrer[side])
+                .await?;
         }
     }
     let shared = match &roots {
         [Some(TrackObject::Paged(a)), Some(TrackObject::Paged(b))] => {
-            on_both(a.pages.iter().map(|p| p.id), b.pages.iter().map(|p| p.id))
+            shared_ids(a.pages.iter().map(|p| p.id), b.pages.iter().map(|p| p.id))
         }
         _ => HashSet::new(),
     };
@@ -211,44 +211,6 @@ async fn load_pair(
         }
     }
     Ok(parts)
-}
-
-/// The ids in both `a` and `b`.
-fn on_both(
-    a: impl Iterator<Item = ObjectId>,
-    b: impl Iterator<Item = ObjectId>,
-) -> HashSet<ObjectId> {
-    let b: HashSet<ObjectId> = b.collect();
-    a.filter(|id| b.contains(id)).collect()
-}
-
-/// Lists in `root.pages` the name pages of the index pages of `root` that
-/// are not in `shared` (all its name pages when it has no index). The
-/// range of the last page of a run read is then checked against the first
-/// page of the next run read, not of the next index page: looser, and
-/// only the pages that differ are read.
-async fn read_index(
-    dataset: &Dataset,
-    root: &mut TrackRoot,
-    shared: &HashSet<ObjectId>,
-    referrer: &str,
-) -> Result<(), DatasetError> {
-    if !root.needs_index() {
-        return Ok(());
-    }
-    let wanted: Vec<usize> = (0..root.index.len())
-        .filter(|&k| !shared.contains(&root.index[k].id))
-        .collect();
-    let ids = wanted.iter().map(|&k| root.index[k].id).collect();
-    let bytes = dataset.pages(ids, referrer).await?;
-    let layout = dataset.store().layout();
-    let mut pages = Vec::new();
-    for (&k, bytes) in wanted.iter().zip(&bytes) {
-        let what = format!("page {}", layout.page(&root.index[k].id));
-        pages.extend(root.index_page(k, bytes, &what)?);
-    }
-    root.pages = pages;
-    Ok(())
 }
 
 /// Whether two entries name the same bytes in the same place.

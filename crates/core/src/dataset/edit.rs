@@ -141,25 +141,63 @@ impl Dataset {
             item.entry.t_start = t;
             item.entry.t_end = t + 1;
         }
-        let recorded = self
-            .recorded_packs(&mut edited, id, &edit.items[stored..])
+        let (id, separated, fresh) = self
+            .store_edit((timeline, modality), id, edited, survey, edit, stored)
             .await?;
-        let twins = self
-            .twins(id, recorded, &survey.dropped, &edit.items[stored..])
-            .await?;
-        let separated = self
-            .store_apart(timeline, modality, twins, &mut edit.items[stored..])
-            .await?;
-        let fresh = edit.items[stored..].to_vec();
-        let mut paged = self.apply(&mut edited, id, Arc::new(edit)).await?;
-        paged.pages.extend(edited.unstored);
-        let id = self.put_paged(paged, &HashSet::new()).await?;
         Ok(EditedTrack {
             id,
             fresh,
             first,
             separated,
         })
+    }
+
+    /// Stores the Track `id` of `timeline`/`modality` changed by `edit`, a
+    /// union merge's changes: its items keep their numbers, and those
+    /// from `fresh` on are packed in packs their branch made, which are
+    /// stored apart where the Track holds the same pack cut another way.
+    pub(crate) async fn merge_edit(
+        &self,
+        (timeline, modality): (&str, &str),
+        id: &ObjectId,
+        edit: TrackEdit,
+        fresh: usize,
+    ) -> Result<(ObjectId, Separated), DatasetError> {
+        let mut edited = self.edited(id, "the Track a merge changes").await?;
+        let survey = self.survey(&mut edited, id, &edit).await?;
+        let (id, separated, _) = self
+            .store_edit((timeline, modality), id, edited, survey, edit, fresh)
+            .await?;
+        Ok((id, separated))
+    }
+
+    /// Stores `edit` of the Track `id`, read into `edited` and surveyed,
+    /// once its items from `fresh` on that are packed in a pack the Track
+    /// holds cut another way are stored apart; gives the new Track's id,
+    /// what storing apart did and those items as stored.
+    async fn store_edit(
+        &self,
+        (timeline, modality): (&str, &str),
+        id: &ObjectId,
+        mut edited: Edited,
+        survey: Survey,
+        mut edit: TrackEdit,
+        fresh: usize,
+    ) -> Result<(ObjectId, Separated, Vec<TrackItem>), DatasetError> {
+        let recorded = self
+            .recorded_packs(&mut edited, id, &edit.items[fresh..])
+            .await?;
+        let twins = self
+            .twins(id, recorded, &survey.dropped, &edit.items[fresh..])
+            .await?;
+        let separated = self
+            .store_apart(timeline, modality, twins, &mut edit.items[fresh..])
+            .await?;
+        let stored = edit.items[fresh..].to_vec();
+        let mut paged = self.apply(&mut edited, id, Arc::new(edit)).await?;
+        paged.pages.extend(edited.unstored);
+        let id = self.put_paged(paged, &HashSet::new()).await?;
+        Ok((id, separated, stored))
     }
 
     /// The Track `id` ready to edit: a paged one's root, or a single
@@ -199,6 +237,22 @@ impl Dataset {
                 Ok(Listed::Paged(root))
             }
             TrackObject::Single(bytes) => Ok(Listed::Single(self.decode_single(id, bytes).await?)),
+        }
+    }
+
+    /// The root of the paged Track `id` that `referrer` names, its name
+    /// pages listed; an error naming it if it is a single object.
+    pub(super) async fn listed_root(
+        &self,
+        id: &ObjectId,
+        referrer: &str,
+    ) -> Result<Arc<TrackRoot>, DatasetError> {
+        match self.listed(id, referrer).await? {
+            Listed::Paged(root) => Ok(root),
+            Listed::Single(_) => {
+                let what = format!("track {}", self.store().layout().track(id));
+                Err(FormatError::shape(what, "a paged Track was expected").into())
+            }
         }
     }
 
@@ -271,16 +325,8 @@ impl Dataset {
         id: &ObjectId,
         fresh: &[TrackItem],
     ) -> Result<Vec<PackRecord>, DatasetError> {
-        let root = edited.root.clone();
-        let packs: HashSet<ObjectId> = fresh
-            .iter()
-            .filter(|i| matches!(i.entry.placement, Placement::Packed { .. }))
-            .map(|i| i.entry.address)
-            .collect();
-        let mut on: Vec<usize> = packs.iter().filter_map(|a| root.pack_page_of(a)).collect();
-        on.sort_unstable();
-        on.dedup();
-        let ids: Vec<ObjectId> = on.iter().map(|&j| root.pack_pages[j].id).collect();
+        let packs = packs_of(fresh);
+        let ids = pack_pages_of(&edited.root, &packs);
         self.read_into(edited, id, ids.clone()).await?;
         let mut recorded = Vec::new();
         for page in ids {
@@ -365,6 +411,23 @@ impl Dataset {
             }
         }
     }
+}
+
+/// The packs `items` are packed in.
+pub(super) fn packs_of(items: &[TrackItem]) -> HashSet<ObjectId> {
+    items
+        .iter()
+        .filter(|i| matches!(i.entry.placement, Placement::Packed { .. }))
+        .map(|i| i.entry.address)
+        .collect()
+}
+
+/// The pack pages of `root` that would record `packs`.
+pub(super) fn pack_pages_of(root: &TrackRoot, packs: &HashSet<ObjectId>) -> Vec<ObjectId> {
+    let mut on: Vec<usize> = packs.iter().filter_map(|a| root.pack_page_of(a)).collect();
+    on.sort_unstable();
+    on.dedup();
+    on.iter().map(|&j| root.pack_pages[j].id).collect()
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ use edit::RootCache;
 pub use item::{ChunkRef, Item, ItemData, ItemSource};
 pub use items::{ItemRef, ItemTable};
 pub use merge::{Conflict, MergeOutcome, MergeReport};
-pub(crate) use paged::{TrackObject, TrackPart};
+pub(crate) use paged::{shared_ids, TrackObject, TrackPart};
 use parking_lot::Mutex;
 pub use revision::{Resolved, Revision, RevisionError};
 pub use snapshot::{Snapshot, SnapshotTrack};

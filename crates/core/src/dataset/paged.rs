@@ -45,6 +45,16 @@ pub(crate) enum TrackBytes {
     },
 }
 
+/// The ids in both `a` and `b`: of two Tracks' pages, those holding the
+/// same rows on both.
+pub(crate) fn shared_ids(
+    a: impl Iterator<Item = ObjectId>,
+    b: impl Iterator<Item = ObjectId>,
+) -> HashSet<ObjectId> {
+    let b: HashSet<ObjectId> = b.collect();
+    a.filter(|id| b.contains(id)).collect()
+}
+
 impl Dataset {
     /// Fetches the Track object `id` that `referrer` names, checked
     /// against its id: its bytes, or its root when it is paged, with the
@@ -275,6 +285,37 @@ impl Dataset {
         })
         .await
         .expect("page decode panicked")
+    }
+
+    /// Lists in `root.pages` the name pages of the index pages of `root`
+    /// that are not in `shared` (all its name pages when it has no index):
+    /// what a comparison with another Track needs, as an index page both
+    /// list lists the same name pages on both. The range of the last page
+    /// of a run read is then checked against the first page of the next
+    /// run read, not of the next index page: looser, and only the pages
+    /// that differ are read.
+    pub(crate) async fn list_unshared(
+        &self,
+        root: &mut TrackRoot,
+        shared: &HashSet<ObjectId>,
+        referrer: &str,
+    ) -> Result<(), DatasetError> {
+        if !root.needs_index() {
+            return Ok(());
+        }
+        let wanted: Vec<usize> = (0..root.index.len())
+            .filter(|&k| !shared.contains(&root.index[k].id))
+            .collect();
+        let ids = wanted.iter().map(|&k| root.index[k].id).collect();
+        let bytes = self.pages(ids, referrer).await?;
+        let layout = self.store().layout();
+        let mut pages = Vec::new();
+        for (&k, bytes) in wanted.iter().zip(&bytes) {
+            let what = format!("page {}", layout.page(&root.index[k].id));
+            pages.extend(root.index_page(k, bytes, &what)?);
+        }
+        root.pages = pages;
+        Ok(())
     }
 
     /// The lengths of the packs `items` of `part` are packed in: from the

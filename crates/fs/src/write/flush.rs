@@ -399,6 +399,7 @@ impl Flusher {
             dirs: m.dirs.clone(),
             // The export lists every directory it adds.
             implied: Vec::new(),
+            retired: Vec::new(),
         };
         let (mut fresh, mut fresh_inos) = (Vec::new(), HashMap::new());
         for f in files {

@@ -34,6 +34,12 @@ pub struct TrackEdit {
     /// removals) lists them already: the directories above new items,
     /// for a writer that does not know which exist.
     pub implied: Vec<String>,
+    /// Retired entries of packs the Track does not record yet: such a pack
+    /// is tiled by the items the edit packs in it and these (a merge
+    /// takes a branch's pack with the items it holds and the ranges the
+    /// branch removed from it). Those of a recorded pack are ignored: its
+    /// record has the pack's own.
+    pub retired: Vec<FragmentEntry>,
 }
 
 impl TrackEdit {
@@ -44,6 +50,7 @@ impl TrackEdit {
             && self.items.is_empty()
             && self.dirs.is_empty()
             && self.implied.is_empty()
+            && self.retired.is_empty()
     }
 }
 
@@ -247,6 +254,8 @@ fn recut<T>(
 struct PackChange {
     removed: Vec<FragmentEntry>,
     added: Vec<FragmentEntry>,
+    /// Retired ranges the edit gives, for a pack not recorded yet.
+    retired: Vec<FragmentEntry>,
 }
 
 /// The name pages' side of an edit.
@@ -274,14 +283,25 @@ impl<'a, 'p> NameEdit<'a, 'p> {
         page: &'a PageSource<'p>,
         page_what: &'a dyn Fn(&ObjectId) -> String,
     ) -> Self {
-        let mut added: BTreeMap<usize, Vec<Row<'a>>> = BTreeMap::new();
-        let rows = edit.items.iter().map(|i| Row::Item(Cow::Borrowed(i)));
-        for row in rows.chain(edit.dirs.iter().map(|d| Row::Dir(d.clone()))) {
+        // Sorted by keys split once: an edit may add millions of rows.
+        type Keyed<'a> = ((&'a str, &'a str, bool), Row<'a>);
+        let mut keyed: BTreeMap<usize, Vec<Keyed<'a>>> = BTreeMap::new();
+        let items = edit.items.iter().map(|i| {
+            let (parent, leaf) = split(&i.name);
+            ((parent, leaf, true), Row::Item(Cow::Borrowed(i)))
+        });
+        let dirs = edit.dirs.iter().map(|d| {
+            let (parent, leaf) = split(&d.name);
+            ((parent, leaf, false), Row::Dir(d.clone()))
+        });
+        for (key, row) in items.chain(dirs) {
             let j = root.page_of(row.name()).unwrap_or(0);
-            added.entry(j).or_default().push(row);
+            keyed.entry(j).or_default().push((key, row));
         }
-        for rows in added.values_mut() {
-            rows.sort_unstable_by(|a, b| a.key().cmp(&b.key()));
+        let mut added: BTreeMap<usize, Vec<Row<'a>>> = BTreeMap::new();
+        for (j, mut rows) in keyed {
+            rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            added.insert(j, rows.into_iter().map(|(_, row)| row).collect());
         }
         let mut implied: BTreeMap<usize, Vec<&'a str>> = BTreeMap::new();
         for dir in &edit.implied {
@@ -438,6 +458,11 @@ impl<'a, 'p> NameEdit<'a, 'p> {
                 change.added.push(i.entry.clone());
             }
         }
+        for e in &self.edit.retired {
+            if let Some(change) = packs.get_mut(&e.address) {
+                change.retired.push(e.clone());
+            }
+        }
         packs
     }
 }
@@ -536,9 +561,18 @@ fn changed(
                 "an item packed in it is removed, but no pack page records it".into(),
             ));
         }
+        let added: HashSet<_> = change.added.iter().map(range).collect();
+        let mut retired: Vec<FragmentEntry> = Vec::new();
+        for e in change.retired {
+            if !added.contains(&range(&e)) && !retired.iter().any(|k| range(k) == range(&e)) {
+                retired.push(e);
+            }
+        }
+        retired.sort_unstable_by_key(range);
         let mut ranges: Vec<(u64, u64)> = change
             .added
             .iter()
+            .chain(&retired)
             .map(|e| (packed(e).unwrap_or(0), e.byte_size))
             .collect();
         let length = check_pack(&mut ranges).map_err(pack_error)?;
@@ -546,7 +580,7 @@ fn changed(
             address,
             length,
             live: change.added.len() as u64,
-            retired: Vec::new(),
+            retired,
         }));
     };
     let live = (record.live + change.added.len() as u64)

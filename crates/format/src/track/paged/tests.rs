@@ -1698,6 +1698,19 @@ fn edited(
 }
 
 /// The root of `p`, its index pages read.
+/// The Track an edit stored as `got`, over the pages `old` of the Track
+/// it edited.
+fn decode_edited(old: &HashMap<ObjectId, Vec<u8>>, got: &PagedTrack) -> Track {
+    let mut all = old.clone();
+    all.extend(got.pages.iter().cloned());
+    let mut root = TrackRoot::decode(&got.root, ROOT).unwrap();
+    if root.needs_index() {
+        let index: Vec<&[u8]> = root.index.iter().map(|i| &all[&i.id][..]).collect();
+        root.fill_index(index, page_what).unwrap();
+    }
+    decode_with(&root, &all).unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn filled_root(p: &PagedTrack) -> TrackRoot {
     let pages = by_id(p);
     let mut root = TrackRoot::decode(&p.root, ROOT).unwrap();
@@ -1736,15 +1749,7 @@ proptest! {
         let edit = edit_between(&a, &b);
         let got = edited(&root, &edit, &shape, &old).unwrap_or_else(|e| panic!("{e:?}"));
 
-        let mut all = old.clone();
-        all.extend(got.pages.iter().cloned());
-        let mut back_root = TrackRoot::decode(&got.root, ROOT).unwrap();
-        if back_root.needs_index() {
-            let index: Vec<&[u8]> = back_root.index.iter().map(|i| &all[&i.id][..]).collect();
-            back_root.fill_index(index, page_what).unwrap();
-        }
-        let back = decode_with(&back_root, &all).unwrap_or_else(|e| panic!("{e}"));
-        assert_same(&back, &b);
+        assert_same(&decode_edited(&old, &got), &b);
 
         // New items are numbered after the items the edit keeps.
         let goes: HashSet<&str> = edit
@@ -1997,4 +2002,42 @@ fn a_writer_refuses_rows_out_of_order_and_packs_without_a_length() {
     writer.item(item("a", packed_at("pack", 0, 4))).unwrap();
     let e = writer.finish().err().expect("refused");
     assert!(e.to_string().contains("its length is not given"), "{e}");
+}
+
+#[test]
+fn a_new_pack_is_tiled_by_its_items_and_the_retired_ranges_the_edit_gives() {
+    let a = sample();
+    let shape = PageShape::with_rows(2);
+    let pa = a.encode_paged(&shape);
+    let root = filled_root(&pa);
+    // Pack "n" of three ranges, the middle one removed where it was made.
+    let items = vec![
+        item("n/0.jpg", packed_at("n", 0, 4)),
+        item("n/2.jpg", packed_at("n", 6, 5)),
+    ];
+    let middle = packed_at("n", 4, 2);
+    let mut edit = TrackEdit {
+        items: items.clone(),
+        implied: vec!["n".into()],
+        ..TrackEdit::default()
+    };
+    match edited(&root, &edit, &shape, &by_id(&pa)) {
+        Err(EditError::Format(e)) => assert!(e.to_string().contains("gap"), "{e}"),
+        other => panic!("a pack with a gap taken: {:?}", other.map(|p| p.id)),
+    }
+    // Retired ranges of a pack the Track records are its record's own.
+    let ignored = packed_at("p", 0, 5);
+    edit.retired = vec![middle.clone(), ignored];
+    let got = edited(&root, &edit, &shape, &by_id(&pa)).unwrap_or_else(|e| panic!("{e:?}"));
+    let back = decode_edited(&by_id(&pa), &got);
+    let mut want = a.items().to_vec();
+    want.extend(items);
+    let mut retired = a.retired().to_vec();
+    retired.push(middle);
+    let want = Track::new(want, retired, "want")
+        .unwrap()
+        .with_dirs(a.dirs().to_vec(), "want")
+        .unwrap();
+    assert_same(&back, &want);
+    assert_eq!(back.pack_len(&ObjectId::of(b"n")), Some(11));
 }

@@ -29,7 +29,9 @@ use packfs_format::{
 };
 use tracing::{info, warn};
 
-use super::{Dataset, DatasetError, TrackContent, TrackUpdate};
+use super::{Dataset, DatasetError, TrackContent, TrackObject, TrackUpdate};
+
+mod paged;
 use crate::store::StoreError;
 
 /// Manifests visited per tip while looking for the common ancestor: a
@@ -161,6 +163,23 @@ impl Dataset {
                 [i] => sides[i].get(&key).copied().map(TrackContent::Existing),
                 _ => {
                     let (timeline, modality) = &key;
+                    let at = (timeline.as_str(), modality.as_str());
+                    let changed_sides: Vec<(Option<ObjectId>, ObjectId)> = changed
+                        .iter()
+                        .map(|&i| (sides[i].get(&key).copied(), parents[i]))
+                        .collect();
+                    if let Some((id, found)) = self.merge_pages(at, base_id, &changed_sides).await?
+                    {
+                        for (manifest, name, renamed_to) in found {
+                            conflicts.push(conflict(at, name, renamed_to, &manifest));
+                        }
+                        tracks.push(TrackUpdate {
+                            timeline: key.0,
+                            modality: key.1,
+                            content: TrackContent::Existing(id),
+                        });
+                        continue;
+                    }
                     let what = format!("track {timeline}/{modality}");
                     let base_track = match base_id {
                         Some(id) => Some(self.track(&id, "a merge (common ancestor)").await?),
@@ -177,17 +196,7 @@ impl Dataset {
                             None => None,
                         };
                         for (name, renamed_to) in merged.apply(track.as_ref(), &parents[i]) {
-                            warn!(
-                                "merge conflict in {timeline}/{modality}: {name:?} was changed \
-                                 on both sides; the version of manifest {} is kept as {renamed_to:?}",
-                                parents[i].short()
-                            );
-                            conflicts.push(Conflict {
-                                timeline: timeline.clone(),
-                                modality: modality.clone(),
-                                name,
-                                renamed_to,
-                            });
+                            conflicts.push(conflict(at, name, renamed_to, &parents[i]));
                         }
                     }
                     Some(TrackContent::New(merged.finish(&what)?))
@@ -206,6 +215,52 @@ impl Dataset {
 }
 
 impl Dataset {
+    /// The union merge of one Track from paged Tracks, reading the pages
+    /// each changed side does not share with the common ancestor `base`:
+    /// `sides` are the changed sides' Tracks (`None`: removed there) with
+    /// their Manifests, ours first. Gives the stored Track and the
+    /// conflicts as (Manifest, name, where its item went); `None` when a
+    /// Track is a single object or missing on a side, when there is no
+    /// ancestor, or when a side brings back a pack the merged Track lost:
+    /// the whole-Track merge takes those.
+    async fn merge_pages(
+        &self,
+        at: (&str, &str),
+        base: Option<ObjectId>,
+        sides: &[(Option<ObjectId>, ObjectId)],
+    ) -> Result<Option<MergedPages>, DatasetError> {
+        let Some(base) = base else {
+            return Ok(None);
+        };
+        let mut tracks = Vec::with_capacity(sides.len());
+        for (track, _) in sides {
+            let Some(track) = track else {
+                return Ok(None);
+            };
+            tracks.push(*track);
+        }
+        for track in tracks.iter().chain([&base]) {
+            let object = self.track_object_unindexed(track, "a merge").await?;
+            if !matches!(object, TrackObject::Paged(_)) {
+                return Ok(None);
+            }
+        }
+        let mut merged = tracks[0];
+        let mut found = Vec::new();
+        for (track, (_, manifest)) in tracks.iter().zip(sides).skip(1) {
+            let Some(delta) = self.delta(&base, track, "a merge").await? else {
+                return Ok(None);
+            };
+            let Some((next, conflicts)) = self.merge_side(at, &merged, delta, manifest).await?
+            else {
+                return Ok(None);
+            };
+            merged = next;
+            found.extend(conflicts.into_iter().map(|(n, r)| (*manifest, n, r)));
+        }
+        Ok(Some((merged, found)))
+    }
+
     /// `side` as a Track merge can take it beside the `entries` it holds
     /// so far, which tile each of their packs: a pack that a side holds
     /// cut another way (the same bytes packed from other files) cannot be
@@ -358,6 +413,31 @@ impl Dataset {
     }
 }
 
+/// A Track merged from pages: its id, and the conflicts met as
+/// (Manifest, name, where its item went).
+type MergedPages = (ObjectId, Vec<(ObjectId, String, String)>);
+
+/// A conflict in the Track `at`, logged: `name` changed on two sides, the
+/// item of Manifest `manifest` kept as `renamed_to`.
+fn conflict(
+    (timeline, modality): (&str, &str),
+    name: String,
+    renamed_to: String,
+    manifest: &ObjectId,
+) -> Conflict {
+    warn!(
+        "merge conflict in {timeline}/{modality}: {name:?} was changed on both sides; \
+         the version of manifest {} is kept as {renamed_to:?}",
+        manifest.short()
+    );
+    Conflict {
+        timeline: timeline.to_string(),
+        modality: modality.to_string(),
+        name,
+        renamed_to,
+    }
+}
+
 fn refuse_other_kinds(id: ObjectId, manifest: &Manifest) -> Result<(), DatasetError> {
     match manifest
         .tracks
@@ -482,23 +562,9 @@ impl TrackMerge {
         }
     }
 
-    /// `<stem>.conflict-<id>[-n][.<ext>]`, in the name's last path segment,
-    /// not taken yet.
+    /// The first of [`conflict_names`] not taken yet.
     fn free_name(&self, name: &str, manifest: &ObjectId) -> String {
-        let (dir, file) = match name.rsplit_once('/') {
-            Some((dir, file)) => (format!("{dir}/"), file),
-            None => (String::new(), name),
-        };
-        let (stem, ext) = match file.rsplit_once('.') {
-            Some((stem, ext)) if !stem.is_empty() => (stem, format!(".{ext}")),
-            _ => (file, String::new()),
-        };
-        let tag = manifest.short();
-        (1..)
-            .map(|n| match n {
-                1 => format!("{dir}{stem}.conflict-{tag}{ext}"),
-                n => format!("{dir}{stem}.conflict-{tag}-{n}{ext}"),
-            })
+        conflict_names(name, manifest)
             .find(|candidate| !self.items.contains_key(candidate))
             .expect("some suffix is free")
     }
@@ -514,6 +580,26 @@ impl TrackMerge {
             .map(|(name, attrs)| TrackDir { name, attrs });
         Track::new(items, self.entries, what)?.with_dirs(dirs.collect(), what)
     }
+}
+
+/// The names a later side's item may take when `name` was changed on two
+/// sides: `<stem>.conflict-<id>[-n][.<ext>]`, in the name's last path
+/// segment, `id` the short id of the later side's Manifest; the first one
+/// not taken is the one.
+fn conflict_names(name: &str, manifest: &ObjectId) -> impl Iterator<Item = String> {
+    let (dir, file) = match name.rsplit_once('/') {
+        Some((dir, file)) => (format!("{dir}/"), file),
+        None => (String::new(), name),
+    };
+    let (stem, ext) = match file.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => (stem.to_string(), format!(".{ext}")),
+        _ => (file.to_string(), String::new()),
+    };
+    let tag = manifest.short();
+    (1..).map(move |n| match n {
+        1 => format!("{dir}{stem}.conflict-{tag}{ext}"),
+        n => format!("{dir}{stem}.conflict-{tag}-{n}{ext}"),
+    })
 }
 
 /// What an item is, for telling whether a side changed it: its bytes
