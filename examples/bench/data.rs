@@ -275,7 +275,7 @@ pub(crate) async fn build_branch(dataset_dir: &Path, branch: usize, items: usize
         let mut placed = Vec::new();
         for i in first..items.min(first + TINY_PER_PACK) {
             placed.push((i, pack.len() as u64));
-            pack.extend_from_slice(tiny_item(i).as_bytes());
+            pack.extend_from_slice(branch_item(branch, i).as_bytes());
         }
         let address = ObjectId::of(&pack);
         let location = store
@@ -290,7 +290,7 @@ pub(crate) async fn build_branch(dataset_dir: &Path, branch: usize, items: usize
                 entry: FragmentEntry {
                     t_start: 0,
                     t_end: 1,
-                    byte_size: tiny_item(i).len() as u64,
+                    byte_size: branch_item(branch, i).len() as u64,
                     address,
                     placement: Placement::Packed { offset },
                 },
@@ -316,6 +316,13 @@ pub(crate) async fn build_branch(dataset_dir: &Path, branch: usize, items: usize
         .await?;
     store.update_ref(&format!("b{branch}"), None, id).await?;
     Ok(())
+}
+
+/// The bytes of item `i` of branch `branch`: other bytes than the
+/// dataset's, so its packs are new ones (packs of the same bytes under
+/// other names would be checked against the whole Track).
+fn branch_item(branch: usize, i: usize) -> String {
+    format!("branch {branch} item {i}\n")
 }
 
 /// The bytes of tiny item `i`.

@@ -141,9 +141,12 @@ impl Dataset {
             item.entry.t_start = t;
             item.entry.t_end = t + 1;
         }
-        let (id, separated, fresh) = self
-            .store_edit((timeline, modality), id, edited, survey, edit, stored)
+        let at = (timeline, modality);
+        let separated = self
+            .separate(at, id, &mut edited, &survey, &mut edit, stored)
             .await?;
+        let fresh = edit.items[stored..].to_vec();
+        let id = self.store_edit(id, edited, edit).await?;
         Ok(EditedTrack {
             id,
             fresh,
@@ -158,46 +161,52 @@ impl Dataset {
     /// stored apart where the Track holds the same pack cut another way.
     pub(crate) async fn merge_edit(
         &self,
-        (timeline, modality): (&str, &str),
+        at: (&str, &str),
         id: &ObjectId,
-        edit: TrackEdit,
+        mut edit: TrackEdit,
         fresh: usize,
     ) -> Result<(ObjectId, Separated), DatasetError> {
         let mut edited = self.edited(id, "the Track a merge changes").await?;
         let survey = self.survey(&mut edited, id, &edit).await?;
-        let (id, separated, _) = self
-            .store_edit((timeline, modality), id, edited, survey, edit, fresh)
+        let separated = self
+            .separate(at, id, &mut edited, &survey, &mut edit, fresh)
             .await?;
-        Ok((id, separated))
+        Ok((self.store_edit(id, edited, edit).await?, separated))
     }
 
-    /// Stores `edit` of the Track `id`, read into `edited` and surveyed,
-    /// once its items from `fresh` on that are packed in a pack the Track
-    /// holds cut another way are stored apart; gives the new Track's id,
-    /// what storing apart did and those items as stored.
-    async fn store_edit(
+    /// Stores apart the items of `edit` from `fresh` on that are packed in
+    /// a pack the Track `id` (read into `edited`, `survey`ed) holds cut
+    /// another way.
+    async fn separate(
         &self,
         (timeline, modality): (&str, &str),
         id: &ObjectId,
-        mut edited: Edited,
-        survey: Survey,
-        mut edit: TrackEdit,
+        edited: &mut Edited,
+        survey: &Survey,
+        edit: &mut TrackEdit,
         fresh: usize,
-    ) -> Result<(ObjectId, Separated, Vec<TrackItem>), DatasetError> {
+    ) -> Result<Separated, DatasetError> {
         let recorded = self
-            .recorded_packs(&mut edited, id, &edit.items[fresh..])
+            .recorded_packs(edited, id, &edit.items[fresh..])
             .await?;
         let twins = self
             .twins(id, recorded, &survey.dropped, &edit.items[fresh..])
             .await?;
-        let separated = self
-            .store_apart(timeline, modality, twins, &mut edit.items[fresh..])
-            .await?;
-        let stored = edit.items[fresh..].to_vec();
+        self.store_apart(timeline, modality, twins, &mut edit.items[fresh..])
+            .await
+    }
+
+    /// Stores `edit` of the Track `id`, read into `edited`: the pages it
+    /// changes, then the root; gives the new Track's id.
+    async fn store_edit(
+        &self,
+        id: &ObjectId,
+        mut edited: Edited,
+        edit: TrackEdit,
+    ) -> Result<ObjectId, DatasetError> {
         let mut paged = self.apply(&mut edited, id, Arc::new(edit)).await?;
         paged.pages.extend(edited.unstored);
-        let id = self.put_paged(paged, &HashSet::new()).await?;
-        Ok((id, separated, stored))
+        self.put_paged(paged, &HashSet::new()).await
     }
 
     /// The Track `id` ready to edit: a paged one's root, or a single

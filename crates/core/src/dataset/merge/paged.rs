@@ -25,22 +25,36 @@ use super::{conflict_names, version};
 
 /// What one side changed since the common ancestor.
 pub(super) struct Delta {
-    /// Items whose version differs: the ancestor's and the side's
-    /// (`None`: not there).
-    items: BTreeMap<String, (Option<TrackItem>, Option<TrackItem>)>,
-    /// Directories listed otherwise: the ancestor's attributes and the
-    /// side's (`None`: not listed).
-    dirs: BTreeMap<String, (Option<Attrs>, Option<Attrs>)>,
+    /// Items it added, removed or replaced, by name (bytewise).
+    items: Vec<Change>,
+    /// Directories listed otherwise: the name, the ancestor's attributes
+    /// and the side's (`None`: not listed).
+    dirs: Vec<(String, Option<Attrs>, Option<Attrs>)>,
     /// Records of the packs the side has and the ancestor has not.
     new_packs: HashMap<ObjectId, PackRecord>,
 }
 
-/// Rows of a Track: items and directories by name, and pack records.
+/// One item a side changed.
+enum Change {
+    Added(TrackItem),
+    Removed(TrackItem),
+    /// Another version: the ancestor's, and the side's.
+    Replaced(Box<TrackItem>, TrackItem),
+}
+
+impl Change {
+    fn name(&self) -> &str {
+        match self {
+            Change::Added(i) | Change::Removed(i) | Change::Replaced(_, i) => &i.name,
+        }
+    }
+}
+
+/// Items and directories of a Track looked up by name.
 #[derive(Default)]
 pub(super) struct Rows {
     pub(super) items: HashMap<String, TrackItem>,
     pub(super) dirs: HashMap<String, Attrs>,
-    packs: HashMap<ObjectId, PackRecord>,
 }
 
 impl Dataset {
@@ -67,20 +81,26 @@ impl Dataset {
             a.pack_pages.iter().map(|p| p.id),
             b.pack_pages.iter().map(|p| p.id),
         );
-        let before = self.unshared_rows(base, a, &names, &packs).await?;
-        let after = self.unshared_rows(side, b, &names, &packs).await?;
-        Ok(Some(Delta::between(before, after)))
+        let before = self.unshared_pages(base, &a, &names, &packs).await?;
+        let after = self.unshared_pages(side, &b, &names, &packs).await?;
+        let layout = self.store().layout().clone();
+        let what = move |id: &ObjectId| format!("page {}", layout.page(id));
+        let diff = move || Delta::between((&a, before), (&b, after), &what);
+        tokio::task::spawn_blocking(diff)
+            .await
+            .expect("page decode panicked")
+            .map(Some)
     }
 
-    /// The rows of the Track `id` (its root `root`, listed) on the name
-    /// and pack pages not in `names` and `packs`.
-    async fn unshared_rows(
+    /// The bytes of the name and pack pages of the Track `id` (its root
+    /// `root`, listed) not in `names` and `packs`.
+    async fn unshared_pages(
         &self,
         id: &ObjectId,
-        root: TrackRoot,
+        root: &TrackRoot,
         names: &HashSet<ObjectId>,
         packs: &HashSet<ObjectId>,
-    ) -> Result<Rows, DatasetError> {
+    ) -> Result<Unshared, DatasetError> {
         let referrer = format!("track {}", self.store().layout().track(id));
         let name_pages: Vec<usize> = (0..root.pages.len())
             .filter(|&j| !names.contains(&root.pages[j].id))
@@ -91,82 +111,95 @@ impl Dataset {
             .map(|p| p.id)
             .filter(|p| !packs.contains(p))
             .collect();
-        let name_bytes = self
-            .pages(
-                name_pages.iter().map(|&j| root.pages[j].id).collect(),
-                &referrer,
-            )
-            .await?;
+        let ids = name_pages.iter().map(|&j| root.pages[j].id).collect();
+        let name_bytes = self.pages(ids, &referrer).await?;
         let pack_bytes = self.pages(pack_pages.clone(), &referrer).await?;
-        let layout = self.store().layout().clone();
-        let decode = move || -> Result<Rows, DatasetError> {
-            let mut rows = Rows::default();
-            for (&j, bytes) in name_pages.iter().zip(&name_bytes) {
-                let what = format!("page {}", layout.page(&root.pages[j].id));
-                rows.add(root.name_page(j, bytes, &what)?);
-            }
-            for (id, bytes) in pack_pages.iter().zip(&pack_bytes) {
-                let what = format!("page {}", layout.page(id));
-                let records = read_pack_page(bytes, &what)?;
-                rows.packs
-                    .extend(records.into_iter().map(|r| (r.address, r)));
-            }
-            Ok(rows)
-        };
-        tokio::task::spawn_blocking(decode)
-            .await
-            .expect("page decode panicked")
+        Ok(Unshared {
+            names: name_pages.into_iter().zip(name_bytes).collect(),
+            packs: pack_pages.into_iter().zip(pack_bytes).collect(),
+        })
     }
 }
 
-impl Rows {
-    fn add(&mut self, page: packfs_format::NamePage) {
-        self.items
-            .extend(page.items.into_iter().map(|i| (i.name.clone(), i)));
-        self.dirs
-            .extend(page.dirs.into_iter().map(|d| (d.name, d.attrs)));
-    }
+/// Pages of a Track that another does not share: name pages by their
+/// index in the root, pack pages by id.
+struct Unshared {
+    names: Vec<(usize, bytes::Bytes)>,
+    packs: Vec<(ObjectId, bytes::Bytes)>,
 }
 
 impl Delta {
-    /// The changes from `before` to `after`, the rows of two Tracks on
-    /// the pages they do not share: a row on a page both share is on it,
-    /// the same, in both.
-    fn between(mut before: Rows, after: Rows) -> Delta {
-        let mut items = BTreeMap::new();
-        for (name, item) in after.items {
-            let base = before.items.remove(&name);
-            if base.as_ref().map(version) != Some(version(&item)) {
-                items.insert(name, (base, Some(item)));
+    /// The changes from the Track `before` to the Track `after`, each a
+    /// root and the pages it does not share with the other: a row on a
+    /// page both share is on it, the same, in both. The side's pages are
+    /// decoded one at a time, so only the changes are held.
+    fn between(
+        (base, before): (&TrackRoot, Unshared),
+        (side, after): (&TrackRoot, Unshared),
+        what: &dyn Fn(&ObjectId) -> String,
+    ) -> Result<Delta, DatasetError> {
+        let mut items: HashMap<String, TrackItem> = HashMap::new();
+        let mut dirs: HashMap<String, Attrs> = HashMap::new();
+        for (j, bytes) in &before.names {
+            let page = base.name_page(*j, bytes, &what(&base.pages[*j].id))?;
+            items.extend(page.items.into_iter().map(|i| (i.name.clone(), i)));
+            dirs.extend(page.dirs.into_iter().map(|d| (d.name, d.attrs)));
+        }
+        let mut delta = Delta {
+            items: Vec::new(),
+            dirs: Vec::new(),
+            new_packs: HashMap::new(),
+        };
+        for (j, bytes) in &after.names {
+            let page = side.name_page(*j, bytes, &what(&side.pages[*j].id))?;
+            for item in page.items {
+                match items.remove(&item.name) {
+                    None => delta.items.push(Change::Added(item)),
+                    Some(old) if version(&old) == version(&item) => {}
+                    Some(old) => delta.items.push(Change::Replaced(Box::new(old), item)),
+                }
+            }
+            for d in page.dirs {
+                let old = dirs.remove(&d.name);
+                if old != Some(d.attrs) {
+                    delta.dirs.push((d.name, old, Some(d.attrs)));
+                }
             }
         }
-        items.extend(before.items.into_iter().map(|(n, i)| (n, (Some(i), None))));
-        let mut dirs = BTreeMap::new();
-        for (name, attrs) in after.dirs {
-            let base = before.dirs.remove(&name);
-            if base != Some(attrs) {
-                dirs.insert(name, (base, Some(attrs)));
-            }
+        delta.items.extend(items.into_values().map(Change::Removed));
+        delta.items.sort_unstable_by(|a, b| a.name().cmp(b.name()));
+        delta
+            .dirs
+            .extend(dirs.into_iter().map(|(n, a)| (n, Some(a), None)));
+        delta.dirs.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut recorded = HashSet::new();
+        for (id, bytes) in &before.packs {
+            recorded.extend(
+                read_pack_page(bytes, &what(id))?
+                    .into_iter()
+                    .map(|r| r.address),
+            );
         }
-        dirs.extend(before.dirs.into_iter().map(|(n, a)| (n, (Some(a), None))));
-        let new_packs = after
-            .packs
-            .into_iter()
-            .filter(|(address, _)| !before.packs.contains_key(address))
-            .collect();
-        Delta {
-            items,
-            dirs,
-            new_packs,
+        for (id, bytes) in &after.packs {
+            let records = read_pack_page(bytes, &what(id))?;
+            let new = records
+                .into_iter()
+                .filter(|r| !recorded.contains(&r.address));
+            delta.new_packs.extend(new.map(|r| (r.address, r)));
         }
+        Ok(delta)
     }
 }
 
 /// One side's changes weighed against the merged Track so far.
 #[derive(Default)]
 struct SideEdit {
-    /// Items it gives (replacing those of their names), by name.
-    items: BTreeMap<String, TrackItem>,
+    /// Items it gives (replacing those of their names), and those of them
+    /// packed in packs the side made.
+    kept: Vec<TrackItem>,
+    fresh: Vec<TrackItem>,
+    /// Names it gives that a conflict name could take.
+    given_conflict_names: HashSet<String>,
     removed: BTreeSet<String>,
     dirs: BTreeMap<String, Attrs>,
     /// Directories it removes if nothing is left below them.
@@ -190,35 +223,38 @@ impl Dataset {
             dirs,
             new_packs,
         } = delta;
-        let names: Vec<&str> = items
-            .keys()
-            .chain(dirs.keys())
-            .map(String::as_str)
-            .collect();
+        let names = items.iter().map(Change::name);
+        let names: Vec<&str> = names.chain(dirs.iter().map(|d| d.0.as_str())).collect();
         let current = self.track_rows(merged, &names, "a merge").await?;
+        drop(names);
         let mut side = SideEdit::default();
         let mut clashes = Vec::new();
-        for (name, (base, theirs)) in items {
-            let now = current.items.get(&name);
+        for change in items {
+            let (base, theirs) = match change {
+                Change::Added(item) => (None, Some(item)),
+                Change::Removed(item) => (Some(item), None),
+                Change::Replaced(base, item) => (Some(*base), Some(item)),
+            };
+            let name = base.as_ref().or(theirs.as_ref()).map(|i| i.name.as_str());
+            let now = current.items.get(name.expect("a change names an item"));
+            let base = base.as_ref().map(version);
             match theirs {
                 // Removed on this side: gone unless another side changed it.
                 None => {
-                    if now.is_some() && now.map(version) == base.as_ref().map(version) {
-                        side.removed.insert(name);
+                    if let Some(now) = now.filter(|now| Some(version(now)) == base) {
+                        side.removed.insert(now.name.clone());
                     }
                 }
                 Some(item) => match now {
                     Some(c) if version(c) == version(&item) => {}
-                    Some(c) if Some(version(c)) != base.as_ref().map(version) => clashes.push(item),
+                    Some(c) if Some(version(c)) != base => clashes.push(item),
                     // Untouched by earlier sides, or removed there: a
                     // change wins over a removal.
-                    _ => {
-                        side.items.insert(name, item);
-                    }
+                    _ => side.give(item, &new_packs),
                 },
             }
         }
-        for (name, (base, theirs)) in dirs {
+        for (name, base, theirs) in dirs {
             match theirs {
                 None if current.dirs.get(&name).copied() == base => side.unlisted.push(name),
                 None => {}
@@ -231,7 +267,7 @@ impl Dataset {
         for mut item in clashes {
             let renamed = self.free_name(merged, &side, &item.name, manifest).await?;
             conflicts.push((std::mem::replace(&mut item.name, renamed.clone()), renamed));
-            side.items.insert(item.name.clone(), item);
+            side.give(item, &new_packs);
         }
         // Deepest first: a directory's subdirectories are settled before it.
         let mut unlisted = std::mem::take(&mut side.unlisted);
@@ -337,7 +373,7 @@ impl Dataset {
         manifest: &ObjectId,
     ) -> Result<String, DatasetError> {
         for candidate in conflict_names(name, manifest) {
-            if side.items.contains_key(&candidate) {
+            if side.given_conflict_names.contains(&candidate) {
                 continue;
             }
             let found = self.track_rows(merged, &[&candidate], "a merge").await?;
@@ -359,8 +395,8 @@ impl Dataset {
     ) -> Result<bool, DatasetError> {
         let prefix = format!("{dir}/");
         let child = |name: &str| name.strip_prefix(&prefix).is_some_and(|r| !r.contains('/'));
-        let given = side.items.keys().chain(side.dirs.keys());
-        if given.into_iter().any(|n| child(n)) {
+        let items = side.kept.iter().chain(&side.fresh).map(|i| &i.name);
+        if items.chain(side.dirs.keys()).any(|n| child(n)) {
             return Ok(true);
         }
         // The rows whose parent is `dir` are one run, from where `dir/`
@@ -388,49 +424,58 @@ impl Dataset {
 }
 
 impl SideEdit {
+    /// Gives `item`: among the fresh ones if it is packed in a pack the
+    /// side made (`new_packs`).
+    fn give(&mut self, item: TrackItem, new_packs: &HashMap<ObjectId, PackRecord>) {
+        if item.name.contains(".conflict-") {
+            self.given_conflict_names.insert(item.name.clone());
+        }
+        let made = matches!(item.entry.placement, Placement::Packed { .. })
+            && new_packs.contains_key(&item.entry.address);
+        match made {
+            true => self.fresh.push(item),
+            false => self.kept.push(item),
+        }
+    }
+
     /// The edit of the merged Track, and where its items from packs their
     /// side made start (stored apart where the Track holds such a pack
     /// cut another way); `new_packs` gives those packs' retired ranges.
     fn into_edit(self, new_packs: &HashMap<ObjectId, PackRecord>) -> (TrackEdit, usize) {
-        let mut edit = TrackEdit {
-            removed: self.removed.into_iter().collect(),
-            ..TrackEdit::default()
-        };
-        let mut implied = BTreeSet::new();
-        let (mut kept, mut fresh) = (Vec::new(), Vec::new());
-        let mut retired = HashSet::new();
-        for item in self.items.into_values() {
+        let mut implied: BTreeSet<String> = BTreeSet::new();
+        for item in self.kept.iter().chain(&self.fresh) {
             let mut dir = item.name.as_str();
             while let Some((parent, _)) = dir.rsplit_once('/') {
-                implied.insert(parent.to_string());
+                if !implied.contains(parent) {
+                    implied.insert(parent.to_string());
+                }
                 dir = parent;
             }
-            let made = matches!(item.entry.placement, Placement::Packed { .. })
-                .then(|| new_packs.get(&item.entry.address))
-                .flatten();
-            match made {
-                Some(record) => {
-                    if retired.insert(record.address) {
-                        edit.retired.extend(record.retired.iter().cloned());
-                    }
-                    fresh.push(item);
-                }
-                None => kept.push(item),
-            }
         }
-        edit.dirs = self
+        let packs: HashSet<ObjectId> = self.fresh.iter().map(|i| i.entry.address).collect();
+        let retired = packs.iter().filter_map(|p| new_packs.get(p));
+        let retired = retired.flat_map(|r| r.retired.iter().cloned()).collect();
+        let dirs: Vec<TrackDir> = self
             .dirs
             .into_iter()
             .map(|(name, attrs)| TrackDir { name, attrs })
             .collect();
-        let listed: HashSet<&str> = edit.dirs.iter().map(|d| d.name.as_str()).collect();
-        edit.implied = implied
+        let listed: HashSet<&str> = dirs.iter().map(|d| d.name.as_str()).collect();
+        let implied = implied
             .into_iter()
             .filter(|d| !listed.contains(d.as_str()))
             .collect();
-        let at = kept.len();
-        edit.items = kept;
-        edit.items.extend(fresh);
+        let at = self.kept.len();
+        let mut items = self.kept;
+        items.extend(self.fresh);
+        let edit = TrackEdit {
+            removed: self.removed.into_iter().collect(),
+            items,
+            dirs,
+            implied,
+            retired,
+            ..TrackEdit::default()
+        };
         (edit, at)
     }
 }
