@@ -387,3 +387,60 @@ async fn an_import_onto_a_paged_track_stores_only_the_pages_it_changes() {
         "an unchanged import commits nothing"
     );
 }
+
+/// An import that loses its compare-and-swap rebases onto the ref as it
+/// is then, reading back only the pages holding its new items, not its
+/// Track: over a Track of many pages, a lost CAS costs a few GETs more
+/// than a won one (the edit done again), and every new file lands.
+#[tokio::test]
+async fn an_import_that_loses_its_ref_rereads_only_its_pages() {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let mut rng = Rng::new(5);
+    for i in 0..400 {
+        let path = format!("train/image/d{:02}/f{i:03}.jpg", i % 10);
+        write_file(&a.join(path), &rng.bytes(20 + i % 30));
+    }
+    write_file(&b.join("train/image/d04/new.jpg"), b"new");
+    write_file(&b.join("train/image/zz/other.jpg"), b"other");
+    let mut gets = Vec::new();
+    for lose in [0, 1] {
+        let faults = Arc::new(packfs_core::store::faults::Faults::default());
+        let memory = Arc::new(object_store::memory::InMemory::new());
+        let store = packfs_core::store::faults::FaultyStore::new(memory, faults.clone());
+        let store = packfs_core::store::Store::from_object_store(
+            Arc::new(store),
+            Default::default(),
+            "memory://rebase",
+        );
+        let shape = packfs_format::PageShape::with_rows(4).with_index_pages(4);
+        let dataset = Dataset::from_store(store).with_page_shape(shape);
+        import(&dataset, &a, &options()).await.unwrap();
+        faults.lose_next_cas.store(lose, Ordering::SeqCst);
+        let before = faults.metadata_gets.load(Ordering::SeqCst);
+        import(&dataset, &b, &options()).await.unwrap();
+        gets.push(faults.metadata_gets.load(Ordering::SeqCst) - before);
+        assert_eq!(
+            faults.lose_next_cas.load(Ordering::SeqCst),
+            0,
+            "the CAS was lost"
+        );
+        let t = tree(&dataset).await;
+        assert_eq!(t.item_count(), 402);
+        for path in ["train/image/d04/new.jpg", "train/image/zz/other.jpg"] {
+            assert!(t.file_data(path).is_ok(), "{path}");
+        }
+    }
+    // The rebase redoes the edit (a handful of pages) and rereads the
+    // pages of the new items; the Track has over 100 name pages.
+    let pages = 400 / 4;
+    assert!(
+        gets[1] < gets[0] + pages / 3,
+        "{} GETs with a lost CAS, {} without, over a Track of ~{pages} pages",
+        gets[1],
+        gets[0]
+    );
+}

@@ -86,31 +86,60 @@ impl Dataset {
         referrer: &str,
     ) -> Result<HashMap<String, TrackItem>, DatasetError> {
         let wanted: HashSet<&str> = names.iter().copied().collect();
+        let on = |root: &TrackRoot| names.iter().filter_map(|n| root.page_of(n)).collect();
+        let keep = |i: &TrackItem| wanted.contains(i.name.as_str());
+        let items = self.items_where(id, referrer, on, keep).await?;
+        Ok(items.into_iter().map(|i| (i.name.clone(), i)).collect())
+    }
+
+    /// The items of the Track `id` numbered from `first` on (`t_start ≥
+    /// first`): the items an edit added, which it numbered after every
+    /// item it kept. Of a paged Track, only the name pages whose refs say
+    /// they may hold such items are read (a ref's `t_end` is its items'
+    /// largest).
+    pub(crate) async fn items_numbered_from(
+        &self,
+        id: &ObjectId,
+        first: i64,
+        referrer: &str,
+    ) -> Result<Vec<TrackItem>, DatasetError> {
+        let on = |root: &TrackRoot| {
+            (0..root.pages.len())
+                .filter(|&j| root.pages[j].t_end.is_none_or(|t| t > first))
+                .collect()
+        };
+        let keep = |i: &TrackItem| i.entry.t_start >= first;
+        self.items_where(id, referrer, on, keep).await
+    }
+
+    /// The items of the Track `id` that `keep` takes: of a paged Track,
+    /// from the name pages `on` gives (those that may hold them), of a
+    /// single object from all of it.
+    async fn items_where(
+        &self,
+        id: &ObjectId,
+        referrer: &str,
+        on: impl FnOnce(&TrackRoot) -> Vec<usize>,
+        keep: impl Fn(&TrackItem) -> bool,
+    ) -> Result<Vec<TrackItem>, DatasetError> {
         let root = match self.listed(id, referrer).await? {
             Listed::Paged(root) => root,
             Listed::Single(track) => {
                 let (items, ..) = track.into_parts();
-                return Ok(items
-                    .into_iter()
-                    .filter(|i| wanted.contains(i.name.as_str()))
-                    .map(|i| (i.name.clone(), i))
-                    .collect());
+                return Ok(items.into_iter().filter(|i| keep(i)).collect());
             }
         };
-        let mut on: Vec<usize> = names.iter().filter_map(|n| root.page_of(n)).collect();
+        let mut on = on(&root);
         on.sort_unstable();
         on.dedup();
         let referrer = format!("track {}", self.store().layout().track(id));
         let ids = on.iter().map(|&j| root.pages[j].id).collect();
         let pages = self.pages(ids, &referrer).await?;
-        let mut found = HashMap::with_capacity(names.len());
+        let mut found = Vec::new();
         for (&j, bytes) in on.iter().zip(&pages) {
             let what = format!("page {}", self.store().layout().page(&root.pages[j].id));
-            for item in root.name_page(j, bytes, &what)?.items {
-                if wanted.contains(item.name.as_str()) {
-                    found.insert(item.name.clone(), item);
-                }
-            }
+            let items = root.name_page(j, bytes, &what)?.items;
+            found.extend(items.into_iter().filter(|i| keep(i)));
         }
         Ok(found)
     }

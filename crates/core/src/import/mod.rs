@@ -251,17 +251,17 @@ impl From<DatasetError> for CommitError {
 }
 
 /// The imported items again, read back from the Tracks a lost commit
-/// stored: the items are not kept twice for a rebase that rarely happens.
+/// stored (the pages holding them): the items are not kept twice for a
+/// rebase that rarely happens.
 async fn reread(
     dataset: &Dataset,
     written: Vec<WrittenTrack>,
 ) -> Result<Vec<NewItems>, DatasetError> {
     let mut groups = Vec::with_capacity(written.len());
     for w in written {
-        let (items, ..) = dataset
-            .track(&w.track, "the import's own commit")
-            .await?
-            .into_parts();
+        let items = dataset
+            .items_numbered_from(&w.track, w.first, "the import's own commit")
+            .await?;
         let new = w.first..w.first.saturating_add(w.new as i64);
         let mut items: Vec<TrackItem> = items
             .into_iter()
