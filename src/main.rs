@@ -60,7 +60,7 @@ fn main() -> ExitCode {
 /// are freed, and then keeps them in the arena of the thread that made
 /// them: a batch command that decodes and encodes pages on many threads
 /// (a merge of 8 branches of 100,000 items: a 73 MiB heap) grew to
-/// 680 MiB of RSS, and to 125 MiB with this. A mount keeps the default:
+/// 680 MiB of RSS, and to 158 MiB with this. A mount keeps the default:
 /// its cache allocates and frees large blocks at read speed.
 fn return_large_blocks() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -395,8 +395,12 @@ impl Dataset {
     ) -> Result<bool, DatasetError> {
         let prefix = format!("{dir}/");
         let child = |name: &str| name.strip_prefix(&prefix).is_some_and(|r| !r.contains('/'));
+        // Anything the side gives below it lists the directories between.
         let items = side.kept.iter().chain(&side.fresh).map(|i| &i.name);
-        if items.chain(side.dirs.keys()).any(|n| child(n)) {
+        if items
+            .chain(side.dirs.keys())
+            .any(|n| n.starts_with(&prefix))
+        {
             return Ok(true);
         }
         // The rows whose parent is `dir` are one run, from where `dir/`
