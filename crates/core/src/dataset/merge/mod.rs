@@ -8,7 +8,9 @@
 //! byte is merged; only Track entries move (but for a pack two sides cut
 //! differently, whose later side's items are copied apart: `apart_from`).
 //! The result is one Manifest whose parents are ours followed by theirs,
-//! in order.
+//! in order. Paged Tracks merge from the pages each side changed
+//! (`paged.rs`); single-object Tracks, and the few cases `paged.rs` leaves,
+//! merge whole here (`TrackMerge`).
 //!
 //! Choices of packfs's own (also in `docs/SEMANTICS.md`):
 //! - A name changed on two sides to different entries is a *conflict*: ours
@@ -30,9 +32,9 @@ use packfs_format::{
 use tracing::{info, warn};
 
 use super::{Dataset, DatasetError, TrackContent, TrackObject, TrackUpdate};
+use crate::store::StoreError;
 
 mod paged;
-use crate::store::StoreError;
 
 /// Manifests visited per tip while looking for the common ancestor: a
 /// bound on the walk, so a deep history is refused, not walked for ever.
