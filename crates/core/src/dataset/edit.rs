@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use packfs_format::{
-    pages_to_edit, read_pack_page, EditError, FormatError, FragmentEntry, ObjectId, PackRecord,
-    PagedTrack, Placement, Survey, Track, TrackEdit, TrackItem, TrackRoot,
+    pages_to_edit, read_pack_page, EditError, FormatError, FragmentEntry, NamePage, ObjectId,
+    PackRecord, PagedTrack, Placement, Survey, Track, TrackEdit, TrackItem, TrackRoot,
 };
 
 use super::twins::twin_packs;
@@ -129,19 +129,31 @@ impl Dataset {
                 return Ok(items.into_iter().filter(|i| keep(i)).collect());
             }
         };
-        let mut on = on(&root);
+        let pages = self.name_pages(id, &root, on(&root)).await?;
+        let items = pages.into_iter().flat_map(|p| p.items);
+        Ok(items.filter(|i| keep(i)).collect())
+    }
+
+    /// Name pages `on` (indexes, in any order, repeats allowed) of the
+    /// paged Track `id`, its root `root` listed: read and decoded, in
+    /// page order.
+    pub(super) async fn name_pages(
+        &self,
+        id: &ObjectId,
+        root: &TrackRoot,
+        mut on: Vec<usize>,
+    ) -> Result<Vec<NamePage>, DatasetError> {
         on.sort_unstable();
         on.dedup();
         let referrer = format!("track {}", self.store().layout().track(id));
         let ids = on.iter().map(|&j| root.pages[j].id).collect();
-        let pages = self.pages(ids, &referrer).await?;
-        let mut found = Vec::new();
-        for (&j, bytes) in on.iter().zip(&pages) {
+        let bytes = self.pages(ids, &referrer).await?;
+        let mut pages = Vec::with_capacity(on.len());
+        for (&j, bytes) in on.iter().zip(&bytes) {
             let what = format!("page {}", self.store().layout().page(&root.pages[j].id));
-            let items = root.name_page(j, bytes, &what)?.items;
-            found.extend(items.into_iter().filter(|i| keep(i)));
+            pages.push(root.name_page(j, bytes, &what)?);
         }
-        Ok(found)
+        Ok(pages)
     }
 
     /// Stores the Track `id` of `timeline`/`modality` changed by `edit`,

@@ -241,18 +241,23 @@ impl Dataset {
             };
             tracks.push(*track);
         }
-        for track in tracks.iter().chain([&base]) {
-            let object = self.track_object_unindexed(track, "a merge").await?;
-            if !matches!(object, TrackObject::Paged(_)) {
-                return Ok(None);
+        // Every root, fetched once: any single object leaves the merge to
+        // whole Tracks before anything is stored.
+        let mut roots = Vec::with_capacity(tracks.len() + 1);
+        for track in [&base].into_iter().chain(&tracks) {
+            match self.track_object_unindexed(track, "a merge").await? {
+                TrackObject::Paged(root) => roots.push(root),
+                TrackObject::Single(_) => return Ok(None),
             }
         }
+        let base_root = roots.remove(0);
         let mut merged = tracks[0];
         let mut found = Vec::new();
-        for (track, (_, manifest)) in tracks.iter().zip(sides).skip(1) {
-            let Some(delta) = self.delta(&base, track, "a merge").await? else {
-                return Ok(None);
-            };
+        let later = tracks.iter().zip(roots).zip(sides).skip(1);
+        for ((track, root), (_, manifest)) in later {
+            let delta = self
+                .delta((&base, base_root.clone()), (track, root), "a merge")
+                .await?;
             let Some((next, conflicts)) = self.merge_side(at, &merged, delta, manifest).await?
             else {
                 return Ok(None);

@@ -20,7 +20,7 @@ use packfs_format::{
 };
 
 use super::super::edit::{pack_pages_of, packs_of};
-use super::super::{shared_ids, Dataset, DatasetError, TrackObject};
+use super::super::{shared_ids, Dataset, DatasetError};
 use super::{conflict_names, version};
 
 /// What one side changed since the common ancestor.
@@ -58,21 +58,15 @@ pub(super) struct Rows {
 }
 
 impl Dataset {
-    /// What the Track `side` changed since the Track `base`, reading the
-    /// pages they do not share; `None` when either is a single object
-    /// (the whole-Track merge takes those).
+    /// What the paged Track `side` changed since the paged Track `base`,
+    /// each given with its root as fetched (index pages not read),
+    /// reading the pages they do not share.
     pub(super) async fn delta(
         &self,
-        base: &ObjectId,
-        side: &ObjectId,
+        (base, mut a): (&ObjectId, TrackRoot),
+        (side, mut b): (&ObjectId, TrackRoot),
         referrer: &str,
-    ) -> Result<Option<Delta>, DatasetError> {
-        let TrackObject::Paged(mut a) = self.track_object_unindexed(base, referrer).await? else {
-            return Ok(None);
-        };
-        let TrackObject::Paged(mut b) = self.track_object_unindexed(side, referrer).await? else {
-            return Ok(None);
-        };
+    ) -> Result<Delta, DatasetError> {
         let index = shared_ids(a.index.iter().map(|p| p.id), b.index.iter().map(|p| p.id));
         self.list_unshared(&mut a, &index, referrer).await?;
         self.list_unshared(&mut b, &index, referrer).await?;
@@ -89,7 +83,6 @@ impl Dataset {
         tokio::task::spawn_blocking(diff)
             .await
             .expect("page decode panicked")
-            .map(Some)
     }
 
     /// The bytes of the name and pack pages of the Track `id` (its root
@@ -230,13 +223,12 @@ impl Dataset {
         let mut side = SideEdit::default();
         let mut clashes = Vec::new();
         for change in items {
+            let now = current.items.get(change.name());
             let (base, theirs) = match change {
                 Change::Added(item) => (None, Some(item)),
                 Change::Removed(item) => (Some(item), None),
                 Change::Replaced(base, item) => (Some(*base), Some(item)),
             };
-            let name = base.as_ref().or(theirs.as_ref()).map(|i| i.name.as_str());
-            let now = current.items.get(name.expect("a change names an item"));
             let base = base.as_ref().map(version);
             match theirs {
                 // Removed on this side: gone unless another side changed it.
@@ -323,12 +315,10 @@ impl Dataset {
         referrer: &str,
     ) -> Result<Rows, DatasetError> {
         let root = self.listed_root(id, referrer).await?;
-        let mut on: Vec<usize> = names.iter().filter_map(|n| root.page_of(n)).collect();
-        on.sort_unstable();
-        on.dedup();
+        let on: Vec<usize> = names.iter().filter_map(|n| root.page_of(n)).collect();
         let wanted: HashSet<&str> = names.iter().copied().collect();
         let mut rows = Rows::default();
-        for page in self.name_pages(id, &root, &on).await? {
+        for page in self.name_pages(id, &root, on).await? {
             rows.items.extend(
                 page.items
                     .into_iter()
@@ -343,24 +333,6 @@ impl Dataset {
             );
         }
         Ok(rows)
-    }
-
-    /// Name pages `on` of the paged Track `id` (its root, listed), decoded.
-    async fn name_pages(
-        &self,
-        id: &ObjectId,
-        root: &TrackRoot,
-        on: &[usize],
-    ) -> Result<Vec<packfs_format::NamePage>, DatasetError> {
-        let referrer = format!("track {}", self.store().layout().track(id));
-        let ids = on.iter().map(|&j| root.pages[j].id).collect();
-        let bytes = self.pages(ids, &referrer).await?;
-        let mut pages = Vec::with_capacity(on.len());
-        for (&j, bytes) in on.iter().zip(&bytes) {
-            let what = format!("page {}", self.store().layout().page(&root.pages[j].id));
-            pages.push(root.name_page(j, bytes, &what)?);
-        }
-        Ok(pages)
     }
 
     /// The first of the conflict names for `name` that neither the merged
@@ -408,7 +380,7 @@ impl Dataset {
         let root = self.listed_root(merged, "a merge").await?;
         let mut j = root.page_of(&prefix).unwrap_or(0);
         while j < root.pages.len() {
-            let page = self.name_pages(merged, &root, &[j]).await?.remove(0);
+            let page = self.name_pages(merged, &root, vec![j]).await?.remove(0);
             let names = page.items.iter().map(|i| i.name.as_str());
             let names = names.chain(page.dirs.iter().map(|d| d.name.as_str()));
             let mut past = false;
