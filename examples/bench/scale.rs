@@ -15,7 +15,10 @@
 //!
 //! At each count, on fresh mounts: `ls -l` of one directory (a
 //! thousandth of the items: 100,000 entries at 100M), and `stat` of 10,000
-//! random paths with the daemon's VmHWM after them.
+//! random paths with the daemon's VmHWM after them; and a mount with two
+//! WebDataset views (key order, and shuffled in shards of 10,000
+//! samples): `ls -l` of each (which plans it), a read of the first
+//! shuffled shard, and the VmHWM after.
 //!
 //! Mounts of the first count run `--runs` rounds (medians shown); the
 //! others and the import run once (each takes minutes).
@@ -58,7 +61,34 @@ struct ScaleRow {
     cold: ColdRow,
     commits: Option<CommitRow>,
     merge: Option<MergeRow>,
+    views: ViewRow,
 }
+
+/// A mount with two WebDataset views: in key order, and shuffled.
+struct ViewRow {
+    /// Mount ready, with the views.
+    mount: Duration,
+    /// `ls -l` of the timeline of each view (its plan) and the shards.
+    key_ls: Duration,
+    key_shards: usize,
+    shuffled_ls: Duration,
+    shuffled_shards: usize,
+    /// VmHWM of the daemon once both are planned (KiB).
+    plan_hwm_kib: u64,
+    /// Reading the first shuffled shard whole, and its bytes.
+    shard_read: Duration,
+    shard_bytes: u64,
+    /// VmHWM of the daemon after all of it (KiB).
+    hwm_kib: u64,
+}
+
+/// The views' mount's block cache: each tiny item of a shuffled shard
+/// fetches a block of its own, and the default cache (512 MiB) would be
+/// what the VmHWM shows.
+const VIEW_CACHE: &str = "64MiB";
+
+/// Samples a shard of the shuffled view holds.
+const SHUFFLED_SHARD_SAMPLES: usize = 10_000;
 
 /// Lookups on fresh mounts.
 struct ColdRow {
@@ -171,6 +201,7 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
             passes.push((mount, find, hwm, ls, mounted_hwm));
         }
         let cold = cold_lookups(bin, &dataset, &mnt, n)?;
+        let views = views(bin, &dataset, &mnt, n)?;
         let commits = match config.scale_commits {
             0 => None,
             k => Some(commits(bin, &dataset, &mnt, n, k)?),
@@ -200,6 +231,7 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
             cold,
             commits,
             merge,
+            views,
         });
         fs::remove_dir_all(&dataset)?;
     }
@@ -216,14 +248,7 @@ fn cold_lookups(bin: &Path, dataset: &Path, mnt: &Path, n: usize) -> Result<Cold
     let dir = mnt.join(TIMELINE).join(TINY_MODALITY).join("d0000");
     let entries = n.div_ceil(TINY_DIRS);
     let daemon = Daemon::mount(bin, dataset, mnt)?;
-    let start = Instant::now();
-    let out = Command::new("ls").arg("-l").arg(&dir).output()?;
-    let ls = start.elapsed();
-    if !out.status.success() {
-        return Err(format!("ls -l {} failed ({})", dir.display(), out.status).into());
-    }
-    // A total line, then one line an entry.
-    let listed = out.stdout.iter().filter(|&&b| b == b'\n').count() - 1;
+    let (ls, listed) = timed_ls_l(&dir)?;
     if listed != entries {
         return Err(format!(
             "ls -l {} listed {listed}, expected {entries}",
@@ -261,6 +286,82 @@ fn cold_lookups(bin: &Path, dataset: &Path, mnt: &Path, n: usize) -> Result<Cold
         stats,
         stats_hwm_kib,
     })
+}
+
+/// `ls -l DIR`: how long it took, and the entries it listed.
+fn timed_ls_l(dir: &Path) -> Result<(Duration, usize)> {
+    let start = Instant::now();
+    let out = Command::new("ls").arg("-l").arg(dir).output()?;
+    let took = start.elapsed();
+    if !out.status.success() {
+        return Err(format!("ls -l {} failed ({})", dir.display(), out.status).into());
+    }
+    // A total line, then one line an entry.
+    let listed = out.stdout.iter().filter(|&&b| b == b'\n').count() - 1;
+    Ok((took, listed))
+}
+
+/// On a fresh mount with a WebDataset view in key order and a shuffled
+/// one: `ls -l` of each view's timeline (which plans it), a read of the
+/// first shuffled shard, and the daemon's VmHWM after.
+fn views(bin: &Path, dataset: &Path, mnt: &Path, n: usize) -> Result<ViewRow> {
+    let shuffled = format!(".shuffled=webdataset:samples={SHUFFLED_SHARD_SAMPLES},shuffle=1");
+    let daemon = Daemon::mount_with(
+        bin,
+        dataset,
+        mnt,
+        &[
+            "--read-only",
+            "--cache-bytes",
+            VIEW_CACHE,
+            "--view",
+            ".wds=webdataset",
+            "--view",
+            &shuffled,
+        ],
+    )?;
+    let (key_ls, key_shards) = timed_ls_l(&mnt.join(".wds").join(TIMELINE))?;
+    let (shuffled_ls, shuffled_shards) = timed_ls_l(&mnt.join(".shuffled").join(TIMELINE))?;
+    if shuffled_shards != n.div_ceil(SHUFFLED_SHARD_SAMPLES) {
+        return Err(
+            format!("the shuffled view has {shuffled_shards} shards of {n} samples").into(),
+        );
+    }
+    let (_, plan_hwm_kib) = daemon.memory_kib()?;
+    let shard = mnt
+        .join(".shuffled")
+        .join(TIMELINE)
+        .join("shard-000000.tar");
+    let start = Instant::now();
+    let shard_bytes = fs::read(&shard)?.len() as u64;
+    let shard_read = start.elapsed();
+    if shard_bytes != fs::metadata(&shard)?.len() {
+        return Err(format!("{} read short", shard.display()).into());
+    }
+    let (_, hwm_kib) = daemon.memory_kib()?;
+    let row = ViewRow {
+        mount: daemon.mount_time,
+        key_ls,
+        key_shards,
+        shuffled_ls,
+        shuffled_shards,
+        plan_hwm_kib,
+        shard_read,
+        shard_bytes,
+        hwm_kib,
+    };
+    drop(daemon);
+    progress(format!(
+        "scale: views: mount {:.2} s; ls -l {:.2} s ({key_shards} shards), shuffled {:.2} s ({shuffled_shards} shards), VmHWM {}; first shuffled shard {} in {:.2} s; VmHWM {}",
+        row.mount.as_secs_f64(),
+        key_ls.as_secs_f64(),
+        shuffled_ls.as_secs_f64(),
+        mib(plan_hwm_kib),
+        bytes(shard_bytes),
+        shard_read.as_secs_f64(),
+        mib(hwm_kib)
+    ));
+    Ok(row)
 }
 
 /// `k` one-file commits into the dataset of `n` items through a read-write
@@ -592,6 +693,59 @@ pub(crate) fn print(b: &ScaleBench) {
             blank(),
             "≤ 256 MiB",
             met(Some(c.stats_hwm_kib as f64), Bar::AtMost(256.0 * 1024.0)),
+        ));
+        let v = &r.views;
+        rows.push(row(
+            format!("{n} items: mount ready with two WebDataset views"),
+            secs(v.mount),
+            format!("without: {}", secs(r.mount)),
+            blank(),
+            "the same",
+            blank(),
+        ));
+        rows.push(row(
+            format!(
+                "{n} items: `ls -l` of a view's timeline (plans it): key order, {} shards",
+                v.key_shards
+            ),
+            secs(v.key_ls),
+            blank(),
+            blank(),
+            "—",
+            blank(),
+        ));
+        rows.push(row(
+            format!(
+                "{n} items: the same, shuffled, {} shards of {} samples",
+                v.shuffled_shards,
+                thousands(SHUFFLED_SHARD_SAMPLES)
+            ),
+            secs(v.shuffled_ls),
+            blank(),
+            blank(),
+            "—",
+            blank(),
+        ));
+        rows.push(row(
+            format!("{n} items: daemon VmHWM once both views are planned"),
+            mib(v.plan_hwm_kib),
+            blank(),
+            blank(),
+            "≤ 256 MiB",
+            met(Some(v.plan_hwm_kib as f64), Bar::AtMost(256.0 * 1024.0)),
+        ));
+        rows.push(row(
+            format!("{n} items: read of the first shuffled shard (VmHWM after; block cache {VIEW_CACHE})"),
+            format!(
+                "{}, {} ({})",
+                bytes(v.shard_bytes),
+                secs(v.shard_read),
+                mib(v.hwm_kib)
+            ),
+            blank(),
+            blank(),
+            "—",
+            blank(),
         ));
         if let Some(c) = &r.commits {
             rows.push(row(

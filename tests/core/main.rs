@@ -38,3 +38,4 @@ mod import;
 mod merge;
 mod paged;
 mod ref_cas;
+mod views;

@@ -133,6 +133,12 @@ impl TreeItem {
     pub fn attrs(&self) -> Attrs {
         self.table.get(self.row).attrs()
     }
+
+    /// The next item of its Track if the same page holds it: a pass over
+    /// items in order finds each page once.
+    pub fn next_on_page(&self) -> Option<TreeItem> {
+        (self.row + 1 < self.table.len()).then(|| TreeItem::new(self.table.clone(), self.row + 1))
+    }
 }
 
 impl std::fmt::Debug for TreeItem {

@@ -299,6 +299,11 @@ impl Paged {
             return Ok(None);
         };
         let page = self.page(t, j)?;
+        if r == 0 {
+            // A pass over items in order starts each page at its first
+            // row: the next page is decoded while this one is read.
+            self.read_ahead(t, j + 1);
+        }
         Ok(Some(TreeItem::new(page.table().clone(), r)))
     }
 

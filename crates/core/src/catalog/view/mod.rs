@@ -9,6 +9,8 @@
 //! as one directory per sample. `docs/SEMANTICS.md` states the rules.
 
 pub mod per_sample;
+mod samples;
+mod shuffle;
 pub mod webdataset;
 
 use std::fmt;
@@ -16,6 +18,7 @@ use std::str::FromStr;
 
 use crate::catalog::CatalogError;
 use crate::tree::{Tree, TreeError};
+pub use samples::{samples, SampleMember, TimelineSamples};
 
 /// A view and its options, as its spelling (`webdataset:bytes=256MiB`,
 /// `samples`) names them.
@@ -32,7 +35,7 @@ crate::options! {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardOptions {
     pub cut: ShardCut,
-    /// Samples in a seeded global permutation instead of key order.
+    /// Samples in a seeded global permutation instead of sample order.
     pub shuffle: Option<u64>,
 }
 }
@@ -48,7 +51,7 @@ pub enum ShardCut {
 }
 
 impl Default for ShardOptions {
-    /// 1 GiB shards in key order: WebDataset's advice is shards of a few
+    /// 1 GiB shards in sample order: WebDataset's advice is shards of a few
     /// hundred MB to a few GB, large enough to stream, small enough that
     /// many loader workers each have their own.
     fn default() -> Self {
@@ -159,7 +162,7 @@ pub fn open(
 ) -> Result<std::sync::Arc<dyn crate::catalog::Catalog>, ViewError> {
     Ok(match spec {
         ViewSpec::WebDataset(options) => {
-            std::sync::Arc::new(webdataset::ShardCatalog::new(tree, *options)?)
+            std::sync::Arc::new(webdataset::ShardCatalog::new(tree, *options))
         }
         ViewSpec::PerSample => std::sync::Arc::new(per_sample::PerSampleCatalog::new(tree)?),
     })
@@ -207,124 +210,6 @@ impl FromStr for NamedView {
             spec: spec.parse()?,
         })
     }
-}
-
-/// One item of a sample.
-#[derive(Debug)]
-pub struct SampleMember {
-    /// Index of the item in the [`Tree`].
-    pub item: u32,
-    /// Its path in the sample: the key and the item's extension
-    /// (`cat/0001.jpg`), made unique within the sample if two modalities
-    /// hold the same one (`cat/0001.thumb.jpg`).
-    pub path: Box<str>,
-}
-
-/// The samples of one timeline, in key order.
-#[derive(Debug)]
-pub struct TimelineSamples {
-    pub timeline: String,
-    /// Each sample's key and its members' range in `members`.
-    pub samples: Vec<(Box<str>, std::ops::Range<u32>)>,
-    /// Members of all samples, each sample's in path order.
-    pub members: Vec<SampleMember>,
-}
-
-/// Where an item's key ends: before the first dot of its base name that is
-/// not the base name's first byte (`.hidden` has no extension).
-pub(crate) fn key_len(name: &str) -> usize {
-    let base = name.rfind('/').map_or(0, |slash| slash + 1);
-    name[base..]
-        .char_indices()
-        .skip(1)
-        .find(|&(_, c)| c == '.')
-        .map_or(name.len(), |(dot, _)| base + dot)
-}
-
-/// The samples of every timeline of `tree`, timelines in name order.
-pub fn samples(tree: &Tree) -> Result<Vec<TimelineSamples>, TreeError> {
-    let tracks = tree.tracks();
-    let mut timelines: Vec<&str> = tracks.iter().map(|t| t.timeline.as_str()).collect();
-    timelines.sort_unstable();
-    timelines.dedup();
-    // Every name, read once in item order (page by page): sorting asks
-    // for each many times.
-    let names: Vec<Box<str>> = (0..tree.item_count())
-        .map(|i| Ok(tree.item(i)?.name().into()))
-        .collect::<Result<_, TreeError>>()?;
-    let name = |item: u32| &*names[item as usize];
-    Ok(timelines
-        .into_iter()
-        .map(|timeline| {
-            // (item, index of its modality among the timeline's tracks).
-            let mut items: Vec<(u32, usize)> = Vec::new();
-            for (i, track) in tracks.iter().enumerate() {
-                if track.timeline != timeline {
-                    continue;
-                }
-                items
-                    .extend((track.first_item..track.first_item + track.len).map(|item| (item, i)));
-            }
-            // By key, then extension, then modality: members of a sample
-            // are adjacent and in a fixed order.
-            items.sort_unstable_by(|&(a, ma), &(b, mb)| {
-                let (a, b) = (name(a), name(b));
-                let (ka, kb) = (key_len(a), key_len(b));
-                (&a[..ka], &a[ka..], &tracks[ma].modality).cmp(&(
-                    &b[..kb],
-                    &b[kb..],
-                    &tracks[mb].modality,
-                ))
-            });
-            let mut out = TimelineSamples {
-                timeline: timeline.to_string(),
-                samples: Vec::new(),
-                members: Vec::with_capacity(items.len()),
-            };
-            let mut start = 0;
-            while start < items.len() {
-                let key = &name(items[start].0)[..key_len(name(items[start].0))];
-                let end = start
-                    + items[start..]
-                        .iter()
-                        .take_while(|&&(item, _)| {
-                            let n = name(item);
-                            &n[..key_len(n)] == key
-                        })
-                        .count();
-                let first = out.members.len() as u32;
-                let mut paths: Vec<Box<str>> = Vec::with_capacity(end - start);
-                for &(item, modality) in &items[start..end] {
-                    let path = unique_path(name(item), &tracks[modality].modality, &paths);
-                    paths.push(path.clone());
-                    out.members.push(SampleMember { item, path });
-                }
-                out.samples
-                    .push((key.into(), first..out.members.len() as u32));
-                start = end;
-            }
-            out
-        })
-        .collect())
-}
-
-/// `name` as a member path unless an earlier member of the sample has it;
-/// then with the modality (and, failing that, a number) before the
-/// extension.
-fn unique_path(name: &str, modality: &str, taken: &[Box<str>]) -> Box<str> {
-    let free = |p: &str| !taken.iter().any(|t| &**t == p);
-    if free(name) {
-        return name.into();
-    }
-    let (key, ext) = name.split_at(key_len(name));
-    (0..)
-        .map(|n| match n {
-            0 => format!("{key}.{modality}{ext}"),
-            n => format!("{key}.{modality}.{n}{ext}"),
-        })
-        .find(|p| free(p))
-        .expect("some number is free")
-        .into()
 }
 
 #[cfg(test)]
@@ -382,10 +267,18 @@ pub(crate) mod tests {
     /// A snapshot of [`items`] with each modality's items in one pack of a
     /// memory store, and the store.
     pub(crate) async fn tree_and_store() -> (Arc<Tree>, Store) {
+        tree_and_store_of(items()).await
+    }
+
+    /// A snapshot of `items` (as [`items`] gives them) with each
+    /// modality's items in one pack of a memory store, and the store.
+    pub(crate) async fn tree_and_store_of(
+        items: Vec<(&'static str, &'static str, String, Vec<u8>)>,
+    ) -> (Arc<Tree>, Store) {
         let store = Store::from_object_store(Arc::new(InMemory::new()), Path::default(), "memory");
         // Items by (timeline, modality): one pack each.
         let mut packs = BTreeMap::new();
-        for (t, m, n, bytes) in items() {
+        for (t, m, n, bytes) in items {
             packs
                 .entry((t, m))
                 .or_insert_with(Vec::new)
@@ -393,7 +286,8 @@ pub(crate) mod tests {
         }
         let mut tracks = Vec::new();
         for ((timeline, modality), mut list) in packs {
-            list.sort();
+            // In the order a Track lists names.
+            list.sort_by(|a, b| packfs_format::name_order(&a.0, &b.0));
             let path = Arc::new(Path::from(format!("packs/{timeline}-{modality}")));
             let pack: Vec<u8> = list.iter().flat_map(|(_, b)| b.clone()).collect();
             store
@@ -477,19 +371,6 @@ pub(crate) mod tests {
     ) -> Vec<u8> {
         let extents = catalog.extents(id, range).unwrap().unwrap();
         reader.read(extents).await.unwrap().to_vec()
-    }
-
-    #[test]
-    fn keys_end_at_the_first_dot_of_the_base_name() {
-        fn key(n: &str) -> &str {
-            &n[..key_len(n)]
-        }
-        assert_eq!(key("cat/0001.jpg"), "cat/0001");
-        assert_eq!(key("a.b/0001.seg.png"), "a.b/0001");
-        assert_eq!(key("0001"), "0001");
-        assert_eq!(key("dir/.hidden"), "dir/.hidden");
-        assert_eq!(key("dir/.hidden.txt"), "dir/.hidden");
-        assert_eq!(key("été.jpg"), "été");
     }
 
     #[test]

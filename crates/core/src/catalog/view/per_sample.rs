@@ -211,7 +211,7 @@ mod tests {
         }
         let mut expected = std::collections::HashMap::new();
         for (timeline, modality, name, bytes) in items() {
-            let key = &name[..crate::catalog::view::key_len(&name)];
+            let key = &name[..crate::catalog::view::samples::key_len(&name)];
             let base = name.rsplit('/').next().unwrap();
             let base = match modality {
                 "thumb" => base.replace(".jpg", ".thumb.jpg"),

@@ -5,60 +5,118 @@
 //! tar header (built in memory from its path, size, mode and mtime), the
 //! item's bytes where they are stored, and explicit PAD (to the 512-byte
 //! block after each member, and the two zero blocks that end the archive).
-//! The whole layout (which sample is in which shard, at which offset) is
-//! computed when the view is built, so `stat` sizes are exact before any
-//! byte is read and a read of any range maps straight to its sources.
 //!
-//! Samples go to shards in key order, or with `shuffle=SEED` in a seeded
-//! global permutation: a new seed is a new shuffle of the whole timeline,
-//! with nothing rewritten on the store.
+//! Nothing is read at mount. The first listing of a timeline plans it:
+//! one pass over its samples, page by page, gives every shard's first
+//! sample and exact size (so `stat` sizes are exact before any byte is
+//! read), and keeps a cursor every few samples, not the samples. The
+//! first read of a shard lays it out: its samples found again from the
+//! cursors, each member's offset and what reading it needs, kept for the
+//! shards read lately.
+//!
+//! Samples go to shards in sample order, or with `shuffle=SEED` in a seeded
+//! global permutation (`shuffle.rs`): a new seed is a new shuffle of the
+//! whole timeline, with nothing rewritten on the store.
 
 use std::borrow::Cow;
 use std::ops::Range;
-use std::sync::Arc;
-use std::time::SystemTime;
+use std::sync::{Arc, OnceLock};
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use packfs_format::engine::{ByteRangeMap, SourceIndex};
 use packfs_format::{tar, time_of_ns, Attrs};
+use parking_lot::Mutex;
 
-use super::{catalog_error, samples, SampleMember, ShardCut, ShardOptions, TimelineSamples};
+use super::samples::{timelines, Sample, SampleMember, Samples};
+use super::shuffle::{fisher_yates, Keyed, DRAWN_MAX};
+use super::{catalog_error, ShardCut, ShardOptions};
 use crate::catalog::{Catalog, CatalogError, Entry};
+use crate::dataset::ItemData;
 use crate::extents::{Extents, Source};
 use crate::kind::Kind;
 use crate::tree::{Tree, TreeError};
 
-/// One member placed in a shard.
+/// Members of the shard layouts kept built (~100 bytes each and their
+/// paths): a loader reads a few shards at once, each front to back, and a
+/// shard of tiny items in key order may hold a million members.
+const LAYOUT_MEMBERS: usize = 1 << 20;
+
+/// One member placed in a shard, with all that reading it needs: a read
+/// of a shuffled shard then reads no index page (its members' pages are
+/// all over the index).
 #[derive(Debug)]
 struct Placed {
     /// Offset of its header in the shard.
     offset: u64,
-    /// Index into the timeline's members.
-    member: u32,
+    path: Box<str>,
+    mode: u16,
+    mtime: i64,
+    data: ItemData,
 }
 
+impl Placed {
+    fn tar_member(&self) -> tar::Member<'_> {
+        tar::Member {
+            path: &self.path,
+            size: self.data.size,
+            mode: self.mode,
+            mtime: self.mtime,
+        }
+    }
+}
+
+/// Where a shard's members are: built when the shard is first read.
 #[derive(Debug)]
-struct Shard {
-    /// Its members, a range of [`Timeline::placed`].
-    placed: Range<usize>,
+struct Layout {
+    placed: Vec<Placed>,
     size: u64,
 }
 
-#[derive(Debug)]
+/// The shard layouts built, least recently used first out once they hold
+/// more than [`LAYOUT_MEMBERS`].
+struct Layouts {
+    cells: lru::LruCache<(usize, usize), Arc<LayoutCell>>,
+    members: usize,
+}
+
+/// A shard's layout, built by the first read that needs it.
+type LayoutCell = OnceLock<Result<Arc<Layout>, String>>;
+
+/// The order samples go to shards in.
+enum Order {
+    Key,
+    /// Fisher–Yates: the sample at each position.
+    Drawn(Vec<u32>),
+    Keyed(Keyed),
+}
+
+/// Which samples each shard of a timeline holds, and its size: what
+/// `ls -l` shows, without any shard's members.
+struct Plan {
+    samples: Samples,
+    order: Order,
+    /// Where each shard starts in `order`, then where the last one ends.
+    starts: Vec<u64>,
+    sizes: Vec<u64>,
+}
+
+/// A timeline of the view; its plan is made when first asked for.
 struct Timeline {
-    samples: TimelineSamples,
-    /// Members in shard order, every shard's consecutive.
-    placed: Vec<Placed>,
-    shards: Vec<Shard>,
-    /// Catalog id of its first shard.
-    first_id: u64,
+    name: String,
+    plan: OnceLock<Result<Plan, String>>,
 }
 
 /// The shards of every timeline of a snapshot. Ids: 0 the root, `1 + t`
-/// timeline `t`, then every shard of every timeline in order.
+/// timeline `t`, and shard `k` of timeline `t` is `1 + T + k·T + t` (of
+/// `T` timelines), so that ids need no plan.
 pub(crate) struct ShardCatalog {
     tree: Arc<Tree>,
+    options: ShardOptions,
+    /// Timelines of more samples than this are shuffled by [`Keyed`].
+    drawn_max: u64,
     timelines: Vec<Timeline>,
+    layouts: Mutex<Layouts>,
     mtime: SystemTime,
 }
 
@@ -69,30 +127,170 @@ fn shard_name(index: usize) -> String {
 
 impl ShardCatalog {
     /// The shards of `tree`'s items cut and ordered as `options` says.
-    pub(crate) fn new(tree: Arc<Tree>, options: ShardOptions) -> Result<Self, TreeError> {
-        let mtime = time_of_ns(tree.ts_unix_ns() as i64);
-        let mut timelines = Vec::new();
-        let all = samples(&tree)?;
-        let mut next_id = 1 + all.len() as u64;
-        for samples in all {
-            let mut timeline = layout(&tree, samples, options)?;
-            timeline.first_id = next_id;
-            next_id += timeline.shards.len() as u64;
-            timelines.push(timeline);
-        }
-        Ok(ShardCatalog {
+    /// Nothing is read until a timeline is listed: then its items' names
+    /// and sizes once, page by page.
+    pub(crate) fn new(tree: Arc<Tree>, options: ShardOptions) -> Self {
+        ShardCatalog {
+            mtime: time_of_ns(tree.ts_unix_ns() as i64),
+            timelines: timelines(&tree)
+                .into_iter()
+                .map(|name| Timeline {
+                    name,
+                    plan: OnceLock::new(),
+                })
+                .collect(),
             tree,
-            timelines,
-            mtime,
-        })
+            options,
+            drawn_max: DRAWN_MAX,
+            layouts: Mutex::new(Layouts {
+                cells: lru::LruCache::unbounded(),
+                members: 0,
+            }),
+        }
+    }
+
+    /// The catalog shuffling timelines of more than `drawn_max` samples by
+    /// [`Keyed`]: tests see both shuffles on a few samples.
+    #[cfg(test)]
+    fn with_drawn_max(mut self, drawn_max: u64) -> Self {
+        self.drawn_max = drawn_max;
+        self
+    }
+
+    /// The plan of timeline `t`, made now if it is the first ask.
+    fn plan(&self, t: usize) -> Result<&Plan, CatalogError> {
+        let timeline = &self.timelines[t];
+        timeline
+            .plan
+            .get_or_init(|| {
+                let started = Instant::now();
+                let plan = plan(&self.tree, &timeline.name, self.options, self.drawn_max)
+                    .map_err(|e| catalog_error(e).0)?;
+                tracing::info!(
+                    "view timeline {}: {} samples in {} shards, planned in {:.2?}",
+                    timeline.name,
+                    plan.samples.len(),
+                    plan.sizes.len(),
+                    started.elapsed()
+                );
+                Ok(plan)
+            })
+            .as_ref()
+            .map_err(|e| CatalogError(e.clone()))
     }
 
     /// The timeline and shard index of catalog id `id`, if it is a shard.
-    fn shard(&self, id: u64) -> Option<(&Timeline, usize)> {
-        let t = self.timelines.partition_point(|t| t.first_id <= id);
-        let timeline = self.timelines.get(t.checked_sub(1)?)?;
-        let index = usize::try_from(id - timeline.first_id).ok()?;
-        (index < timeline.shards.len()).then_some((timeline, index))
+    fn shard(&self, id: u64) -> Result<Option<(usize, usize)>, CatalogError> {
+        let count = self.timelines.len() as u64;
+        let Some(n) = id.checked_sub(1 + count) else {
+            return Ok(None);
+        };
+        let (t, k) = ((n % count) as usize, (n / count) as usize);
+        Ok((k < self.plan(t)?.sizes.len()).then_some((t, k)))
+    }
+
+    fn shard_id(&self, t: usize, k: usize) -> u64 {
+        let count = self.timelines.len() as u64;
+        1 + count + k as u64 * count + t as u64
+    }
+
+    /// Where shard `k` of timeline `t` has its members. Built once however
+    /// many reads ask at once: the kernel's read-ahead sends several.
+    fn layout(&self, t: usize, k: usize) -> Result<Arc<Layout>, CatalogError> {
+        let cell = self
+            .layouts
+            .lock()
+            .cells
+            .get_or_insert((t, k), || Arc::new(OnceLock::new()))
+            .clone();
+        let mut built = false;
+        let layout = cell
+            .get_or_init(|| {
+                built = true;
+                self.build_layout(t, k).map(Arc::new).map_err(|e| e.0)
+            })
+            .clone()
+            .map_err(CatalogError)?;
+        if built {
+            self.keep(&cell, layout.placed.len());
+        }
+        Ok(layout)
+    }
+
+    /// Counts a layout of `members` just built into `cell` (unless it was
+    /// dropped meanwhile), and drops the least recently used others while
+    /// the layouts hold too many.
+    fn keep(&self, cell: &Arc<LayoutCell>, members: usize) {
+        let mut layouts = self.layouts.lock();
+        if !layouts.cells.iter().any(|(_, c)| Arc::ptr_eq(c, cell)) {
+            return;
+        }
+        layouts.members += members;
+        while layouts.members > LAYOUT_MEMBERS && layouts.cells.len() > 1 {
+            let Some((_, dropped)) = layouts.cells.pop_lru() else {
+                break;
+            };
+            if let Some(Ok(layout)) = dropped.get() {
+                layouts.members -= layout.placed.len();
+            }
+        }
+    }
+
+    fn build_layout(&self, t: usize, k: usize) -> Result<Layout, CatalogError> {
+        let plan = self.plan(t)?;
+        let positions = plan.starts[k]..plan.starts[k + 1];
+        let tree = &*self.tree;
+        // Each sample's members with what reading them needs, looked up
+        // while the sample's page is at hand: a shuffled shard's samples
+        // are all over the index.
+        let mut members = |sample: Sample| -> Result<Vec<Placed>, TreeError> {
+            let placed = sample.members.into_iter().map(|m| placed_member(tree, m));
+            placed.collect()
+        };
+        let mut placed = Vec::new();
+        let mut count = 0;
+        let mut place = |members: Vec<Placed>| {
+            count += 1;
+            placed.extend(members);
+        };
+        match &plan.order {
+            Order::Key => plan.samples.range(tree, positions.clone(), &mut |_, s| {
+                place(members(s)?);
+                Ok(())
+            }),
+            Order::Drawn(order) => {
+                let numbers: Vec<u64> = order[positions.start as usize..positions.end as usize]
+                    .iter()
+                    .map(|&s| u64::from(s))
+                    .collect();
+                let picked = plan.samples.pick(tree, &numbers, &mut members);
+                picked.map(|samples| samples.into_iter().for_each(&mut place))
+            }
+            Order::Keyed(keyed) => {
+                let numbers: Vec<u64> = positions.clone().map(|p| keyed.at(p)).collect();
+                let picked = plan.samples.pick(tree, &numbers, &mut members);
+                picked.map(|samples| samples.into_iter().for_each(&mut place))
+            }
+        }
+        .map_err(catalog_error)?;
+        placed.shrink_to_fit();
+        let mut offset = 0;
+        for p in &mut placed {
+            p.offset = offset;
+            offset += tar_len(&p.tar_member());
+        }
+        let size = offset + tar::END_OF_ARCHIVE;
+        if count != positions.end - positions.start || size != plan.sizes[k] {
+            // The tree cannot change under a view; a mismatch is a bug,
+            // and wrong bytes are worse than an error.
+            return Err(CatalogError(format!(
+                "view of timeline {}: {} lays out as {size} bytes, planned {}",
+                self.timelines[t].name,
+                shard_name(k),
+                plan.sizes[k]
+            )));
+        }
+        Ok(Layout { placed, size })
     }
 
     fn dir(&self) -> Entry {
@@ -106,95 +304,164 @@ impl ShardCatalog {
     }
 }
 
-/// Places `samples`' members into shards.
-fn layout(
-    tree: &Tree,
-    samples: TimelineSamples,
-    options: ShardOptions,
-) -> Result<Timeline, TreeError> {
-    let mut order: Vec<u32> = (0..samples.samples.len() as u32).collect();
-    if let Some(seed) = options.shuffle {
-        shuffle(&mut order, seed);
-    }
-    let mut placed = Vec::with_capacity(samples.members.len());
-    let mut shards = Vec::new();
-    let (mut start, mut offset, mut in_shard) = (0usize, 0u64, 0u64);
-    for sample in order {
-        let members = samples.samples[sample as usize].1.clone();
-        let mut bytes = 0;
-        for m in members.clone() {
-            bytes += member_len(tree, &samples.members[m as usize])?;
+/// Shard boundaries as samples come, in the order they go to shards.
+struct Cut {
+    rule: ShardCut,
+    starts: Vec<u64>,
+    sizes: Vec<u64>,
+    /// Samples and bytes in the shard being filled.
+    in_shard: u64,
+    offset: u64,
+}
+
+impl Cut {
+    fn new(rule: ShardCut) -> Self {
+        Cut {
+            rule,
+            starts: vec![0],
+            sizes: Vec::new(),
+            in_shard: 0,
+            offset: 0,
         }
-        let full = match options.cut {
-            ShardCut::Samples(n) => in_shard >= n,
-            ShardCut::Bytes(max) => in_shard > 0 && offset + bytes + tar::END_OF_ARCHIVE > max,
+    }
+
+    /// The sample at `position`, of `len` bytes of tar.
+    fn push(&mut self, position: u64, len: u64) {
+        let full = match self.rule {
+            ShardCut::Samples(n) => self.in_shard >= n,
+            ShardCut::Bytes(max) => {
+                self.in_shard > 0 && self.offset + len + tar::END_OF_ARCHIVE > max
+            }
         };
         if full {
-            shards.push(Shard {
-                placed: start..placed.len(),
-                size: offset + tar::END_OF_ARCHIVE,
-            });
-            (start, offset, in_shard) = (placed.len(), 0, 0);
+            self.sizes.push(self.offset + tar::END_OF_ARCHIVE);
+            self.starts.push(position);
+            (self.offset, self.in_shard) = (0, 0);
         }
-        for member in members {
-            placed.push(Placed { offset, member });
-            offset += member_len(tree, &samples.members[member as usize])?;
+        self.offset += len;
+        self.in_shard += 1;
+    }
+
+    /// Starts and sizes of the shards of `count` samples.
+    fn finish(mut self, count: u64) -> (Vec<u64>, Vec<u64>) {
+        if self.in_shard > 0 {
+            self.sizes.push(self.offset + tar::END_OF_ARCHIVE);
+            self.starts.push(count);
         }
-        in_shard += 1;
+        (self.starts, self.sizes)
     }
-    if in_shard > 0 {
-        shards.push(Shard {
-            placed: start..placed.len(),
-            size: offset + tar::END_OF_ARCHIVE,
-        });
-    }
-    Ok(Timeline {
+}
+
+/// The plan of `timeline`: one pass over its samples in sample order, and a
+/// second for a keyed shuffle (which needs the count before it can place
+/// a sample).
+fn plan(
+    tree: &Tree,
+    timeline: &str,
+    options: ShardOptions,
+    drawn_max: u64,
+) -> Result<Plan, TreeError> {
+    let mut cut = Cut::new(options.cut);
+    // Each sample's bytes, for a Fisher–Yates shuffle (and as long as the
+    // timeline may be small enough for one).
+    let mut lens: Vec<u64> = Vec::new();
+    let mut total = 0;
+    let samples = Samples::scan(tree, timeline, &mut |n, sample| {
+        if n == 0 {
+            (cut, lens, total) = (Cut::new(options.cut), Vec::new(), 0);
+        }
+        let len = sample_len(tree, &sample);
+        total += len;
+        match options.shuffle {
+            None => cut.push(n, len),
+            Some(_) if n < drawn_max => lens.push(len),
+            Some(_) if n == drawn_max => lens = Vec::new(),
+            Some(_) => {}
+        }
+        Ok(())
+    })?;
+    let count = samples.len();
+    let (order, (starts, sizes)) = match options.shuffle {
+        None => (Order::Key, cut.finish(count)),
+        Some(seed) if count <= drawn_max => {
+            let mut order: Vec<u32> = (0..count as u32).collect();
+            fisher_yates(&mut order, seed);
+            let mut cut = Cut::new(options.cut);
+            for (position, &sample) in order.iter().enumerate() {
+                cut.push(position as u64, lens[sample as usize]);
+            }
+            (Order::Drawn(order), cut.finish(count))
+        }
+        Some(seed) => {
+            let keyed = Keyed::new(seed, count);
+            let per_shard = match options.cut {
+                ShardCut::Samples(n) => n,
+                // Shards of one sample count whose mean is the size asked.
+                ShardCut::Bytes(max) => {
+                    let mean = total.div_ceil(count).max(1);
+                    (max.saturating_sub(tar::END_OF_ARCHIVE) / mean).max(1)
+                }
+            };
+            let shards = count.div_ceil(per_shard);
+            let mut sizes = vec![tar::END_OF_ARCHIVE; shards as usize];
+            samples.each(tree, &mut |n, sample| {
+                sizes[(keyed.position_of(n) / per_shard) as usize] += sample_len(tree, &sample);
+                Ok(())
+            })?;
+            let starts = (0..=shards).map(|k| (k * per_shard).min(count)).collect();
+            (Order::Keyed(keyed), (starts, sizes))
+        }
+    };
+    Ok(Plan {
         samples,
-        placed,
-        shards,
-        first_id: 0,
+        order,
+        starts,
+        sizes,
     })
 }
 
-/// The tar member of `member`: its path, the item's size, recorded mode
-/// (0644 if none) and mtime (the Manifest's if none), in whole seconds.
-fn tar_member<'a>(tree: &Tree, member: &'a SampleMember) -> Result<tar::Member<'a>, TreeError> {
-    let item = tree.item(member.item)?;
-    let mtime_ns = item.attrs().mtime_ns.unwrap_or(tree.ts_unix_ns() as i64);
-    Ok(tar::Member {
-        path: &member.path,
-        size: item.size(),
-        mode: item.attrs().mode.unwrap_or(Attrs::DEFAULT_FILE_MODE),
-        mtime: mtime_ns.div_euclid(1_000_000_000),
+/// Bytes of `sample`'s members in a shard.
+fn sample_len(tree: &Tree, sample: &Sample) -> u64 {
+    sample
+        .members
+        .iter()
+        .map(|m| {
+            let (mode, mtime) = mode_and_mtime(tree, m.attrs);
+            tar_len(&tar::Member {
+                path: &m.path,
+                size: m.size,
+                mode,
+                mtime,
+            })
+        })
+        .sum()
+}
+
+/// `member`, to be placed in a shard.
+fn placed_member(tree: &Tree, member: SampleMember) -> Result<Placed, TreeError> {
+    let (mode, mtime) = mode_and_mtime(tree, member.attrs);
+    Ok(Placed {
+        offset: 0,
+        data: tree.item_data(member.item)?,
+        path: member.path,
+        mode,
+        mtime,
     })
+}
+
+/// A member's mode and mtime in its tar header: the item's recorded mode
+/// (0644 if none) and mtime (the Manifest's if none), in whole seconds.
+fn mode_and_mtime(tree: &Tree, attrs: Attrs) -> (u16, i64) {
+    let mtime_ns = attrs.mtime_ns.unwrap_or(tree.ts_unix_ns() as i64);
+    (
+        attrs.mode.unwrap_or(Attrs::DEFAULT_FILE_MODE),
+        mtime_ns.div_euclid(1_000_000_000),
+    )
 }
 
 /// Bytes of `member` in a shard: header, data, padding.
-fn member_len(tree: &Tree, member: &SampleMember) -> Result<u64, TreeError> {
-    let m = tar_member(tree, member)?;
-    Ok(tar::header_len(&m) + m.size + tar::padding(m.size))
-}
-
-/// Shuffles `order` by Fisher–Yates with SplitMix64 seeded by `seed`. Both
-/// are written out here, not taken from a crate, because the permutation
-/// is part of what a seed promises: a later version of a random-number
-/// crate may change its streams, and a seed must give the same shards in
-/// every packfs version.
-fn shuffle(order: &mut [u32], seed: u64) {
-    let mut state = seed;
-    let mut next = move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
-    for i in (1..order.len()).rev() {
-        // Lemire's multiply-shift; its bias (< 2^-32 for any slice that
-        // fits in memory) is far below what a shuffle can show.
-        let j = ((u128::from(next()) * (i as u128 + 1)) >> 64) as usize;
-        order.swap(i, j);
-    }
+fn tar_len(member: &tar::Member) -> u64 {
+    tar::header_len(member) + member.size + tar::padding(member.size)
 }
 
 impl Catalog for ShardCatalog {
@@ -202,9 +469,12 @@ impl Catalog for ShardCatalog {
         if id as usize <= self.timelines.len() {
             return Ok(Some(self.dir()));
         }
-        Ok(self.shard(id).map(|(timeline, index)| Entry {
+        let Some((t, k)) = self.shard(id)? else {
+            return Ok(None);
+        };
+        Ok(Some(Entry {
             kind: Kind::File,
-            size: timeline.shards[index].size,
+            size: self.plan(t)?.sizes[k],
             perm: 0o444,
             ..self.dir()
         }))
@@ -217,34 +487,38 @@ impl Catalog for ShardCatalog {
         if dir == 0 {
             let found = self
                 .timelines
-                .binary_search_by(|t| t.samples.timeline.as_str().cmp(name));
+                .binary_search_by(|t| t.name.as_str().cmp(name));
             return Ok(found.ok().map(|t| 1 + t as u64));
         }
-        let Some(timeline) = self.timelines.get(dir as usize - 1) else {
+        let Some(t) = (dir as usize)
+            .checked_sub(1)
+            .filter(|&t| t < self.timelines.len())
+        else {
             return Ok(None);
         };
-        let index = name
+        let Some(k) = name
             .strip_prefix("shard-")
             .and_then(|n| n.strip_suffix(".tar"))
             .and_then(|n| n.parse::<usize>().ok())
-            .filter(|&i| i < timeline.shards.len() && shard_name(i) == name);
-        Ok(index.map(|i| timeline.first_id + i as u64))
+            .filter(|&k| shard_name(k) == name)
+        else {
+            return Ok(None);
+        };
+        Ok((k < self.plan(t)?.sizes.len()).then(|| self.shard_id(t, k)))
     }
 
     fn child(&self, dir: u64, index: usize) -> Option<(u64, Cow<'_, str>)> {
         if dir == 0 {
             let timeline = self.timelines.get(index)?;
-            return Some((1 + index as u64, Cow::Borrowed(&timeline.samples.timeline)));
+            return Some((1 + index as u64, Cow::Borrowed(&timeline.name)));
         }
-        let timeline = self
-            .timelines
-            .get(usize::try_from(dir).ok()?.checked_sub(1)?)?;
-        (index < timeline.shards.len()).then(|| {
-            (
-                timeline.first_id + index as u64,
-                Cow::Owned(shard_name(index)),
-            )
-        })
+        let t = usize::try_from(dir).ok()?.checked_sub(1)?;
+        if t >= self.timelines.len() {
+            return None;
+        }
+        // A plan that cannot be made was logged: the directory lists empty.
+        let shards = self.plan(t).ok()?.sizes.len();
+        (index < shards).then(|| (self.shard_id(t, index), Cow::Owned(shard_name(index))))
     }
 
     fn parent(&self, dir: u64) -> Option<u64> {
@@ -252,11 +526,12 @@ impl Catalog for ShardCatalog {
     }
 
     fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError> {
-        let Some((timeline, index)) = self.shard(id) else {
+        let Some((t, k)) = self.shard(id)? else {
             return Ok(None);
         };
-        let shard = &timeline.shards[index];
-        let range = range.start.min(shard.size)..range.end.min(shard.size);
+        let layout = self.layout(t, k)?;
+        let size = layout.size;
+        let range = range.start.min(size)..range.end.min(size);
         let mut extents = Extents {
             map: ByteRangeMap::new(range.end - range.start),
             sources: Vec::new(),
@@ -267,14 +542,13 @@ impl Catalog for ShardCatalog {
             let (from, to) = (part.start.max(range.start), part.end.min(range.end));
             (from < to).then(|| (from - part.start..to - part.start, from - range.start))
         };
-        let placed = &timeline.placed[shard.placed.clone()];
+        let placed = &layout.placed;
         let first = placed.partition_point(|p| p.offset <= range.start);
         for p in &placed[first.saturating_sub(1)..] {
             if p.offset >= range.end {
                 break;
             }
-            let member = &timeline.samples.members[p.member as usize];
-            let tar_member = tar_member(&self.tree, member).map_err(catalog_error)?;
+            let tar_member = p.tar_member();
             let header_len = tar::header_len(&tar_member);
             let data = p.offset + header_len;
             let pad = data + tar_member.size;
@@ -287,14 +561,13 @@ impl Catalog for ShardCatalog {
                     .push_data(dest, within.end - within.start, source, within.start);
             }
             if let Some((within, dest)) = clip(data..pad) {
-                let item = self.tree.item_data(member.item).map_err(catalog_error)?;
-                extents.splice(dest, Extents::of_item(&item, within));
+                extents.splice(dest, Extents::of_item(&p.data, within));
             }
             if let Some((within, dest)) = clip(pad..pad + tar::padding(tar_member.size)) {
                 extents.map.push_pad(dest, within.end - within.start);
             }
         }
-        if let Some((within, dest)) = clip(shard.size - tar::END_OF_ARCHIVE..shard.size) {
+        if let Some((within, dest)) = clip(size - tar::END_OF_ARCHIVE..size) {
             extents.map.push_pad(dest, within.end - within.start);
         }
         Ok(Some(extents))
@@ -303,22 +576,32 @@ impl Catalog for ShardCatalog {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
+    use std::collections::{BTreeMap, HashMap};
     use std::io::Read;
 
     use super::*;
+    use crate::catalog::view::samples::key_len;
     use crate::catalog::view::tests::{files, items, read, tree_and_reader};
-    use crate::catalog::view::{key_len, ViewSpec};
+    use crate::catalog::view::ViewSpec;
 
     /// (shard path, member path, bytes, mode, mtime) of every member of
     /// every shard of `spec`, as the `tar` crate reads the whole shards;
     /// every shard is also read in ragged pieces, which must agree.
     async fn members(spec: &str) -> Vec<(String, String, Vec<u8>, u32, u64)> {
+        members_drawn_up_to(spec, DRAWN_MAX).await
+    }
+
+    /// [`members`], timelines of more than `drawn_max` samples shuffled
+    /// by [`Keyed`].
+    async fn members_drawn_up_to(
+        spec: &str,
+        drawn_max: u64,
+    ) -> Vec<(String, String, Vec<u8>, u32, u64)> {
         let ViewSpec::WebDataset(options) = spec.parse().unwrap() else {
             panic!("{spec}")
         };
         let (tree, reader) = tree_and_reader().await;
-        let catalog = ShardCatalog::new(tree, options).unwrap();
+        let catalog = ShardCatalog::new(tree, options).with_drawn_max(drawn_max);
         let mut out = Vec::new();
         for (shard, id) in files(&catalog, 0, "") {
             let size = catalog.entry(id).unwrap().unwrap().size;
@@ -431,7 +714,7 @@ mod tests {
             shuffle: Some(3),
             ..ShardOptions::default()
         };
-        let catalog = ShardCatalog::new(tree, shuffled).unwrap();
+        let catalog = ShardCatalog::new(tree, shuffled);
         let train = catalog.lookup(0, b"train").unwrap().unwrap();
         let shard = catalog.lookup(train, b"shard-000000.tar").unwrap().unwrap();
         let size = catalog.entry(shard).unwrap().unwrap().size;
@@ -476,29 +759,53 @@ mod tests {
             .map(|(_, p)| p)
             .collect();
         assert!(
-            train.is_sorted(),
-            "unshuffled shards are in key order: {train:?}"
+            train.is_sorted_by_key(|p| crate::catalog::view::samples::order(p)),
+            "unshuffled shards are in sample order: {train:?}"
         );
+        assert_eq!(train[0], "x.seg.png", "keys of the top directory first");
     }
 
-    #[test]
-    fn a_seed_is_a_fixed_permutation() {
-        let mut a: Vec<u32> = (0..1000).collect();
-        let mut b = a.clone();
-        shuffle(&mut a, 7);
-        shuffle(&mut b, 7);
-        assert_eq!(a, b);
-        let mut c: Vec<u32> = (0..1000).collect();
-        shuffle(&mut c, 8);
-        assert_ne!(a, c);
-        let mut sorted = a.clone();
-        sorted.sort_unstable();
-        assert_eq!(sorted, (0..1000).collect::<Vec<_>>());
-        // Pinned (computed by an independent implementation of SplitMix64,
-        // which gives the reference's 0x599ed017fb08fc85 first for seed
-        // 1234567): a seed gives these shards in every version.
-        let mut pinned: Vec<u32> = (0..10).collect();
-        shuffle(&mut pinned, 42);
-        assert_eq!(pinned, [8, 3, 6, 5, 4, 0, 9, 2, 1, 7]);
+    /// Above the Fisher–Yates limit a shuffle is keyed: every item still
+    /// once, a sample never split, fixed by its seed, and `bytes=` cuts
+    /// shards of one sample count.
+    #[tokio::test]
+    async fn a_keyed_shuffle_places_every_sample_once() {
+        let keyed = |spec: &'static str| members_drawn_up_to(spec, 0);
+        let order = |m: Vec<(String, String, Vec<u8>, u32, u64)>| -> Vec<(String, String)> {
+            m.into_iter().map(|(s, p, ..)| (s, p)).collect()
+        };
+        for spec in [
+            "webdataset:samples=2,shuffle=1",
+            "webdataset:bytes=4KiB,shuffle=1",
+        ] {
+            check_complete(&keyed(spec).await);
+        }
+        let one = order(keyed("webdataset:samples=2,shuffle=1").await);
+        assert_eq!(one, order(keyed("webdataset:samples=2,shuffle=1").await));
+        assert_ne!(one, order(keyed("webdataset:samples=2,shuffle=2").await));
+        assert_ne!(one, order(members("webdataset:samples=2,shuffle=1").await));
+        // Samples a shard: every shard but a timeline's last holds as many.
+        let by_shard = |m: &[(String, String)]| {
+            let mut keys: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+            for (shard, path) in m {
+                keys.entry(shard)
+                    .or_default()
+                    .insert(&path[..key_len(path)]);
+            }
+            keys.into_iter()
+                .map(|(shard, keys)| (shard.to_string(), keys.len()))
+                .collect::<Vec<_>>()
+        };
+        let shards = by_shard(&order(keyed("webdataset:bytes=4KiB,shuffle=1").await));
+        let train: Vec<usize> = shards
+            .iter()
+            .filter(|(s, _)| s.starts_with("/train/"))
+            .map(|&(_, n)| n)
+            .collect();
+        assert!(train.len() > 1, "{shards:?}");
+        assert!(
+            train[..train.len() - 1].iter().all(|&n| n == train[0]),
+            "{shards:?}"
+        );
     }
 }

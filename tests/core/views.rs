@@ -1,0 +1,143 @@
+//! Views over a paged dataset: planned from pages when first listed (not
+//! at mount), under the mount's index bound, each item a member once.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::sync::atomic::Ordering;
+
+use packfs_fs::mount::MountOptions;
+
+use crate::common::bench::Bench;
+use crate::common::core::Core;
+
+/// Samples `s0000..s0149` of timeline `t` in three directories (the top
+/// one, `a` and `a/b`): an image and a caption each, every tenth a second
+/// image (`.seg.png`); and 20 images of timeline `u`.
+fn sample_files() -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    for i in 0..150 {
+        let dir = ["", "a/", "a/b/"][i % 3];
+        files.push((format!("t/image/{dir}s{i:04}.jpg"), vec![i as u8; 100 + i]));
+        let caption = format!("caption {i}").into();
+        files.push((format!("t/caption/{dir}s{i:04}.txt"), caption));
+        if i % 10 == 0 {
+            files.push((format!("t/image/{dir}s{i:04}.seg.png"), vec![7; i]));
+        }
+    }
+    for i in 0..20 {
+        files.push((format!("u/image/x{i:02}.jpg"), vec![1; i]));
+    }
+    files
+}
+
+/// Every member of every shard below `dir` of the mount: (shard, member
+/// path, bytes), in shard order.
+fn members(core: &Core, dir: &str) -> Vec<(String, String, Vec<u8>)> {
+    let ino = core.path(dir).unwrap();
+    let mut out = Vec::new();
+    for (shard, stat) in core.list(ino).unwrap() {
+        let bytes = core.read_all(stat.attr.ino);
+        assert_eq!(bytes.len() as u64, stat.attr.size, "{dir}/{shard}");
+        let mut archive = tar::Archive::new(&bytes[..]);
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let path = entry.path().unwrap().to_str().unwrap().to_string();
+            let mut data = Vec::new();
+            entry.read_to_end(&mut data).unwrap();
+            out.push((shard.clone(), path, data));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_webdataset_view_of_small_pages_holds_every_item_once() {
+    let files = sample_files();
+    let refs: Vec<(&str, Vec<u8>)> = files.iter().map(|(p, b)| (p.as_str(), b.clone())).collect();
+    let bench = Bench::new(&refs);
+    let gets = || bench.faults.metadata_gets.load(Ordering::SeqCst);
+    let bound = 16 << 10;
+    let options = MountOptions::default()
+        .read_only(true)
+        .index_cache_bytes(bound)
+        .views(vec![
+            ".wds=webdataset:samples=7".parse().unwrap(),
+            ".shuffled=webdataset:samples=5,shuffle=3".parse().unwrap(),
+        ]);
+    let mount = |options: &MountOptions| {
+        let before = gets();
+        let core = bench.mount_options(options);
+        (core, gets() - before)
+    };
+    let (plain, plain_gets) = mount(&options.clone().views(Vec::new()));
+    let (core, view_gets) = mount(&options);
+    assert_eq!(view_gets, plain_gets, "a view reads nothing at mount");
+    drop(plain);
+
+    // In sample order: by directory (the top one first), then key, then
+    // extension: s0000.jpg, s0000.seg.png, s0000.txt, s0003.jpg, …
+    let mut expected: BTreeMap<&str, Vec<(String, &[u8])>> = BTreeMap::new();
+    let mut sorted: Vec<&(String, Vec<u8>)> = files.iter().collect();
+    sorted.sort_by_key(|(p, _)| {
+        let (timeline, rest) = p.split_once('/').unwrap();
+        let name = rest.split_once('/').unwrap().1;
+        let (dir, base) = name.rsplit_once('/').unwrap_or(("", name));
+        let dot = base.find('.').unwrap();
+        (
+            timeline,
+            dir,
+            base[..dot].to_string(),
+            base[dot..].to_string(),
+        )
+    });
+    for (path, bytes) in sorted {
+        let (timeline, rest) = path.split_once('/').unwrap();
+        let name = rest.split_once('/').unwrap().1;
+        expected
+            .entry(timeline)
+            .or_default()
+            .push((name.to_string(), bytes));
+    }
+    assert_eq!(expected.len(), 2);
+    for (timeline, want) in &expected {
+        let got = members(&core, &format!(".wds/{timeline}"));
+        let names: Vec<&str> = got.iter().map(|(_, p, _)| p.as_str()).collect();
+        let want_names: Vec<&str> = want.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(names, want_names, "{timeline} in sample order");
+        for ((_, path, bytes), (_, want)) in got.iter().zip(want) {
+            assert!(bytes == want, "{timeline}/{path}: other bytes");
+        }
+        let want: Vec<(&str, &[u8])> = want.iter().map(|(p, b)| (p.as_str(), *b)).collect();
+        let shards: std::collections::BTreeSet<&String> = got.iter().map(|m| &m.0).collect();
+        let samples = want.iter().filter(|(p, _)| !p.contains(".seg")).count();
+        let samples = if *timeline == "t" {
+            samples / 2
+        } else {
+            samples
+        };
+        assert_eq!(shards.len(), samples.div_ceil(7), "{timeline}");
+
+        let shuffled = members(&core, &format!(".shuffled/{timeline}"));
+        let mut order: Vec<(&str, &[u8])> = shuffled
+            .iter()
+            .map(|(_, p, b)| (p.as_str(), &b[..]))
+            .collect();
+        assert!(order != want, "{timeline} shuffled");
+        order.sort();
+        let mut sorted_want = want.clone();
+        sorted_want.sort();
+        assert!(order == sorted_want, "{timeline}: every item once");
+    }
+    let held = core.fs().namespace().tree().index_bytes();
+    assert!(
+        held as u64 <= bound,
+        "{held} bytes of pages held, bound {bound}"
+    );
+
+    // The same seed, the same shards, on another mount.
+    let again = bench.mount_options(&options);
+    assert_eq!(
+        members(&again, ".shuffled/t"),
+        members(&core, ".shuffled/t")
+    );
+}
