@@ -20,6 +20,9 @@ use crate::tree::{Tree, TreeError, TreeItem};
 /// most this many from the cursor before it.
 pub(crate) const CHECKPOINT: u64 = 64;
 
+/// Most threads [`Samples::pick`] walks on.
+const PICK_THREADS: usize = 8;
+
 /// One item of a sample.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SampleMember {
@@ -189,15 +192,16 @@ fn unique_path(name: &str, modality: &str, taken: &[SampleMember]) -> Box<str> {
 }
 
 /// Where a stream of a timeline's samples stands: each Track's next item.
-type Cursor = Box<[u32]>;
+type Cursor = Vec<u32>;
 
 /// The samples of a timeline, as a shard finds them again.
 pub(crate) enum Samples {
-    /// Streamed from the Tracks' pages; `checkpoints[i]` is where sample
+    /// Streamed from the Tracks' pages; the cursor at
+    /// `checkpoints[i * tracks.len()..]` is where sample
     /// `i * CHECKPOINT` starts.
     Streamed {
         tracks: Vec<usize>,
-        checkpoints: Vec<Cursor>,
+        checkpoints: Vec<u32>,
         count: u64,
     },
     /// Sorted in memory: a Track's names are not in sample order.
@@ -208,7 +212,7 @@ impl Samples {
     /// Reads every sample of `timeline` once, in sample order, giving each to
     /// `visit` with its number; from pages if the Tracks' names allow it,
     /// else sorted in memory. When a Track's names turn out not to be in
-    /// key order, the samples are given again from number 0: a visitor
+    /// sample order, the samples are given again from number 0: a visitor
     /// given sample 0 starts over.
     pub(crate) fn scan(
         tree: &Tree,
@@ -220,12 +224,12 @@ impl Samples {
             .iter()
             .map(|&t| tree.tracks()[t].first_item)
             .collect();
-        let mut stream = Stream::new(tree, &tracks, start.clone())?;
+        let mut stream = Stream::new(tree, &tracks, start)?;
         let mut checkpoints = Vec::new();
         let mut count = 0;
         loop {
             if count % CHECKPOINT == 0 {
-                checkpoints.push(stream.cursor());
+                checkpoints.extend_from_slice(&stream.at);
             }
             match stream.next_sample()? {
                 Next::Sample(sample) => visit(count, sample)?,
@@ -242,6 +246,7 @@ impl Samples {
             }
             count += 1;
         }
+        checkpoints.shrink_to_fit();
         Ok(Samples::Streamed {
             tracks,
             checkpoints,
@@ -293,7 +298,8 @@ impl Samples {
                 ..
             } => {
                 let mut n = numbers.start / CHECKPOINT * CHECKPOINT;
-                let from = checkpoints[(n / CHECKPOINT) as usize].clone();
+                let at = (n / CHECKPOINT) as usize * tracks.len();
+                let from = checkpoints[at..at + tracks.len()].to_vec();
                 let mut stream = Stream::new(tree, tracks, from)?;
                 while n < numbers.end {
                     // The tree cannot change: a stream that ends early (or
@@ -312,20 +318,22 @@ impl Samples {
     }
 
     /// Samples `numbers` (in any order, each once), each given to
-    /// `convert` as it is read (while its page is at hand), in key order,
-    /// and the results in the order of `numbers`; a number past the last
-    /// is left out.
-    pub(crate) fn pick<T>(
+    /// `convert` as it is read (while its page is at hand), and the
+    /// results in the order of `numbers`; a number past the last is left
+    /// out.
+    ///
+    /// Samples between two cursors are found by one walk from the first;
+    /// the walks run on a few threads, as each wanted sample of a shuffled
+    /// shard is on a page of its own, decoded for it.
+    pub(crate) fn pick<T: Send>(
         &self,
         tree: &Tree,
         numbers: &[u64],
-        convert: &mut dyn FnMut(Sample) -> Result<T, TreeError>,
+        convert: &(dyn Fn(Sample) -> Result<T, TreeError> + Sync),
     ) -> Result<Vec<T>, TreeError> {
-        // Streamed: each run of wanted samples between two cursors costs
-        // one walk from the first cursor.
         let mut wanted: Vec<(u64, usize)> = numbers.iter().copied().zip(0..).collect();
         wanted.sort_unstable();
-        let mut out: Vec<Option<T>> = numbers.iter().map(|_| None).collect();
+        let mut walks: Vec<Range<usize>> = Vec::new();
         let mut i = 0;
         while i < wanted.len() {
             let block = wanted[i].0 / CHECKPOINT;
@@ -333,19 +341,41 @@ impl Samples {
                 .iter()
                 .take_while(|(n, _)| n / CHECKPOINT == block)
                 .count();
-            let mut next = i;
-            self.range(
-                tree,
-                wanted[i].0..wanted[end - 1].0 + 1,
-                &mut |n, sample| {
+            walks.push(i..end);
+            i = end;
+        }
+        let walk = |walks: &[Range<usize>]| -> Result<Vec<(usize, T)>, TreeError> {
+            let mut found = Vec::new();
+            for w in walks {
+                let mut next = w.start;
+                let numbers = wanted[w.start].0..wanted[w.end - 1].0 + 1;
+                self.range(tree, numbers, &mut |n, sample| {
                     if wanted[next].0 == n {
-                        out[wanted[next].1] = Some(convert(sample)?);
+                        found.push((wanted[next].1, convert(sample)?));
                         next += 1;
                     }
                     Ok(())
-                },
-            )?;
-            i = end;
+                })?;
+            }
+            Ok(found)
+        };
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, PICK_THREADS);
+        let per_thread = walks.len().div_ceil(threads).max(1);
+        let found: Vec<Vec<(usize, T)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = walks
+                .chunks(per_thread)
+                .map(|chunk| scope.spawn(move || walk(chunk)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect::<Result<_, _>>()
+        })?;
+        let mut out: Vec<Option<T>> = numbers.iter().map(|_| None).collect();
+        for (at, t) in found.into_iter().flatten() {
+            out[at] = Some(t);
         }
         Ok(out.into_iter().flatten().collect())
     }
@@ -395,7 +425,7 @@ impl<'t> Stream<'t> {
         let spans = tree.tracks();
         let mut stream = Stream {
             tree,
-            at: at.into_vec(),
+            at,
             end: tracks
                 .iter()
                 .map(|&t| spans[t].first_item + spans[t].len)
@@ -410,10 +440,6 @@ impl<'t> Stream<'t> {
             stream.heads.push(head);
         }
         Ok(stream)
-    }
-
-    fn cursor(&self) -> Cursor {
-        self.at.clone().into()
     }
 
     /// The Track whose head comes first in sample order.
@@ -514,7 +540,7 @@ mod tests {
             assert_eq!(some, want);
         }
         let numbers: Vec<u64> = (0..seen.len() as u64).rev().step_by(2).collect();
-        let picked = samples.pick(tree, &numbers, &mut Ok).unwrap();
+        let picked = samples.pick(tree, &numbers, &Ok).unwrap();
         let want: Vec<Sample> = numbers.iter().map(|&n| seen[n as usize].clone()).collect();
         assert_eq!(picked, want);
         (seen, matches!(samples, Samples::Streamed { .. }))

@@ -243,7 +243,7 @@ impl ShardCatalog {
         // Each sample's members with what reading them needs, looked up
         // while the sample's page is at hand: a shuffled shard's samples
         // are all over the index.
-        let mut members = |sample: Sample| -> Result<Vec<Placed>, TreeError> {
+        let members = |sample: Sample| -> Result<Vec<Placed>, TreeError> {
             let placed = sample.members.into_iter().map(|m| placed_member(tree, m));
             placed.collect()
         };
@@ -263,12 +263,12 @@ impl ShardCatalog {
                     .iter()
                     .map(|&s| u64::from(s))
                     .collect();
-                let picked = plan.samples.pick(tree, &numbers, &mut members);
+                let picked = plan.samples.pick(tree, &numbers, &members);
                 picked.map(|samples| samples.into_iter().for_each(&mut place))
             }
             Order::Keyed(keyed) => {
                 let numbers: Vec<u64> = positions.clone().map(|p| keyed.at(p)).collect();
-                let picked = plan.samples.pick(tree, &numbers, &mut members);
+                let picked = plan.samples.pick(tree, &numbers, &members);
                 picked.map(|samples| samples.into_iter().for_each(&mut place))
             }
         }
