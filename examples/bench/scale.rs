@@ -15,10 +15,10 @@
 //!
 //! At each count, on fresh mounts: `ls -l` of one directory (a
 //! thousandth of the items: 100,000 entries at 100M), and `stat` of 10,000
-//! random paths with the daemon's VmHWM after them; and a mount with two
-//! WebDataset views (key order, and shuffled in shards of 10,000
-//! samples): `ls -l` of each (which plans it), a read of the first
-//! shuffled shard, and the VmHWM after.
+//! random paths with the daemon's VmHWM after them; and a mount with
+//! three views (WebDataset in sample order and shuffled in shards of
+//! 10,000 samples, and per-sample directories): `ls -l` of each (which
+//! plans it), a read of the first shuffled shard, and the VmHWM after.
 //!
 //! Mounts of the first count run `--runs` rounds (medians shown); the
 //! others and the import run once (each takes minutes).
@@ -64,7 +64,8 @@ struct ScaleRow {
     views: ViewRow,
 }
 
-/// A mount with two WebDataset views: in key order, and shuffled.
+/// A mount with three views: WebDataset in sample order and shuffled, and
+/// per-sample directories.
 struct ViewRow {
     /// Mount ready, with the views.
     mount: Duration,
@@ -73,7 +74,11 @@ struct ViewRow {
     key_shards: usize,
     shuffled_ls: Duration,
     shuffled_shards: usize,
-    /// VmHWM of the daemon once both are planned (KiB).
+    /// `ls -l` of a directory of the per-sample view (which plans it), and
+    /// the sample directories it lists.
+    samples_ls: Duration,
+    sample_dirs: usize,
+    /// VmHWM of the daemon once all three are planned (KiB).
     plan_hwm_kib: u64,
     /// Reading the first shuffled shard whole, and its bytes.
     shard_read: Duration,
@@ -301,9 +306,9 @@ fn timed_ls_l(dir: &Path) -> Result<(Duration, usize)> {
     Ok((took, listed))
 }
 
-/// On a fresh mount with a WebDataset view in key order and a shuffled
-/// one: `ls -l` of each view's timeline (which plans it), a read of the
-/// first shuffled shard, and the daemon's VmHWM after.
+/// On a fresh mount with a WebDataset view in sample order, a shuffled
+/// one and the per-sample view: `ls -l` of each (which plans it), a read
+/// of the first shuffled shard, and the daemon's VmHWM after.
 fn views(bin: &Path, dataset: &Path, mnt: &Path, n: usize) -> Result<ViewRow> {
     let shuffled = format!(".shuffled=webdataset:samples={SHUFFLED_SHARD_SAMPLES},shuffle=1");
     let daemon = Daemon::mount_with(
@@ -318,6 +323,8 @@ fn views(bin: &Path, dataset: &Path, mnt: &Path, n: usize) -> Result<ViewRow> {
             ".wds=webdataset",
             "--view",
             &shuffled,
+            "--view",
+            ".samples=samples",
         ],
     )?;
     let (key_ls, key_shards) = timed_ls_l(&mnt.join(".wds").join(TIMELINE))?;
@@ -326,6 +333,11 @@ fn views(bin: &Path, dataset: &Path, mnt: &Path, n: usize) -> Result<ViewRow> {
         return Err(
             format!("the shuffled view has {shuffled_shards} shards of {n} samples").into(),
         );
+    }
+    let samples_dir = mnt.join(".samples").join(TIMELINE).join("d0000");
+    let (samples_ls, sample_dirs) = timed_ls_l(&samples_dir)?;
+    if sample_dirs != n.div_ceil(TINY_DIRS) {
+        return Err(format!("{} lists {sample_dirs} samples", samples_dir.display()).into());
     }
     let (_, plan_hwm_kib) = daemon.memory_kib()?;
     let shard = mnt
@@ -345,6 +357,8 @@ fn views(bin: &Path, dataset: &Path, mnt: &Path, n: usize) -> Result<ViewRow> {
         key_shards,
         shuffled_ls,
         shuffled_shards,
+        samples_ls,
+        sample_dirs,
         plan_hwm_kib,
         shard_read,
         shard_bytes,
@@ -352,10 +366,11 @@ fn views(bin: &Path, dataset: &Path, mnt: &Path, n: usize) -> Result<ViewRow> {
     };
     drop(daemon);
     progress(format!(
-        "scale: views: mount {:.2} s; ls -l {:.2} s ({key_shards} shards), shuffled {:.2} s ({shuffled_shards} shards), VmHWM {}; first shuffled shard {} in {:.2} s; VmHWM {}",
+        "scale: views: mount {:.2} s; ls -l {:.2} s ({key_shards} shards), shuffled {:.2} s ({shuffled_shards} shards), per-sample {:.2} s ({sample_dirs} samples), VmHWM {}; first shuffled shard {} in {:.2} s; VmHWM {}",
         row.mount.as_secs_f64(),
         key_ls.as_secs_f64(),
         shuffled_ls.as_secs_f64(),
+        samples_ls.as_secs_f64(),
         mib(plan_hwm_kib),
         bytes(shard_bytes),
         shard_read.as_secs_f64(),
@@ -696,7 +711,7 @@ pub(crate) fn print(b: &ScaleBench) {
         ));
         let v = &r.views;
         rows.push(row(
-            format!("{n} items: mount ready with two WebDataset views"),
+            format!("{n} items: mount ready with three views"),
             secs(v.mount),
             format!("without: {}", secs(r.mount)),
             blank(),
@@ -727,7 +742,18 @@ pub(crate) fn print(b: &ScaleBench) {
             blank(),
         ));
         rows.push(row(
-            format!("{n} items: daemon VmHWM once both views are planned"),
+            format!(
+                "{n} items: `ls -l` of a per-sample view's directory of {} samples (plans it)",
+                thousands(v.sample_dirs)
+            ),
+            secs(v.samples_ls),
+            blank(),
+            blank(),
+            "—",
+            blank(),
+        ));
+        rows.push(row(
+            format!("{n} items: daemon VmHWM once the three views are planned"),
             mib(v.plan_hwm_kib),
             blank(),
             blank(),

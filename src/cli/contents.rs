@@ -42,7 +42,7 @@ impl Contents {
         let reader = Reader::new(dataset.store().clone(), CacheOptions::default(), None);
         if let Some(spec) = view {
             let tree = load_tree(&dataset, at).await?;
-            let catalog = packfs_core::catalog::view::open(Arc::new(tree), spec)?;
+            let catalog = packfs_core::catalog::view::open(Arc::new(tree), spec);
             return Ok(Contents::Catalog { catalog, reader });
         }
         let store = dataset.store();

@@ -1,5 +1,5 @@
-//! Views over a paged dataset: planned from pages when first listed (not
-//! at mount), under the mount's index bound, each item a member once.
+//! Views over a paged dataset: planned from pages when first looked into
+//! (not at mount), under the mount's index bound, each item shown once.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -24,10 +24,26 @@ fn sample_files() -> Vec<(String, Vec<u8>)> {
             files.push((format!("t/image/{dir}s{i:04}.seg.png"), vec![7; i]));
         }
     }
+    // Sample `a`, whose directory is also that of keys `a/…`.
+    files.push(("t/image/a.jpg".to_string(), vec![5; 77]));
     for i in 0..20 {
         files.push((format!("u/image/x{i:02}.jpg"), vec![1; i]));
     }
     files
+}
+
+/// Every file below directory `ino` of the mount, by path below it, with
+/// its bytes.
+fn walk(core: &Core, ino: u64, path: &str, out: &mut BTreeMap<String, Vec<u8>>) {
+    for (name, stat) in core.list(ino).unwrap() {
+        let child = format!("{path}/{name}");
+        match stat.attr.kind {
+            packfs_core::kind::Kind::Dir => walk(core, stat.attr.ino, &child, out),
+            packfs_core::kind::Kind::File => {
+                out.insert(child, core.read_all(stat.attr.ino));
+            }
+        }
+    }
 }
 
 /// Every member of every shard below `dir` of the mount: (shard, member
@@ -51,7 +67,7 @@ fn members(core: &Core, dir: &str) -> Vec<(String, String, Vec<u8>)> {
 }
 
 #[test]
-fn a_webdataset_view_of_small_pages_holds_every_item_once() {
+fn views_of_small_pages_show_every_item_once() {
     let files = sample_files();
     let refs: Vec<(&str, Vec<u8>)> = files.iter().map(|(p, b)| (p.as_str(), b.clone())).collect();
     let bench = Bench::new(&refs);
@@ -63,6 +79,7 @@ fn a_webdataset_view_of_small_pages_holds_every_item_once() {
         .views(vec![
             ".wds=webdataset:samples=7".parse().unwrap(),
             ".shuffled=webdataset:samples=5,shuffle=3".parse().unwrap(),
+            ".samples=samples".parse().unwrap(),
         ]);
     let mount = |options: &MountOptions| {
         let before = gets();
@@ -109,13 +126,11 @@ fn a_webdataset_view_of_small_pages_holds_every_item_once() {
         }
         let want: Vec<(&str, &[u8])> = want.iter().map(|(p, b)| (p.as_str(), *b)).collect();
         let shards: std::collections::BTreeSet<&String> = got.iter().map(|m| &m.0).collect();
-        let samples = want.iter().filter(|(p, _)| !p.contains(".seg")).count();
-        let samples = if *timeline == "t" {
-            samples / 2
-        } else {
-            samples
-        };
-        assert_eq!(shards.len(), samples.div_ceil(7), "{timeline}");
+        let keys: std::collections::BTreeSet<&str> = want
+            .iter()
+            .map(|(p, _)| &p[..p.find('.').unwrap()])
+            .collect();
+        assert_eq!(shards.len(), keys.len().div_ceil(7), "{timeline}");
 
         let shuffled = members(&core, &format!(".shuffled/{timeline}"));
         let mut order: Vec<(&str, &[u8])> = shuffled
@@ -127,6 +142,35 @@ fn a_webdataset_view_of_small_pages_holds_every_item_once() {
         let mut sorted_want = want.clone();
         sorted_want.sort();
         assert!(order == sorted_want, "{timeline}: every item once");
+    }
+    let held = core.fs().namespace().tree().index_bytes();
+    assert!(
+        held as u64 <= bound,
+        "{held} bytes of pages held, bound {bound}"
+    );
+
+    // The per-sample view: each item at /<timeline>/<key>/<base name>.
+    let mut shown = BTreeMap::new();
+    walk(&core, core.path(".samples").unwrap(), "", &mut shown);
+    let mut want = BTreeMap::new();
+    for (path, bytes) in &files {
+        let (timeline, rest) = path.split_once('/').unwrap();
+        let name = rest.split_once('/').unwrap().1;
+        let (dir, base) = name.rsplit_once('/').map_or(("", name), |(d, b)| (d, b));
+        let key = &base[..base.find('.').unwrap()];
+        let dir = if dir.is_empty() {
+            String::new()
+        } else {
+            format!("/{dir}")
+        };
+        want.insert(format!("/{timeline}{dir}/{key}/{base}"), bytes.clone());
+    }
+    assert_eq!(shown.len(), want.len());
+    for (path, bytes) in &want {
+        assert!(
+            shown.get(path) == Some(bytes),
+            "{path} not shown, or other bytes"
+        );
     }
     let held = core.fs().namespace().tree().index_bytes();
     assert!(

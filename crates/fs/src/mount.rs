@@ -472,7 +472,7 @@ pub fn open_fs(
     let views = open_views(&tree, options)?;
     if let Some(root) = options.root_view() {
         let manifest = Some(tree.manifest_id());
-        let catalog = view::open(tree, root).map_err(|e| MountError::View(e.to_string()))?;
+        let catalog = view::open(tree, root);
         let fs = Fs::of_catalog(catalog, reader, owner, manifest);
         let fs = views
             .into_iter()
@@ -542,8 +542,7 @@ fn open_views<'a>(
                 "{name} is already a name in the mount's root; choose another"
             )));
         }
-        let catalog =
-            view::open(tree.clone(), &named.spec).map_err(|e| MountError::View(e.to_string()))?;
+        let catalog = view::open(tree.clone(), &named.spec);
         info!("view {} at /{name}", named.spec);
         out.push((name, catalog));
     }

@@ -37,8 +37,12 @@ pub struct Entry {
 #[non_exhaustive]
 pub struct CatalogError(pub String);
 
-/// A read-only tree of entries. Ids are the catalog's own; 0 is its root
-/// directory. The core gives each attached catalog a range of inodes.
+/// Catalog ids are below `2^ID_BITS`.
+pub const ID_BITS: u32 = 48;
+
+/// A read-only tree of entries. Ids are the catalog's own, below
+/// `2^`[`ID_BITS`]; 0 is its root directory. The core gives each attached
+/// catalog a range of inodes.
 pub trait Catalog: Send + Sync {
     /// Entry `id`, if there is one.
     fn entry(&self, id: u64) -> Result<Option<Entry>, CatalogError>;

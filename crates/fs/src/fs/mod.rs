@@ -37,7 +37,7 @@ use passthrough::Passthrough;
 /// Inodes of attached catalogs start here, one span of ids each: above
 /// every inode of the namespace.
 const CATALOG_INOS: Ino = 1 << 40;
-const CATALOG_SPAN: Ino = 1 << 32;
+const CATALOG_SPAN: Ino = 1 << packfs_core::catalog::ID_BITS;
 /// The handle of an open catalog file: reads need no state.
 const CATALOG_FH: u64 = 0;
 /// A read that finds its spool version committed (and deleted) under it

@@ -18,7 +18,7 @@ use std::str::FromStr;
 
 use crate::catalog::CatalogError;
 use crate::tree::{Tree, TreeError};
-pub use samples::{samples, SampleMember, TimelineSamples};
+pub use samples::SampleMember;
 
 /// A view and its options, as its spelling (`webdataset:bytes=256MiB`,
 /// `samples`) names them.
@@ -144,28 +144,29 @@ impl fmt::Display for ViewSpec {
     }
 }
 
-/// Why a view cannot be shown.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ViewError {
-    #[error(transparent)]
-    PathConflict(#[from] per_sample::PathConflict),
-    /// The dataset's index could not be read.
-    #[error(transparent)]
-    Tree(#[from] TreeError),
-}
-
-/// The catalog of view `spec` over `tree`.
+/// The catalog of view `spec` over `tree`. Nothing is read until the
+/// view is looked into.
 pub fn open(
     tree: std::sync::Arc<Tree>,
     spec: &ViewSpec,
-) -> Result<std::sync::Arc<dyn crate::catalog::Catalog>, ViewError> {
-    Ok(match spec {
+) -> std::sync::Arc<dyn crate::catalog::Catalog> {
+    match spec {
         ViewSpec::WebDataset(options) => {
             std::sync::Arc::new(webdataset::ShardCatalog::new(tree, *options))
         }
-        ViewSpec::PerSample => std::sync::Arc::new(per_sample::PerSampleCatalog::new(tree)?),
-    })
+        ViewSpec::PerSample => std::sync::Arc::new(per_sample::PerSampleCatalog::new(tree)),
+    }
+}
+
+/// What `stat` shows of a view's directory.
+fn dir_entry(mtime: std::time::SystemTime) -> crate::catalog::Entry {
+    crate::catalog::Entry {
+        kind: crate::kind::Kind::Dir,
+        size: 0,
+        perm: 0o555,
+        mtime,
+        volatile: false,
+    }
 }
 
 /// A view's entry whose item's index page cannot be read (`EIO`).

@@ -11,9 +11,12 @@
 //! timeline's samples are then sorted in memory ([`Samples::Held`]).
 
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use packfs_format::Attrs;
 
+use super::catalog_error;
+use crate::catalog::CatalogError;
 use crate::tree::{Tree, TreeError, TreeItem};
 
 /// A cursor is kept every this many samples: finding sample `n` streams at
@@ -47,8 +50,7 @@ pub(crate) struct Sample {
 
 /// The samples of one timeline, in sample order, all in memory.
 #[derive(Debug)]
-pub struct TimelineSamples {
-    pub timeline: String,
+pub(crate) struct TimelineSamples {
     /// Each sample's key and its members' range in `members`.
     pub samples: Vec<(Box<str>, Range<u32>)>,
     /// Members of all samples, each sample's in path order.
@@ -107,28 +109,46 @@ pub(crate) fn timeline_tracks(tree: &Tree, timeline: &str) -> Vec<usize> {
     mine
 }
 
-/// The timelines of `tree`, in name order.
-pub(crate) fn timelines(tree: &Tree) -> Vec<String> {
-    let mut names: Vec<String> = tree.tracks().iter().map(|t| t.timeline.clone()).collect();
-    names.sort_unstable();
-    names.dedup();
-    names
+/// A timeline of a view, and the view's plan of it (`P`), made when the
+/// timeline is first looked into.
+pub(crate) struct Timeline<P> {
+    pub(crate) name: String,
+    plan: OnceLock<Result<P, String>>,
 }
 
-/// The samples of every timeline of `tree`, timelines in name order, all
-/// in memory.
-pub fn samples(tree: &Tree) -> Result<Vec<TimelineSamples>, TreeError> {
-    timelines(tree)
-        .into_iter()
-        .map(|timeline| held(tree, timeline))
-        .collect()
+impl<P> Timeline<P> {
+    /// The timelines of `tree`, in name order, none planned.
+    pub(crate) fn all(tree: &Tree) -> Vec<Timeline<P>> {
+        let mut names: Vec<String> = tree.tracks().iter().map(|t| t.timeline.clone()).collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|name| Timeline {
+                name,
+                plan: OnceLock::new(),
+            })
+            .collect()
+    }
+
+    /// Its plan, made by `make` if this is the first ask (an error is
+    /// kept, and logged once).
+    pub(crate) fn plan(
+        &self,
+        make: impl FnOnce(&str) -> Result<P, TreeError>,
+    ) -> Result<&P, CatalogError> {
+        self.plan
+            .get_or_init(|| make(&self.name).map_err(|e| catalog_error(e).0))
+            .as_ref()
+            .map_err(|e| CatalogError(e.clone()))
+    }
 }
 
 /// The samples of `timeline`, sorted in memory.
-fn held(tree: &Tree, timeline: String) -> Result<TimelineSamples, TreeError> {
+fn held(tree: &Tree, timeline: &str) -> Result<TimelineSamples, TreeError> {
     let tracks = tree.tracks();
     // (name, item, rank of its modality).
-    let mine = timeline_tracks(tree, &timeline);
+    let mine = timeline_tracks(tree, timeline);
     let mut items: Vec<(Box<str>, u32, usize)> = Vec::new();
     for (rank, &t) in mine.iter().enumerate() {
         let span = &tracks[t];
@@ -147,7 +167,6 @@ fn held(tree: &Tree, timeline: String) -> Result<TimelineSamples, TreeError> {
     };
     items.sort_unstable_by(|a, b| (order(&a.0), a.2).cmp(&(order(&b.0), b.2)));
     let mut out = TimelineSamples {
-        timeline,
         samples: Vec::new(),
         members: Vec::with_capacity(items.len()),
     };
@@ -238,7 +257,7 @@ impl Samples {
                     tracing::info!(
                         "timeline {timeline}: {name:?} sorts apart from its key; its samples are sorted in memory"
                     );
-                    let held = held(tree, timeline.to_string())?;
+                    let held = held(tree, timeline)?;
                     let samples = Samples::Held(held);
                     samples.each(tree, visit)?;
                     return Ok(samples);
@@ -547,7 +566,7 @@ mod tests {
     }
 
     fn held_samples(tree: &Tree, timeline: &str) -> Vec<Sample> {
-        let held = held(tree, timeline.to_string()).unwrap();
+        let held = held(tree, timeline).unwrap();
         held.samples
             .iter()
             .map(|(key, members)| Sample {

@@ -28,7 +28,7 @@ use packfs_format::engine::{ByteRangeMap, SourceIndex};
 use packfs_format::{tar, time_of_ns, Attrs};
 use parking_lot::Mutex;
 
-use super::samples::{timelines, Sample, SampleMember, Samples};
+use super::samples::{Sample, SampleMember, Samples, Timeline};
 use super::shuffle::{fisher_yates, Keyed, DRAWN_MAX};
 use super::{catalog_error, ShardCut, ShardOptions};
 use crate::catalog::{Catalog, CatalogError, Entry};
@@ -101,12 +101,6 @@ struct Plan {
     sizes: Vec<u64>,
 }
 
-/// A timeline of the view; its plan is made when first asked for.
-struct Timeline {
-    name: String,
-    plan: OnceLock<Result<Plan, String>>,
-}
-
 /// The shards of every timeline of a snapshot. Ids: 0 the root, `1 + t`
 /// timeline `t`, and shard `k` of timeline `t` is `1 + T + k·T + t` (of
 /// `T` timelines), so that ids need no plan.
@@ -115,7 +109,7 @@ pub(crate) struct ShardCatalog {
     options: ShardOptions,
     /// Timelines of more samples than this are shuffled by [`Keyed`].
     drawn_max: u64,
-    timelines: Vec<Timeline>,
+    timelines: Vec<Timeline<Plan>>,
     layouts: Mutex<Layouts>,
     mtime: SystemTime,
 }
@@ -132,13 +126,7 @@ impl ShardCatalog {
     pub(crate) fn new(tree: Arc<Tree>, options: ShardOptions) -> Self {
         ShardCatalog {
             mtime: time_of_ns(tree.ts_unix_ns() as i64),
-            timelines: timelines(&tree)
-                .into_iter()
-                .map(|name| Timeline {
-                    name,
-                    plan: OnceLock::new(),
-                })
-                .collect(),
+            timelines: Timeline::all(&tree),
             tree,
             options,
             drawn_max: DRAWN_MAX,
@@ -159,24 +147,17 @@ impl ShardCatalog {
 
     /// The plan of timeline `t`, made now if it is the first ask.
     fn plan(&self, t: usize) -> Result<&Plan, CatalogError> {
-        let timeline = &self.timelines[t];
-        timeline
-            .plan
-            .get_or_init(|| {
-                let started = Instant::now();
-                let plan = plan(&self.tree, &timeline.name, self.options, self.drawn_max)
-                    .map_err(|e| catalog_error(e).0)?;
-                tracing::info!(
-                    "view timeline {}: {} samples in {} shards, planned in {:.2?}",
-                    timeline.name,
-                    plan.samples.len(),
-                    plan.sizes.len(),
-                    started.elapsed()
-                );
-                Ok(plan)
-            })
-            .as_ref()
-            .map_err(|e| CatalogError(e.clone()))
+        self.timelines[t].plan(|name| {
+            let started = Instant::now();
+            let plan = plan(&self.tree, name, self.options, self.drawn_max)?;
+            tracing::info!(
+                "view timeline {name}: {} samples in {} shards, planned in {:.2?}",
+                plan.samples.len(),
+                plan.sizes.len(),
+                started.elapsed()
+            );
+            Ok(plan)
+        })
     }
 
     /// The timeline and shard index of catalog id `id`, if it is a shard.
@@ -294,13 +275,7 @@ impl ShardCatalog {
     }
 
     fn dir(&self) -> Entry {
-        Entry {
-            kind: Kind::Dir,
-            size: 0,
-            perm: 0o555,
-            mtime: self.mtime,
-            volatile: false,
-        }
+        super::dir_entry(self.mtime)
     }
 }
 
