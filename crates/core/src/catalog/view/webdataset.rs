@@ -327,9 +327,9 @@ impl Cut {
     }
 }
 
-/// The plan of `timeline`: one pass over its samples in sample order, and a
-/// second for a keyed shuffle (which needs the count before it can place
-/// a sample).
+/// The plan of `timeline`: one pass over its samples in sample order, and
+/// for a shuffle a second (which needs the count before it can place a
+/// sample).
 fn plan(
     tree: &Tree,
     timeline: &str,
@@ -337,21 +337,15 @@ fn plan(
     drawn_max: u64,
 ) -> Result<Plan, TreeError> {
     let mut cut = Cut::new(options.cut);
-    // Each sample's bytes, for a Fisher–Yates shuffle (and as long as the
-    // timeline may be small enough for one).
-    let mut lens: Vec<u64> = Vec::new();
     let mut total = 0;
     let samples = Samples::scan(tree, timeline, &mut |n, sample| {
         if n == 0 {
-            (cut, lens, total) = (Cut::new(options.cut), Vec::new(), 0);
+            (cut, total) = (Cut::new(options.cut), 0);
         }
         let len = sample_len(tree, &sample);
         total += len;
-        match options.shuffle {
-            None => cut.push(n, len),
-            Some(_) if n < drawn_max => lens.push(len),
-            Some(_) if n == drawn_max => lens = Vec::new(),
-            Some(_) => {}
+        if options.shuffle.is_none() {
+            cut.push(n, len);
         }
         Ok(())
     })?;
@@ -359,6 +353,13 @@ fn plan(
     let (order, (starts, sizes)) = match options.shuffle {
         None => (Order::Key, cut.finish(count)),
         Some(seed) if count <= drawn_max => {
+            // A second pass for each sample's bytes, in shuffled order:
+            // held only for a timeline small enough to be drawn.
+            let mut lens = Vec::with_capacity(count as usize);
+            samples.each(tree, &mut |_, sample| {
+                lens.push(sample_len(tree, &sample));
+                Ok(())
+            })?;
             let mut order: Vec<u32> = (0..count as u32).collect();
             fisher_yates(&mut order, seed);
             let mut cut = Cut::new(options.cut);
