@@ -197,9 +197,20 @@ impl Tree {
 
     /// Item `index` (of all Tracks, in order).
     pub fn item(&self, index: u32) -> Result<TreeItem, TreeError> {
+        self.item_of(index, false)
+    }
+
+    /// Item `index`, for a pass over items in order (which goes on with
+    /// [`TreeItem::next_on_page`]): one that starts a page has the next
+    /// page read ahead.
+    pub fn item_in_pass(&self, index: u32) -> Result<TreeItem, TreeError> {
+        self.item_of(index, true)
+    }
+
+    fn item_of(&self, index: u32, in_pass: bool) -> Result<TreeItem, TreeError> {
         match &self.items {
             Items::Loaded(l) => Ok(l.item(index)),
-            Items::Paged(p) => p.item(index)?.ok_or_else(|| self.no_item(index)),
+            Items::Paged(p) => p.item(index, in_pass)?.ok_or_else(|| self.no_item(index)),
         }
     }
 

@@ -294,14 +294,15 @@ impl Paged {
         Some((t, j, (index - firsts[j]) as usize))
     }
 
-    pub(super) fn item(&self, index: u32) -> Result<Option<TreeItem>, TreeError> {
+    /// Item `index`; with `in_pass`, asked by a pass over items in order,
+    /// which enters each page at its first row: the next page is then
+    /// decoded while this one is read.
+    pub(super) fn item(&self, index: u32, in_pass: bool) -> Result<Option<TreeItem>, TreeError> {
         let Some((t, j, r)) = self.locate(index) else {
             return Ok(None);
         };
         let page = self.page(t, j)?;
-        if r == 0 {
-            // A pass over items in order starts each page at its first
-            // row: the next page is decoded while this one is read.
+        if in_pass && r == 0 {
             self.read_ahead(t, j + 1);
         }
         Ok(Some(TreeItem::new(page.table().clone(), r)))

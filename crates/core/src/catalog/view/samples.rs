@@ -494,7 +494,7 @@ impl<'t> Stream<'t> {
             }
             let next = match item.next_on_page() {
                 Some(next) => Head::new(next),
-                None => Head::new(self.tree.item(self.at[t])?),
+                None => Head::new(self.tree.item_in_pass(self.at[t])?),
             };
             if next.order() < head.order() {
                 return Ok(Next::Unsorted(next.item.name().to_string()));
