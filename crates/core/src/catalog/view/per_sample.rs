@@ -283,12 +283,9 @@ impl PerSampleCatalog {
         let (t, mut d) = match node {
             Node::Dir { t, d } => (t, d),
             Node::Sample { t, n } => {
-                let sample = self.sample(t, u64::from(n))?.unwrap_or_else(|| Sample {
-                    key: "?".into(),
-                    members: Vec::new(),
-                });
-                parts.push(sample.key.to_string());
-                let path = format!("{}/{}", self.timelines[t].name, parts.join("/"));
+                let key = self.sample(t, u64::from(n))?.map(|s| s.key);
+                let key = key.as_deref().unwrap_or("?");
+                let path = format!("{}/{key}/{name}", self.timelines[t].name);
                 return Ok(PathConflict { path });
             }
             Node::Root | Node::File(_) => return Ok(PathConflict { path: name.into() }),
