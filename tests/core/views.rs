@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::sync::atomic::Ordering;
 
+use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+
 use packfs_fs::mount::MountOptions;
 
 use crate::common::bench::Bench;
@@ -184,4 +187,63 @@ fn views_of_small_pages_show_every_item_once() {
         members(&again, ".shuffled/t"),
         members(&core, ".shuffled/t")
     );
+}
+
+/// A damaged name page of timeline `u` fails that timeline's views (a
+/// lookup in them answers an error naming the page; their listings are
+/// empty) and nothing else: `t`'s shards and sample directories still
+/// read right.
+#[test]
+fn a_damaged_page_fails_the_views_of_its_timeline_only() {
+    let files = sample_files();
+    let refs: Vec<(&str, Vec<u8>)> = files.iter().map(|(p, b)| (p.as_str(), b.clone())).collect();
+    let bench = Bench::new(&refs);
+    // Every page holding a name of `u` (`x05.jpg` …), one byte flipped.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let damaged = runtime.block_on(async {
+        let pages = object_store::path::Path::from("_packfs/pages");
+        let listed: Vec<_> = bench.memory.list(Some(&pages)).try_collect().await.unwrap();
+        let mut damaged = 0;
+        for meta in listed {
+            let bytes = bench
+                .memory
+                .get(&meta.location)
+                .await
+                .unwrap()
+                .bytes()
+                .await;
+            let mut bytes = bytes.unwrap().to_vec();
+            if bytes.windows(7).any(|w| w == b"x05.jpg") {
+                let last = bytes.len() - 1;
+                bytes[last] ^= 0x55;
+                bench
+                    .memory
+                    .put(&meta.location, bytes.into())
+                    .await
+                    .unwrap();
+                damaged += 1;
+            }
+        }
+        damaged
+    });
+    assert!(damaged > 0, "no page of timeline u found");
+    let options = MountOptions::default().read_only(true).views(vec![
+        ".wds=webdataset:samples=7".parse().unwrap(),
+        ".samples=samples".parse().unwrap(),
+    ]);
+    let core = bench.mount_options(&options);
+    for view in [".wds", ".samples"] {
+        let u = core.path(&format!("{view}/u")).unwrap();
+        let e = core.fs().lookup(u, b"shard-000000.tar").unwrap_err();
+        assert!(e.to_string().contains("_packfs/pages/"), "{view}: {e}");
+        assert!(core.list(u).unwrap().is_empty(), "{view}");
+    }
+    let shards = members(&core, ".wds/t");
+    assert_eq!(
+        shards.len(),
+        files.iter().filter(|(p, _)| p.starts_with("t/")).count()
+    );
+    let mut shown = BTreeMap::new();
+    walk(&core, core.path(".samples/t").unwrap(), "", &mut shown);
+    assert_eq!(shown.len(), shards.len());
 }

@@ -378,6 +378,9 @@ impl Catalog for PerSampleCatalog {
         };
         Ok(match node {
             Node::Root => Some(self.dir_entry()),
+            // A timeline's directory needs no plan: it is there even when
+            // its index cannot be read.
+            Node::Dir { t, d: 0 } => (t < self.timelines.len()).then(|| self.dir_entry()),
             Node::Dir { t, d } => (t < self.timelines.len()
                 && (d as usize) < self.plan(t)?.dirs.len())
             .then(|| self.dir_entry()),
