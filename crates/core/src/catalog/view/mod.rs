@@ -18,7 +18,6 @@ use std::str::FromStr;
 
 use crate::catalog::CatalogError;
 use crate::tree::{Tree, TreeError};
-pub use samples::SampleMember;
 
 /// A view and its options, as its spelling (`webdataset:bytes=256MiB`,
 /// `samples`) names them.

@@ -21,14 +21,14 @@ use crate::tree::{Tree, TreeError, TreeItem};
 
 /// A cursor is kept every this many samples: finding sample `n` streams at
 /// most this many from the cursor before it.
-pub(crate) const CHECKPOINT: u64 = 64;
+const CHECKPOINT: u64 = 64;
 
 /// Most threads [`Samples::pick`] walks on.
 const PICK_THREADS: usize = 8;
 
 /// One item of a sample.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SampleMember {
+pub(crate) struct SampleMember {
     /// Index of the item in the [`Tree`].
     pub item: u32,
     /// Its path in the sample: the key and the item's extension
@@ -147,8 +147,8 @@ impl<P> Timeline<P> {
 /// The samples of `timeline`, sorted in memory.
 fn held(tree: &Tree, timeline: &str) -> Result<TimelineSamples, TreeError> {
     let tracks = tree.tracks();
-    // (name, item, rank of its modality).
     let mine = timeline_tracks(tree, timeline);
+    // (name, item, rank of its modality).
     let mut items: Vec<(Box<str>, u32, usize)> = Vec::new();
     for (rank, &t) in mine.iter().enumerate() {
         let span = &tracks[t];
