@@ -637,6 +637,8 @@ fn merges(
 pub(crate) fn print(b: &ScaleBench) {
     let title = "Scale: millions of items in one mount, import of many files";
     let blank = || "—".to_string();
+    // A figure with no target and no reference.
+    let untargeted = |what: String, value: String| row(what, value, blank(), blank(), "—", blank());
     let mut rows = Vec::new();
     let largest = b.rows.iter().map(|r| r.items).max().unwrap_or(0);
     for r in &b.rows {
@@ -729,39 +731,27 @@ pub(crate) fn print(b: &ScaleBench) {
             "the same",
             blank(),
         ));
-        rows.push(row(
+        rows.push(untargeted(
             format!(
-                "{n} items: `ls -l` of a view's timeline (plans it): key order, {} shards",
+                "{n} items: `ls -l` of a view's timeline (plans it): sample order, {} shards",
                 v.key_shards
             ),
             secs(v.key_ls),
-            blank(),
-            blank(),
-            "—",
-            blank(),
         ));
-        rows.push(row(
+        rows.push(untargeted(
             format!(
                 "{n} items: the same, shuffled, {} shards of {} samples",
                 v.shuffled_shards,
                 thousands(SHUFFLED_SHARD_SAMPLES)
             ),
             secs(v.shuffled_ls),
-            blank(),
-            blank(),
-            "—",
-            blank(),
         ));
-        rows.push(row(
+        rows.push(untargeted(
             format!(
                 "{n} items: `ls -l` of a per-sample view's directory of {} samples (plans it)",
                 thousands(v.sample_dirs)
             ),
             secs(v.samples_ls),
-            blank(),
-            blank(),
-            "—",
-            blank(),
         ));
         rows.push(row(
             format!("{n} items: daemon VmHWM once the three views are planned"),
@@ -771,7 +761,7 @@ pub(crate) fn print(b: &ScaleBench) {
             "≤ 256 MiB",
             met(Some(v.plan_hwm_kib as f64), Bar::AtMost(256.0 * 1024.0)),
         ));
-        rows.push(row(
+        rows.push(untargeted(
             format!("{n} items: read of the first shuffled shard (VmHWM after; block cache {VIEW_CACHE})"),
             format!(
                 "{}, {} ({})",
@@ -779,10 +769,6 @@ pub(crate) fn print(b: &ScaleBench) {
                 secs(v.shard_read),
                 mib(v.hwm_kib)
             ),
-            blank(),
-            blank(),
-            "—",
-            blank(),
         ));
         if let Some(c) = &r.commits {
             rows.push(row(

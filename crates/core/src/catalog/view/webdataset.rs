@@ -193,17 +193,18 @@ impl ShardCatalog {
             .clone()
             .map_err(CatalogError)?;
         if built {
-            self.keep(&cell, layout.placed.len());
+            self.keep((t, k), &cell, layout.placed.len());
         }
         Ok(layout)
     }
 
-    /// Counts a layout of `members` just built into `cell` (unless it was
-    /// dropped meanwhile), and drops the least recently used others while
-    /// the layouts hold too many.
-    fn keep(&self, cell: &Arc<LayoutCell>, members: usize) {
+    /// Counts a layout of `members` just built into `cell`, shard `shard`'s
+    /// (unless it was dropped meanwhile), and drops the least recently used
+    /// others while the layouts hold too many.
+    fn keep(&self, shard: (usize, usize), cell: &Arc<LayoutCell>, members: usize) {
         let mut layouts = self.layouts.lock();
-        if !layouts.cells.iter().any(|(_, c)| Arc::ptr_eq(c, cell)) {
+        let kept = layouts.cells.peek(&shard);
+        if !kept.is_some_and(|c| Arc::ptr_eq(c, cell)) {
             return;
         }
         layouts.members += members;
