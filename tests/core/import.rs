@@ -321,6 +321,26 @@ fn pages(dataset: &Path) -> std::collections::BTreeSet<std::ffi::OsString> {
     out
 }
 
+/// A local dataset at `dir` that cuts Tracks into pages of about 4 rows,
+/// and lists them through index pages past 8.
+fn small_pages(dir: &Path) -> Dataset {
+    let shape = packfs_format::PageShape::with_rows(4).with_index_pages(4);
+    Dataset::open(dir.to_str().unwrap(), true)
+        .unwrap()
+        .with_page_shape(shape)
+}
+
+/// Copies the tree `from` over the tree `to`.
+fn copy_over(from: &Path, to: &Path) {
+    let status = std::process::Command::new("cp")
+        .args(["-r", "-T"])
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 /// An import onto a modality whose Track spans many pages edits it: it
 /// stores the pages its new names fall in (with a new directory's row)
 /// and a root, not the Track; every file, old and new, reads back.
@@ -328,10 +348,7 @@ fn pages(dataset: &Path) -> std::collections::BTreeSet<std::ffi::OsString> {
 async fn an_import_onto_a_paged_track_stores_only_the_pages_it_changes() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("ds");
-    let shape = packfs_format::PageShape::with_rows(4).with_index_pages(4);
-    let dataset = Dataset::open(dir.to_str().unwrap(), true)
-        .unwrap()
-        .with_page_shape(shape);
+    let dataset = small_pages(&dir);
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     let mut rng = Rng::new(3);
     for i in 0..300 {
@@ -443,4 +460,216 @@ async fn an_import_that_loses_its_ref_rereads_only_its_pages() {
         gets[1],
         gets[0]
     );
+}
+
+/// Reads every file of `src` (laid out as `<timeline>/<modality>/…`)
+/// back from the dataset's `main` and compares the bytes; returns how
+/// many there are.
+async fn assert_holds(dataset: &Dataset, src: &Path) -> usize {
+    let t = tree(dataset).await;
+    let reader =
+        packfs_core::reader::Reader::new(dataset.store().clone(), Default::default(), None);
+    let mut pending = vec![src.to_path_buf()];
+    let mut files = 0;
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            let name = path.strip_prefix(src).unwrap().to_str().unwrap();
+            let item = t.file_data(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let want = std::fs::read(&path).unwrap();
+            let got = reader.read_item(&item, 0, want.len() as u64 + 1).await;
+            assert_eq!(got.unwrap(), want, "{name}");
+            files += 1;
+        }
+    }
+    files
+}
+
+/// Every directory of the source becomes one of its Track, an empty one
+/// too; importing the same tree again commits nothing.
+#[tokio::test]
+async fn directories_are_imported_empty_ones_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    write_file(&src.join("t/m/a/x.bin"), b"x");
+    for dir in ["t/m/empty", "t/m/a/deeper/still", "t/m/a-b"] {
+        std::fs::create_dir_all(src.join(dir)).unwrap();
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    import(&dataset, &src, &options()).await.unwrap();
+    let t = tree(&dataset).await;
+    for dir in ["t/m/empty", "t/m/a/deeper", "t/m/a/deeper/still", "t/m/a-b"] {
+        let id = t.resolve(dir).unwrap_or_else(|e| panic!("{dir}: {e}"));
+        assert!(t.is_dir(id), "{dir}");
+    }
+    let again = import(&dataset, &src, &options()).await.unwrap();
+    assert_eq!((again.manifest, again.objects_written), (None, 0));
+}
+
+/// An import onto a Track of many pages adds its files in batches (with
+/// small pages, a batch is 64 rows): each batch an edit of the Track as
+/// the one before left it, a pack never split between two. Every file,
+/// old and new, reads back, and `verify` finds nothing wrong.
+#[tokio::test]
+async fn an_import_onto_a_track_adds_its_files_in_batches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let dataset = small_pages(&dir);
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let mut rng = Rng::new(11);
+    for i in 0..200 {
+        let path = format!("t/m/d{:02}/f{i:03}", i % 7);
+        write_file(&a.join(path), &rng.bytes(10 + i % 40));
+    }
+    import(&dataset, &a, &options()).await.unwrap();
+    // Interleaved with the old names, replacing some, in new directories.
+    for i in 0..300 {
+        let path = match i % 3 {
+            0 => format!("t/m/d{:02}/f{:03}", i % 7, i / 3),
+            1 => format!("t/m/d{:02}/g{i:03}", i % 7),
+            _ => format!("t/m/new{:02}/h{i:03}", i % 5),
+        };
+        write_file(&b.join(path), &rng.bytes(5 + i % 50));
+    }
+    let report = import(&dataset, &b, &options()).await.unwrap();
+    assert_eq!(report.items, 300);
+    // The tree of `a`, with `b`'s files over it, is what `main` holds.
+    let both = tmp.path().join("both");
+    copy_over(&a, &both);
+    copy_over(&b, &both);
+    let files = assert_holds(&dataset, &both).await;
+    assert!(files > 400, "{files} files, some replaced");
+    assert_eq!(tree(&dataset).await.item_count() as usize, files);
+    let report = packfs_core::verify::verify(&dataset, "main").await.unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// Reports nothing, but when the import ends its uploads runs `then`
+/// once: another writer moving the ref before the import commits.
+struct ThenAtEnd(std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+impl packfs_core::progress::Progress for ThenAtEnd {
+    fn begin(&self, _: &str, _: packfs_core::progress::Unit, _: Option<u64>) {}
+    fn advance(&self, _: u64) {}
+    fn end(&self) {
+        if let Some(then) = self.0.lock().unwrap().take() {
+            then();
+        }
+    }
+}
+
+/// An import whose modality another import changed between its read of
+/// the ref and its commit adds its files again onto that Track, a batch
+/// at a time, read back from the pages of the Track it had stored: both
+/// imports' files land, and neither's replaces the other's but by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_rebases_onto_a_track_another_writer_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ds");
+    let open = || small_pages(&dir);
+    let (base, ours, theirs) = (
+        tmp.path().join("base"),
+        tmp.path().join("ours"),
+        tmp.path().join("theirs"),
+    );
+    let mut rng = Rng::new(12);
+    for i in 0..100 {
+        write_file(
+            &base.join(format!("t/m/d{}/b{i:03}", i % 4)),
+            &rng.bytes(30),
+        );
+    }
+    for i in 0..150 {
+        write_file(
+            &ours.join(format!("t/m/d{}/o{i:03}", i % 5)),
+            &rng.bytes(20),
+        );
+        write_file(
+            &theirs.join(format!("t/m/d{}/t{i:03}", i % 3)),
+            &rng.bytes(25),
+        );
+    }
+    write_file(&ours.join("t/m/d0/b000"), b"ours");
+    write_file(&theirs.join("t/other/x"), b"their other modality");
+    import(&open(), &base, &options()).await.unwrap();
+
+    let their_dataset = open();
+    let their_src = theirs.clone();
+    let handle = tokio::runtime::Handle::current();
+    let theirs_then = move || {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                handle
+                    .block_on(import(&their_dataset, &their_src, &options()))
+                    .unwrap()
+            });
+        });
+    };
+    let progress = ThenAtEnd(std::sync::Mutex::new(Some(Box::new(theirs_then))));
+    let dataset = open();
+    let prepared = packfs_core::import::prepare_source(
+        ours.to_str().unwrap(),
+        &options(),
+        &Default::default(),
+        &tmp.path().join("index"),
+    )
+    .await
+    .unwrap();
+    let report = packfs_core::import::import_files(&dataset, prepared, &options(), &progress)
+        .await
+        .unwrap();
+    assert!(report.manifest.is_some());
+    assert!(progress.0.lock().unwrap().is_none(), "the other import ran");
+    let history = dataset.history("main", 10).await.unwrap();
+    assert_eq!(history.len(), 3, "base, theirs, ours rebased onto theirs");
+
+    let all = tmp.path().join("all");
+    for src in [&base, &theirs, &ours] {
+        copy_over(src, &all);
+    }
+    let files = assert_holds(&dataset, &all).await;
+    assert_eq!(files, 100 + 150 + 150 + 1);
+    assert_eq!(tree(&dataset).await.item_count() as usize, files);
+    let report = packfs_core::verify::verify(&dataset, "main").await.unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// A source that changes between the check and the packing fails the
+/// import, naming what changed, and commits nothing.
+#[tokio::test]
+async fn a_source_that_changes_after_its_check_commits_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    for i in 0..20 {
+        write_file(&src.join(format!("t/m/f{i:02}")), b"bytes");
+    }
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let prepared = packfs_core::import::prepare_source(
+        src.to_str().unwrap(),
+        &options(),
+        &Default::default(),
+        &tmp.path().join("index"),
+    )
+    .await
+    .unwrap();
+    std::os::unix::fs::symlink(tmp.path(), src.join("t/m/f10-loop")).unwrap();
+    let err = packfs_core::import::import_files(
+        &dataset,
+        prepared,
+        &options(),
+        &packfs_core::progress::Quiet,
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("f10-loop"), "{err}");
+    assert!(err.contains("changed"), "{err}");
+    assert!(err.contains("nothing was committed"), "{err}");
+    assert!(dataset.store().read_ref("main").await.unwrap().is_none());
 }

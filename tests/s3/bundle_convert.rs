@@ -304,8 +304,8 @@ fn a_bundles_modes_mtimes_and_layout_carry_over_as_a_directorys_would() {
         std::fs::read(mnt.path.join("train/image/y.jpg")).unwrap(),
         b"yy"
     );
-    // Directories are not imported, as from a directory.
-    assert!(!mnt.path.join("train/image/empty").exists());
+    // Directories carry over, an empty one too, as from a directory.
+    assert!(mnt.path.join("train/image/empty").is_dir());
 }
 
 #[test]

@@ -92,24 +92,36 @@ impl Dataset {
         Ok(items.into_iter().map(|i| (i.name.clone(), i)).collect())
     }
 
-    /// The items of the Track `id` numbered from `first` on (`t_start ≥
-    /// first`): the items an edit added, which it numbered after every
-    /// item it kept. Of a paged Track, only the name pages whose refs say
-    /// they may hold such items are read (a ref's `t_end` is its items'
-    /// largest).
-    pub(crate) async fn items_numbered_from(
+    /// The name pages of the paged Track `id` that may hold items
+    /// numbered from `first` on (`t_start ≥ first`): the items an edit
+    /// added, which it numbered after every item it kept (a page ref's
+    /// `t_end` is its items' largest). Read one at a time with
+    /// [`Dataset::items_numbered_from`], they are never all in memory.
+    pub(crate) async fn pages_numbered_from(
         &self,
         id: &ObjectId,
         first: i64,
         referrer: &str,
+    ) -> Result<(Arc<TrackRoot>, Vec<usize>), DatasetError> {
+        let root = self.listed_root(id, referrer).await?;
+        let pages = (0..root.pages.len())
+            .filter(|&j| root.pages[j].t_end.is_none_or(|t| t > first))
+            .collect();
+        Ok((root, pages))
+    }
+
+    /// The items numbered from `first` on of name page `page` of the
+    /// paged Track `id`, whose root is `root`.
+    pub(crate) async fn items_numbered_from(
+        &self,
+        id: &ObjectId,
+        root: &TrackRoot,
+        page: usize,
+        first: i64,
     ) -> Result<Vec<TrackItem>, DatasetError> {
-        let on = |root: &TrackRoot| {
-            (0..root.pages.len())
-                .filter(|&j| root.pages[j].t_end.is_none_or(|t| t > first))
-                .collect()
-        };
-        let keep = |i: &TrackItem| i.entry.t_start >= first;
-        self.items_where(id, referrer, on, keep).await
+        let pages = self.name_pages(id, root, vec![page]).await?;
+        let items = pages.into_iter().flat_map(|p| p.items);
+        Ok(items.filter(|i| i.entry.t_start >= first).collect())
     }
 
     /// The items of the Track `id` that `keep` takes: of a paged Track,

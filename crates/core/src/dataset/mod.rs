@@ -164,6 +164,11 @@ impl Dataset {
         }
     }
 
+    /// How it cuts the Tracks it writes into pages.
+    pub(crate) fn page_shape(&self) -> PageShape {
+        self.page_shape
+    }
+
     /// The same dataset, writing Tracks cut into pages as `shape` says
     /// (readers accept any cut; small pages exercise page boundaries).
     pub fn with_page_shape(mut self, shape: PageShape) -> Self {

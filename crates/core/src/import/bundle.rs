@@ -3,25 +3,25 @@
 //! as a mount reads them (records decoded through the block cache), each
 //! file checked against its CRC32C before anything is committed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 use packfs_format::bundle::crc32c;
-use packfs_format::Attrs;
+use packfs_format::{name_order, Attrs};
 use parking_lot::Mutex;
 use thiserror::Error;
 
-use super::listing::{Groups, Listing};
 use super::scan::classify;
+use super::source::{RowSource, SourceRow, TrackSource};
 use super::{ImportError, Prepared};
 use crate::bundle::index::IndexEntry;
 use crate::bundle::{Bundle, BundleError};
 use crate::cache::CacheOptions;
 use crate::catalog::bundle::BundleCatalog;
-use crate::packer::{FileReader, PackError, SourceFiles};
+use crate::packer::{FileReader, PackError, PackFile};
 use crate::reader::{ReadError, Reader};
 use crate::source_tree::problems_report;
 use crate::store::Store;
@@ -64,8 +64,8 @@ pub(crate) enum BundleFileError {
 /// [`Bundle::open`]) as import sources: every file's path below the
 /// bundle's root is classified as a directory import classifies it
 /// (`timeline` as [`ImportOptions::timeline`](super::ImportOptions::timeline)), problems are reported the same way, and
-/// files keep the mode and mtime the bundle records. Directories are not
-/// imported (a directory import keeps none either).
+/// files and directories keep the mode and mtime the bundle records. The
+/// index is read whole, so the rows are held whole too.
 pub(super) async fn prepare(
     store: &Store,
     index_dir: &Path,
@@ -83,24 +83,37 @@ pub(super) async fn prepare(
         .map(|l| l.entry().map_err(BundleError::from))
         .collect::<Result<Vec<_>, _>>()?;
     let mut problems = Vec::new();
-    let mut files = Groups::new();
-    for mut entry in entries.into_iter().filter(|e| !e.meta.is_dir()) {
+    let mut tracks: BTreeMap<(String, String), Rows> = BTreeMap::new();
+    let mut files = Vec::new();
+    let mut dirs = Vec::new();
+    for mut entry in entries {
         let mut parts: Vec<String> = entry.dir.split('/').map(str::to_owned).collect();
         parts.retain(|p| !p.is_empty());
         parts.push(entry.name.clone());
+        let attrs = entry
+            .meta
+            .attributes()
+            .map_or_else(Attrs::default, |a| Attrs {
+                mode: Some((a.mode & 0o7777) as u16),
+                mtime_ns: Some(a.mtime_ns),
+            });
+        if entry.meta.is_dir() {
+            // Directories above the modality directories are not rows.
+            if let Ok((t, m, name)) = classify(&parts, timeline) {
+                dirs.push(((t.to_owned(), m.to_owned()), name, attrs));
+            }
+            continue;
+        }
         match classify(&parts, timeline) {
-            Ok((timeline, modality, name)) => {
-                let attrs = entry
-                    .meta
-                    .attributes()
-                    .map_or_else(Attrs::default, |a| Attrs {
-                        mode: Some((a.mode & 0o7777) as u16),
-                        mtime_ns: Some(a.mtime_ns),
-                    });
+            Ok((t, m, name)) => {
+                let key = (t.to_owned(), m.to_owned());
+                let rows = tracks.entry(key.clone()).or_default();
+                rows.files += 1;
+                rows.bytes += entry.meta.size;
+                rows.names.push((name, Some(files.len())));
                 // Not needed past here; a large bundle has many entries.
                 entry.meta.user_data = None;
-                let item = files.item(name, entry.meta.size, attrs);
-                files.group(timeline, modality).push((item, entry));
+                files.push((entry, attrs, location.clone() + "/" + &parts.join("/")));
             }
             Err(problem) => problems.push(format!("{location}/{}: {problem}", parts.join("/"))),
         }
@@ -108,23 +121,104 @@ pub(super) async fn prepare(
     if let Some(report) = problems_report(problems) {
         return Err(ImportError::Source(report));
     }
-    let mut tracks = Vec::new();
-    let mut entries = Vec::new();
-    for (timeline, modality, files) in files.sorted(|(item, _)| &item.name) {
-        let (items, track_entries): (Vec<_>, Vec<_>) = files.into_iter().unzip();
-        entries.extend(track_entries);
-        tracks.push((timeline, modality, items));
+    let mut dir_attrs: HashMap<(String, String), HashMap<String, Attrs>> = HashMap::new();
+    for (key, name, attrs) in dirs {
+        if tracks.contains_key(&key) {
+            dir_attrs.entry(key).or_default().insert(name, attrs);
+        }
+    }
+    let mut sources = Vec::with_capacity(tracks.len());
+    for (key, rows) in tracks {
+        let recorded = dir_attrs.remove(&key).unwrap_or_default();
+        let key = Arc::new(key);
+        let rows = rows.in_order(recorded, &key, &files);
+        sources.push(TrackSource {
+            key: key.clone(),
+            files: rows
+                .iter()
+                .filter(|r| matches!(r, SourceRow::File { .. }))
+                .count() as u64,
+            bytes: rows
+                .iter()
+                .map(|r| match r {
+                    SourceRow::File { file, .. } => file.size,
+                    SourceRow::Dir { .. } => 0,
+                })
+                .sum(),
+            rows: RowSource::Listed(rows),
+        });
     }
     let reader = BundleFiles {
         catalog: BundleCatalog::new(bundle, std::time::SystemTime::now()),
         reader: Reader::new(store.clone(), CacheOptions::default(), None),
-        entries,
+        entries: files.into_iter().map(|(entry, ..)| entry).collect(),
         pieces: Mutex::new(HashMap::new()),
     };
     Ok(Prepared {
-        files: Listing::new(PathBuf::from(location), timeline.is_none(), tracks),
+        tracks: sources,
         reader: Box::new(reader),
     })
+}
+
+/// The files of one Track of a bundle, as they are found.
+#[derive(Default)]
+struct Rows {
+    files: u64,
+    bytes: u64,
+    /// Item names, each with its file's number.
+    names: Vec<(String, Option<usize>)>,
+}
+
+impl Rows {
+    /// The rows of the Track `key`: its files (`files` by number: index
+    /// entry, attributes, path for messages), the directories above them
+    /// and those `recorded` (by name, with attributes), in the Track's
+    /// order.
+    fn in_order(
+        self,
+        mut recorded: HashMap<String, Attrs>,
+        key: &Arc<(String, String)>,
+        files: &[(IndexEntry, Attrs, String)],
+    ) -> Vec<SourceRow> {
+        let mut names = self.names;
+        // Every directory set holds those above it too, so adding one
+        // stops at the first that is there.
+        let mut dirs: HashSet<String> = HashSet::from([String::new()]);
+        let parents = names.iter().filter_map(|(n, _)| n.rsplit_once('/'));
+        let tops = parents.map(|(parent, _)| parent);
+        for mut dir in tops.chain(recorded.keys().map(String::as_str)) {
+            while dirs.insert(dir.to_owned()) {
+                dir = dir.rsplit_once('/').map_or("", |(parent, _)| parent);
+            }
+        }
+        names.extend(dirs.into_iter().map(|d| (d, None)));
+        // A directory before an item of the same name, as the Track has it.
+        names.sort_unstable_by(|a, b| {
+            name_order(&a.0, &b.0).then(a.1.is_some().cmp(&b.1.is_some()))
+        });
+        names
+            .into_iter()
+            .map(|(name, file)| match file {
+                None => SourceRow::Dir {
+                    attrs: recorded.remove(&name).unwrap_or_default(),
+                    name,
+                },
+                Some(i) => {
+                    let (entry, attrs, path) = &files[i];
+                    SourceRow::File {
+                        name,
+                        attrs: *attrs,
+                        file: PackFile {
+                            track: key.clone(),
+                            path: PathBuf::from(path),
+                            size: entry.meta.size,
+                            id: i,
+                        },
+                    }
+                }
+            })
+            .collect()
+    }
 }
 
 /// The CRC32C of bytes `range` of a file.
@@ -137,7 +231,7 @@ struct Piece {
 struct BundleFiles {
     catalog: BundleCatalog,
     reader: Reader,
-    /// The index entry of each file, parallel to the packer's files.
+    /// The index entry of each file, by its number ([`PackFile::id`]).
     entries: Vec<IndexEntry>,
     /// Pieces read so far of files the packer reads in several calls
     /// (chunked files), until they cover the file and it is checked.
@@ -147,19 +241,18 @@ struct BundleFiles {
 impl FileReader for BundleFiles {
     fn read<'a>(
         &'a self,
-        files: &'a dyn SourceFiles,
-        parts: Vec<(usize, Range<u64>)>,
+        parts: Vec<(&'a PackFile, Range<u64>)>,
     ) -> BoxFuture<'a, Result<Vec<u8>, PackError>> {
         async move {
             let total = parts.iter().map(|(_, r)| r.end - r.start).sum::<u64>();
             let mut body = Vec::with_capacity(total as usize);
-            for (i, range) in parts {
-                let file = &files.path(i);
+            for (file, range) in parts {
+                let (i, path) = (file.id, file.path.as_path());
                 let crc = self
-                    .read_range(i, range.clone(), &mut body, file)
+                    .read_range(i, range.clone(), &mut body, path)
                     .await
                     .map_err(|e| PackError::Source(Box::new(e)))?;
-                self.check(i, Piece { range, crc }, file)
+                self.check(i, Piece { range, crc }, path)
                     .map_err(|e| PackError::Source(Box::new(e)))?;
             }
             Ok(body)

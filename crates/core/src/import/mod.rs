@@ -1,35 +1,37 @@
 //! `packfs import`: packs a directory tree, or the tree of a DataBundle,
 //! into a dataset.
 //!
-//! The source is scanned and checked completely before anything is written
-//! ([`Prepared`]), then data objects are uploaded by the [`crate::packer`],
-//! which reads the files' bytes through the source's
-//! [`FileReader`], and finally one commit writes the Tracks, the
-//! Manifest and moves the ref.
+//! The source is checked completely before anything is written
+//! ([`Prepared`]), counting each Track's files without keeping them. Then
+//! each Track's files are read again in the Track's order, packed and
+//! uploaded by the [`crate::packer`] (which reads their bytes through the
+//! source's [`FileReader`]) and the Track is written as they come
+//! (`track_writer`); finally one commit writes the Manifest and moves the
+//! ref (`commit`).
 
 mod bundle;
-mod listing;
+mod commit;
 mod scan;
+mod source;
+mod track_writer;
+mod walk;
 
-use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use packfs_format::bundle::INDEX_PATH;
-use packfs_format::{FormatError, ObjectId, Track, TrackEdit, TrackItem};
+use packfs_format::{FormatError, ObjectId};
 use thiserror::Error;
-use tracing::info;
 
 use crate::bundle::BundleError;
-use crate::dataset::{
-    writer_string, Dataset, DatasetError, Separated, TrackContent, TrackObject, TrackUpdate,
-    MAX_COMMIT_ATTEMPTS,
-};
+use crate::dataset::{Dataset, DatasetError};
 use crate::location::LocationKind;
 pub use crate::packer::{media_type, SourceFile};
-use crate::packer::{upload, FileReader, LocalFiles, PackError, PackOptions, SourceFiles};
-use crate::progress::{Progress, Quiet};
-use crate::store::{Store, StoreConfig, StoreError};
-use listing::NewItems;
+use crate::packer::{FileReader, LocalFiles, PackError, PackOptions};
+use crate::progress::{Progress, Quiet, Unit};
+use crate::store::{Store, StoreConfig};
+use commit::{commit, Parent};
+use source::TrackSource;
+use track_writer::{write_track, Counts};
 
 crate::options! {
 /// Settings of an import. `Default` gives the documented defaults.
@@ -74,6 +76,10 @@ pub struct ImportReport {
 pub enum ImportError {
     #[error("{}", .0.join("\n"))]
     Source(Vec<String>),
+    /// A problem the check before the import did not find: the source
+    /// changed since.
+    #[error("{0} (the source changed while it was imported); nothing was committed")]
+    Changed(String),
     #[error("{op} {path}: {source}")]
     Io {
         op: &'static str,
@@ -114,7 +120,7 @@ pub enum OptionError {
 
 /// The files of a source, checked, and how to read them.
 pub struct Prepared {
-    files: listing::Listing,
+    tracks: Vec<TrackSource>,
     reader: Box<dyn FileReader>,
 }
 
@@ -132,12 +138,12 @@ pub async fn import(
     import_files(dataset, prepared, options, &Quiet).await
 }
 
-/// Checks `options` and scans the directory `src`: everything that can be
+/// Checks `options` and the directory `src`: everything that can be
 /// wrong with an import before it writes anything.
 pub(crate) fn prepare(src: &Path, options: &ImportOptions) -> Result<Prepared, ImportError> {
     check_options(options)?;
     Ok(Prepared {
-        files: scan::scan(src, options.timeline.as_deref())?,
+        tracks: scan::scan(src, options.timeline.as_deref())?,
         reader: Box::new(LocalFiles),
     })
 }
@@ -179,242 +185,52 @@ pub async fn prepare_source(
 /// Uploads and commits files returned by `prepare` or [`prepare_source`],
 /// reporting bytes read to `progress`.
 ///
-/// Past the scan each file is held once, as the item its Track will hold,
-/// and one Track at a time is built, encoded and stored, so the peak is
-/// about the largest new Track's items and its encoding.
+/// The Manifest the ref names is read first; each Track is then written
+/// as its files are packed: a new one page by page, an existing one
+/// edited in batches. What is held is what is in flight (within the
+/// packer's memory budget) and a batch, whatever the number of files.
 pub async fn import_files(
     dataset: &Dataset,
     prepared: Prepared,
     options: &ImportOptions,
     progress: &dyn Progress,
 ) -> Result<ImportReport, ImportError> {
-    let Prepared { files, reader } = prepared;
-    let (items, bytes) = (files.count(), files.bytes());
-    let uploaded = upload(dataset, &files, &*reader, &options.pack, progress).await?;
-    drop(reader);
-    let mut groups = files.into_tracks(uploaded.entries);
-    // Another writer may move the ref between our read and our CAS; the
-    // data is uploaded already, so rebase the Tracks onto its Manifest.
-    let mut attempt = 1;
-    let mut separated = Separated::default();
-    let manifest = loop {
-        match commit_onto_ref(dataset, groups, &options.ref_name, &mut separated).await {
-            Err(CommitError {
-                error: DatasetError::Store(StoreError::RefConflict { .. }),
-                written: Some(written),
-            }) if attempt < MAX_COMMIT_ATTEMPTS => {
-                info!(
-                    "ref {} moved during import; rebasing (attempt {attempt})",
-                    options.ref_name
-                );
-                groups = reread(dataset, written).await?;
-                attempt += 1;
+    let Prepared { mut tracks, reader } = prepared;
+    let bytes = tracks.iter().map(|t| t.bytes).sum();
+    let parent = Parent::read(dataset, &options.ref_name).await?;
+    progress.begin("importing", Unit::Bytes, Some(bytes));
+    let mut counts = Counts::default();
+    let mut written = Vec::with_capacity(tracks.len());
+    for track in &mut tracks {
+        let base = parent.track(&track.key);
+        let w = write_track(
+            dataset,
+            &*reader,
+            track,
+            base,
+            &options.pack,
+            progress,
+            &mut counts,
+        )
+        .await;
+        match w {
+            Ok(w) => written.push(w),
+            Err(e) => {
+                progress.end();
+                return Err(e);
             }
-            result => break result.map_err(|e| e.error)?,
         }
-    };
+    }
+    progress.end();
+    drop(reader);
+    let manifest = commit(dataset, &options.ref_name, parent, written, &mut counts).await?;
     Ok(ImportReport {
-        items,
-        bytes,
-        objects_written: uploaded.written + separated.written,
-        objects_reused: uploaded.reused + separated.reused,
+        items: counts.items as usize,
+        bytes: counts.bytes,
+        objects_written: counts.written + counts.separated.written,
+        objects_reused: counts.reused + counts.separated.reused,
         manifest,
     })
-}
-
-/// A Track stored by a commit that then lost its compare-and-swap: its
-/// last `new` items are the imported ones.
-struct WrittenTrack {
-    timeline: String,
-    modality: String,
-    track: ObjectId,
-    /// The new items are those numbered `first..first + new` (by
-    /// `t_start`): [`merge_items`] numbers them after the old ones.
-    first: i64,
-    new: usize,
-}
-
-/// Why [`commit_onto_ref`] failed, with the Tracks it had stored by then
-/// (`None` if it failed before storing all of them).
-struct CommitError {
-    error: DatasetError,
-    written: Option<Vec<WrittenTrack>>,
-}
-
-impl From<DatasetError> for CommitError {
-    fn from(error: DatasetError) -> Self {
-        CommitError {
-            error,
-            written: None,
-        }
-    }
-}
-
-/// The imported items again, read back from the Tracks a lost commit
-/// stored (the pages holding them): the items are not kept twice for a
-/// rebase that rarely happens.
-async fn reread(
-    dataset: &Dataset,
-    written: Vec<WrittenTrack>,
-) -> Result<Vec<NewItems>, DatasetError> {
-    let mut groups = Vec::with_capacity(written.len());
-    for w in written {
-        let items = dataset
-            .items_numbered_from(&w.track, w.first, "the import's own commit")
-            .await?;
-        let new = w.first..w.first.saturating_add(w.new as i64);
-        let mut items: Vec<TrackItem> = items
-            .into_iter()
-            .filter(|i| new.contains(&i.entry.t_start))
-            .collect();
-        if items.len() != w.new {
-            return Err(DatasetError::Merge(format!(
-                "track {}: the import's lost commit holds {} of its {} new items",
-                w.track,
-                items.len(),
-                w.new
-            )));
-        }
-        items.sort_unstable_by_key(|i| i.entry.t_start);
-        groups.push(NewItems {
-            timeline: w.timeline,
-            modality: w.modality,
-            items,
-        });
-    }
-    Ok(groups)
-}
-
-/// Adds `groups` to the Tracks of the Manifest `ref_name` points at and
-/// commits; `None` when that changes nothing. Each new Track is built,
-/// encoded and stored before the next is built. New items packed in a
-/// pack the Track holds cut another way are stored apart first
-/// ([`Dataset::separate_twin_packs`]); what that stored is added to
-/// `separated`.
-async fn commit_onto_ref(
-    dataset: &Dataset,
-    groups: Vec<NewItems>,
-    ref_name: &str,
-    separated: &mut Separated,
-) -> Result<Option<ObjectId>, CommitError> {
-    let parent = dataset
-        .store()
-        .read_ref(ref_name)
-        .await
-        .map_err(DatasetError::from)?;
-    let base = match parent {
-        Some(id) => Some(dataset.manifest(&id, &format!("ref {ref_name:?}")).await?),
-        None => None,
-    };
-    let mut tracks: BTreeMap<(String, String), ObjectId> = BTreeMap::new();
-    for t in base.iter().flat_map(|b| &b.tracks) {
-        tracks.insert((t.timeline.clone(), t.modality.clone()), t.track);
-    }
-    let mut changed = base.is_none();
-    let mut written = Vec::with_capacity(groups.len());
-    for mut group in groups {
-        let key = (group.timeline, group.modality);
-        let existing = tracks.get(&key).copied();
-        let new = group.items.len();
-        // A paged Track is edited: its pages the new names fall in are
-        // read and written, no others.
-        if let Some(id) = existing {
-            // The root alone tells: its index pages are the edit's to read.
-            let object = dataset
-                .track_object_unindexed(&id, "the parent manifest")
-                .await?;
-            if matches!(object, TrackObject::Paged(_)) {
-                let edit = TrackEdit {
-                    implied: ancestors(&group.items),
-                    ..TrackEdit::default()
-                };
-                let edited = dataset
-                    .edit_track(&key.0, &key.1, &id, edit, group.items)
-                    .await?;
-                separated.items += edited.separated.items;
-                separated.written += edited.separated.written;
-                separated.reused += edited.separated.reused;
-                changed |= edited.id != id;
-                tracks.insert(key.clone(), edited.id);
-                written.push(WrittenTrack {
-                    timeline: key.0,
-                    modality: key.1,
-                    track: edited.id,
-                    first: edited.first,
-                    new,
-                });
-                continue;
-            }
-        }
-        // A new modality, or a Track stored as a single object (written
-        // before Tracks were paged): built whole.
-        let (old, stored) = match existing {
-            Some(id) => {
-                let (track, pages) = dataset.track_with_pages(&id, "the parent manifest").await?;
-                (track, pages.into_iter().collect())
-            }
-            None => (
-                Track::new(Vec::new(), Vec::new(), "empty track").map_err(DatasetError::from)?,
-                HashSet::new(),
-            ),
-        };
-        let existing_entries = old.items().iter().map(|i| &i.entry);
-        let apart = dataset
-            .separate_twin_packs(
-                &key.0,
-                &key.1,
-                existing_entries.chain(old.retired()),
-                &mut group.items,
-            )
-            .await?;
-        separated.items += apart.items;
-        separated.written += apart.written;
-        separated.reused += apart.reused;
-        let what = format!("track {}/{}", key.0, key.1);
-        let (merged, first) = merge_items(old, group.items, &what).map_err(DatasetError::from)?;
-        let (merged, paged) = dataset.encode_track(merged).await;
-        // A Track stored as a single object (no pages) holds the same items
-        // when it has the id of their single-object encoding.
-        let unchanged = existing == Some(paged.id)
-            || (existing.is_some()
-                && stored.is_empty()
-                && existing == Some(ObjectId::of(&merged.encode())));
-        drop(merged);
-        let id = match unchanged {
-            true => existing.expect("unchanged from an existing Track"),
-            false => {
-                changed = true;
-                dataset.put_paged(paged, &stored).await?
-            }
-        };
-        tracks.insert(key.clone(), id);
-        written.push(WrittenTrack {
-            timeline: key.0,
-            modality: key.1,
-            track: id,
-            first,
-            new,
-        });
-    }
-    if !changed {
-        return Ok(None);
-    }
-    let tracks = tracks
-        .into_iter()
-        .map(|((timeline, modality), id)| TrackUpdate {
-            timeline,
-            modality,
-            content: TrackContent::Existing(id),
-        })
-        .collect();
-    let writer = writer_string("import");
-    match dataset.commit(ref_name, parent, tracks, &writer).await {
-        Ok(id) => Ok(Some(id)),
-        Err(error) => Err(CommitError {
-            error,
-            written: Some(written),
-        }),
-    }
 }
 
 fn check_options(options: &ImportOptions) -> Result<(), ImportError> {
@@ -434,51 +250,4 @@ fn check_options(options: &ImportOptions) -> Result<(), ImportError> {
     }
     packfs_format::validate_ref_name(&options.ref_name)?;
     Ok(())
-}
-
-/// The directories above `items`, each once, but the modality directory.
-fn ancestors(items: &[TrackItem]) -> Vec<String> {
-    let mut dirs = HashSet::new();
-    for item in items {
-        let mut name = item.name.as_str();
-        while let Some((parent, _)) = name.rsplit_once('/') {
-            if !dirs.insert(parent) {
-                break;
-            }
-            name = parent;
-        }
-    }
-    dirs.into_iter().map(str::to_string).collect()
-}
-
-/// The Track after an import, and the `t_start` of its first new item:
-/// existing items not replaced keep their `t_start`; new items follow in
-/// name order, numbered from the end of the kept ones.
-fn merge_items(
-    old: Track,
-    mut new: Vec<TrackItem>,
-    what: &str,
-) -> Result<(Track, i64), FormatError> {
-    let dirs = old.dirs().to_vec();
-    // No set of the new names when there is nothing they could replace.
-    let replaced: HashSet<&str> = match old.items().is_empty() {
-        true => HashSet::new(),
-        false => new.iter().map(|i| i.name.as_str()).collect(),
-    };
-    let (mut items, retired) = old.remove_items(|i| replaced.contains(i.name.as_str()));
-    drop(replaced);
-    let first = items.iter().map(|i| i.entry.t_end).max().unwrap_or(0);
-    for (t, item) in (first..).zip(&mut new) {
-        item.entry.t_start = t;
-        item.entry.t_end = t + 1;
-    }
-    // A first import's items are the new ones: taken as they are, not copied.
-    if items.is_empty() {
-        items = new;
-    } else {
-        items.reserve_exact(new.len());
-        items.append(&mut new);
-    }
-    let track = Track::new(items, retired, what)?.with_dirs(dirs, what)?;
-    Ok((track, first))
 }

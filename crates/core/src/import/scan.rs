@@ -1,12 +1,14 @@
-//! Scanning and checking an import source before anything is written.
+//! Checking an import source directory before anything is written.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use packfs_format::{validate_item_name, validate_segment, Attrs, TrackItem};
+use packfs_format::{validate_item_name, validate_segment};
 
-use super::listing::{Groups, Listing};
+use super::source::{RowSource, TrackSource};
+use super::walk::{Walk, Walked};
 use super::ImportError;
-use crate::source_tree::{check_root, list_dir, problems_report, SourceIoError};
+use crate::source_tree::{check_root, list_dir, problems_report, SourceEntry, SourceIoError};
 
 impl From<SourceIoError> for ImportError {
     fn from(e: SourceIoError) -> Self {
@@ -18,50 +20,107 @@ impl From<SourceIoError> for ImportError {
     }
 }
 
-/// Lists the files of `src`, sorted by (timeline, modality, name), or every
-/// problem found (up to a limit) if any file cannot be imported.
-pub(super) fn scan(src: &Path, timeline: Option<&str>) -> Result<Listing, ImportError> {
-    let mut problems = Vec::new();
+/// Checks every file of `src` (read as [`ImportOptions::timeline`]
+/// says) and counts each Track's files and bytes, holding no name per
+/// file; every problem found (up to a limit) if any file cannot be
+/// imported. Tracks without files are left out.
+///
+/// [`ImportOptions::timeline`]: super::ImportOptions::timeline
+pub(super) fn scan(src: &Path, timeline: Option<&str>) -> Result<Vec<TrackSource>, ImportError> {
     if let Some(t) = timeline {
         if let Err(e) = validate_segment(t, "timeline") {
             return Err(ImportError::Source(vec![e.to_string()]));
         }
     }
     check_root(src)?;
-    let mut files = Groups::new();
-    let mut prefix = Vec::new();
-    walk(src, &mut prefix, timeline, &mut files, &mut problems)?;
+    let mut problems = Vec::new();
+    let mut tracks = Vec::new();
+    match timeline {
+        Some(t) => modalities(src, t, None, &mut tracks, &mut problems)?,
+        None => {
+            for entry in sorted(src, &mut problems)? {
+                if !entry.meta.is_dir() {
+                    wrong_depth(&entry, &[], None, &mut problems);
+                } else if let Err(e) = validate_segment(&entry.name, "timeline") {
+                    problems.push(format!("{}: {e}", entry.path.display()));
+                } else {
+                    let t = entry.name.as_str();
+                    modalities(&entry.path, t, Some(t), &mut tracks, &mut problems)?;
+                }
+            }
+        }
+    }
+    for track in &mut tracks {
+        let RowSource::Dir(dir) = &track.rows else {
+            unreachable!("a directory's Tracks are read from it")
+        };
+        for row in Walk::new(dir.clone()) {
+            match row? {
+                Walked::File { size, .. } => {
+                    track.files += 1;
+                    track.bytes += size;
+                }
+                Walked::Dir(_) => {}
+                Walked::Problem(problem) => problems.push(problem),
+            }
+        }
+    }
     if let Some(report) = problems_report(problems) {
         return Err(ImportError::Source(report));
     }
-    let tracks = files.sorted(|item| &item.name);
-    Ok(Listing::new(src.to_path_buf(), timeline.is_none(), tracks))
+    tracks.retain(|t| t.files > 0);
+    Ok(tracks)
 }
 
-fn walk(
+/// The entries of `dir`, by name.
+fn sorted(dir: &Path, problems: &mut Vec<String>) -> Result<Vec<SourceEntry>, ImportError> {
+    let mut entries = list_dir(dir, problems)?;
+    entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
+}
+
+/// Adds the modality directories of `dir`, the directory of `timeline`
+/// (`timeline_dir` is its name when SRC has timeline directories), to
+/// `tracks`.
+fn modalities(
     dir: &Path,
-    prefix: &mut Vec<String>,
-    timeline: Option<&str>,
-    files: &mut Groups<TrackItem>,
+    timeline: &str,
+    timeline_dir: Option<&str>,
+    tracks: &mut Vec<TrackSource>,
     problems: &mut Vec<String>,
 ) -> Result<(), ImportError> {
-    for entry in list_dir(dir, problems)? {
-        prefix.push(entry.name);
-        if entry.meta.is_dir() {
-            walk(&entry.path, prefix, timeline, files, problems)?;
+    for entry in sorted(dir, problems)? {
+        if !entry.meta.is_dir() {
+            let above: Vec<String> = timeline_dir.into_iter().map(str::to_owned).collect();
+            let given = timeline_dir.is_none().then_some(timeline);
+            wrong_depth(&entry, &above, given, problems);
+        } else if let Err(e) = validate_segment(&entry.name, "modality") {
+            problems.push(format!("{}: {e}", entry.path.display()));
         } else {
-            match classify(prefix, timeline) {
-                Ok((timeline, modality, name)) => {
-                    // A directory's import records no mode or mtime.
-                    let item = files.item(name, entry.meta.len(), Attrs::default());
-                    files.group(timeline, modality).push(item);
-                }
-                Err(problem) => problems.push(format!("{}: {problem}", entry.path.display())),
-            }
+            tracks.push(TrackSource {
+                key: Arc::new((timeline.to_owned(), entry.name)),
+                files: 0,
+                bytes: 0,
+                rows: RowSource::Dir(entry.path),
+            });
         }
-        prefix.pop();
     }
     Ok(())
+}
+
+/// Records the problem of a file above the modality directories, found
+/// below the directories `above` (`timeline` as given to the import).
+fn wrong_depth(
+    entry: &SourceEntry,
+    above: &[String],
+    timeline: Option<&str>,
+    problems: &mut Vec<String>,
+) {
+    let mut parts = above.to_vec();
+    parts.push(entry.name.clone());
+    if let Err(problem) = classify(&parts, timeline) {
+        problems.push(format!("{}: {problem}", entry.path.display()));
+    }
 }
 
 /// Splits a file's path below SRC into (timeline, modality, item name);

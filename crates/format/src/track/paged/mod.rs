@@ -88,6 +88,11 @@ impl PageShape {
         }
     }
 
+    /// Rows a name page holds on average.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
     /// The same shape, listing name pages through index pages of about
     /// `pages` each once there are more than twice as many.
     pub fn with_index_pages(self, pages: u64) -> PageShape {
