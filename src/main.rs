@@ -13,6 +13,7 @@ use cli::Cli;
 use mount_helper::Helper;
 
 fn main() -> ExitCode {
+    limit_malloc_arenas();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // Run by mount(8) (`mount -t fuse.packfs`, fstab) as its helper?
     let cli = match mount_helper::from_args(&args) {
@@ -77,4 +78,23 @@ fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
         .map(std::io::Error::kind)
         .or_else(|| e.downcast_ref::<serde_json::Error>()?.io_error_kind());
     kind == Some(std::io::ErrorKind::BrokenPipe)
+}
+
+/// Caps glibc's malloc at one arena per core (its default is eight), unless
+/// `MALLOC_ARENA_MAX` is set. glibc gives a thread that finds the arenas
+/// busy an arena of its own and keeps what each one freed, so work spread
+/// over the blocking pool's threads (a Track edit, a page decoded) holds
+/// several times its heap: an import of 10M files onto a Track peaked at
+/// 427 MiB RSS over an 84 MiB heap, and at 137 MiB with two arenas.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let arenas = libc::c_int::try_from(cores).unwrap_or(libc::c_int::MAX);
+        // SAFETY: mallopt only sets a tunable; it runs before any thread
+        // but this one exists.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
+        }
+    }
 }

@@ -3,7 +3,8 @@
 //! daemon's VmHWM, and `ls -lR` at the first count — and `packfs import`
 //! of as many small files as the first count (left out with `--no-import`)
 //! against `tar -cf` of the same tree on the same disk, with the peak RSS
-//! of each.
+//! of each; then the import's peak RSS on trees of hard links of each
+//! count up to 10M.
 //!
 //! At each count, `--scale-commits` one-file commits through a read-write
 //! mount (`fsync` of a new file): the time `fsync` takes, the bytes of
@@ -45,6 +46,13 @@ const IMPORT_DIRS: usize = 1000;
 /// Sizes of the import tree's files.
 const IMPORT_MIN: u64 = 100;
 const IMPORT_MAX: u64 = 1000;
+/// Files of the largest tree of hard links imported.
+const LINKED_IMPORT_MAX: usize = 10_000_000;
+/// Distinct files the trees of hard links link to.
+const LINKED_TARGETS: usize = 1000;
+/// Peak RSS of an import of any number of files (KiB): what is in
+/// flight and a batch, never a record per file.
+const IMPORT_PEAK_KIB: u64 = 128 << 10;
 
 /// One item count's figures (medians over its rounds).
 struct ScaleRow {
@@ -139,6 +147,13 @@ struct ImportRow {
     tar_kib: u64,
 }
 
+/// `packfs import` of a tree of hard links.
+struct LinkedImport {
+    files: usize,
+    secs: f64,
+    peak_kib: u64,
+}
+
 /// `packfs merge` of branches that each added items.
 struct MergeRow {
     branches: usize,
@@ -154,6 +169,7 @@ struct MergeRow {
 pub(crate) struct ScaleBench {
     rows: Vec<ScaleRow>,
     import: Option<ImportRow>,
+    linked: Vec<LinkedImport>,
 }
 
 pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
@@ -244,11 +260,18 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
         });
         fs::remove_dir_all(&dataset)?;
     }
-    let import = match config.no_import {
-        true => None,
-        false => Some(import_vs_tar(bin, work, counts[0])?),
+    let (import, linked) = match config.no_import {
+        true => (None, Vec::new()),
+        false => (
+            Some(import_vs_tar(bin, work, counts[0])?),
+            linked_imports(bin, work, &counts)?,
+        ),
     };
-    Ok(ScaleBench { rows, import })
+    Ok(ScaleBench {
+        rows,
+        import,
+        linked,
+    })
 }
 
 /// On fresh mounts of the dataset of `n` items: `ls -l` of its first
@@ -527,19 +550,7 @@ fn import_vs_tar(bin: &Path, work: &Path, files: usize) -> Result<ImportRow> {
     )?;
     fs::remove_file(&tar)?;
     progress("scale: packfs import of the tree");
-    let dataset = work.join("dataset-import");
-    let (import_secs, import_kib) = timed(
-        "packfs import",
-        &[
-            bin.as_os_str(),
-            "import".as_ref(),
-            "--no-progress".as_ref(),
-            src.as_os_str(),
-            dataset.as_os_str(),
-        ],
-    )?;
-    fs::remove_dir_all(&dataset)?;
-    fs::remove_dir_all(&src)?;
+    let (import_secs, import_kib) = timed_import(bin, work, "packfs import", &src)?;
     Ok(ImportRow {
         files,
         import_secs,
@@ -547,6 +558,63 @@ fn import_vs_tar(bin: &Path, work: &Path, files: usize) -> Result<ImportRow> {
         tar_secs,
         tar_kib,
     })
+}
+
+/// For each count up to [`LINKED_IMPORT_MAX`], `packfs import` of a tree
+/// of that many hard links to [`LINKED_TARGETS`] files of
+/// {IMPORT_MIN}–{IMPORT_MAX} B, 1,000 a directory: 10M files in a few
+/// hundred MB of directory entries rather than 40 GB of blocks. Its peak
+/// RSS says whether an import's memory grows with its file count.
+fn linked_imports(bin: &Path, work: &Path, counts: &[usize]) -> Result<Vec<LinkedImport>> {
+    let targets = work.join("link-targets");
+    fs::create_dir_all(&targets)?;
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut buf = vec![0u8; IMPORT_MAX as usize];
+    for t in 0..LINKED_TARGETS {
+        let path = targets.join(format!("t{t:04}"));
+        write_random_file(&path, IMPORT_MIN..=IMPORT_MAX, &mut rng, &mut buf)?;
+    }
+    let mut rows = Vec::new();
+    for &files in counts.iter().filter(|&&n| n <= LINKED_IMPORT_MAX) {
+        progress(format!(
+            "scale: linking {} files to import",
+            thousands(files)
+        ));
+        let src = work.join("import-links");
+        for i in 0..files {
+            let dir = src.join("train/files").join(format!("d{:05}", i / 1000));
+            if i % 1000 == 0 {
+                fs::create_dir_all(&dir)?;
+            }
+            let target = targets.join(format!("t{:04}", i * 7919 % LINKED_TARGETS));
+            fs::hard_link(target, dir.join(format!("f{i:09}.bin")))?;
+        }
+        let (secs, peak_kib) = timed_import(bin, work, "packfs import of the links", &src)?;
+        rows.push(LinkedImport {
+            files,
+            secs,
+            peak_kib,
+        });
+    }
+    fs::remove_dir_all(&targets)?;
+    Ok(rows)
+}
+
+/// `packfs import` of `src` into a new dataset under `work`, under
+/// `/usr/bin/time` ([`timed_peak`]); then deletes both.
+fn timed_import(bin: &Path, work: &Path, what: &str, src: &Path) -> Result<(f64, u64)> {
+    let dataset = work.join("dataset-import");
+    let args = [
+        bin.as_os_str(),
+        "import".as_ref(),
+        "--no-progress".as_ref(),
+        src.as_os_str(),
+        dataset.as_os_str(),
+    ];
+    let timed = timed_peak(work, what, &args)?;
+    fs::remove_dir_all(&dataset)?;
+    fs::remove_dir_all(src)?;
+    Ok(timed)
 }
 
 /// Runs `args` under `/usr/bin/time`: its seconds and peak RSS in KiB.
@@ -870,6 +938,29 @@ pub(crate) fn print(b: &ScaleBench) {
         "≥ 1.0×",
         met(Some(ratio), Bar::AtLeast(1.0)),
     ));
+    let smallest = b.linked.first().map(|l| l.peak_kib as f64);
+    let peak_target = format!("≤ {} at any count", mib(IMPORT_PEAK_KIB));
+    for l in &b.linked {
+        rows.push(row(
+            format!(
+                "`packfs import` of {} hard links to {} files (peak RSS)",
+                thousands(l.files),
+                thousands(LINKED_TARGETS)
+            ),
+            format!(
+                "{:.1} s, {:.0} items/s ({})",
+                l.secs,
+                l.files as f64 / l.secs,
+                mib(l.peak_kib)
+            ),
+            blank(),
+            smallest.map_or_else(blank, |s| {
+                format!("{:.2}× the peak at the smallest", l.peak_kib as f64 / s)
+            }),
+            &peak_target,
+            met(Some(l.peak_kib as f64), Bar::AtMost(IMPORT_PEAK_KIB as f64)),
+        ));
+    }
     print_table(title, &rows);
     println!(
         "Peak memory of the import per file: {:.0} B.",

@@ -514,7 +514,8 @@ async fn directories_are_imported_empty_ones_too() {
 /// An import onto a Track of many pages adds its files in batches (with
 /// small pages, a batch is 64 rows): each batch an edit of the Track as
 /// the one before left it, a pack never split between two. Every file,
-/// old and new, reads back, and `verify` finds nothing wrong.
+/// old and new, reads back, `verify` finds nothing wrong, and the same
+/// import again commits nothing.
 #[tokio::test]
 async fn an_import_onto_a_track_adds_its_files_in_batches() {
     let tmp = tempfile::tempdir().unwrap();
@@ -547,6 +548,10 @@ async fn an_import_onto_a_track_adds_its_files_in_batches() {
     assert_eq!(tree(&dataset).await.item_count() as usize, files);
     let report = packfs_core::verify::verify(&dataset, "main").await.unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
+    // The same files again, batch by batch, change nothing: a file equal
+    // to the item of its name leaves it as it is, number included.
+    let again = import(&dataset, &b, &options()).await.unwrap();
+    assert_eq!((again.manifest, again.objects_written), (None, 0));
 }
 
 /// Reports nothing, but when the import ends its uploads runs `then`

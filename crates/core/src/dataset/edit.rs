@@ -74,6 +74,9 @@ struct Edited {
     pages: HashMap<ObjectId, Bytes>,
     /// Pages of a single-object Track cut in memory: not stored yet.
     unstored: Vec<(ObjectId, Vec<u8>)>,
+    /// Packs the fresh items are known to cut as the Track does, if it
+    /// holds them: not checked for twins.
+    same_cut: HashSet<ObjectId>,
 }
 
 impl Dataset {
@@ -171,6 +174,8 @@ impl Dataset {
     /// Stores the Track `id` of `timeline`/`modality` changed by `edit`,
     /// and with the `fresh` items (just uploaded) added, numbered in name
     /// order after the largest `t_end` of the items it keeps. A fresh item
+    /// equal to the item of its name but for the number leaves that item
+    /// as it is, so storing the same files again changes nothing. A fresh item
     /// packed in a pack the Track holds already is stored apart first
     /// ([`Dataset::separate_twin_packs`] says why). A single-object Track
     /// becomes a paged one.
@@ -179,13 +184,33 @@ impl Dataset {
         timeline: &str,
         modality: &str,
         id: &ObjectId,
+        edit: TrackEdit,
+        fresh: Vec<TrackItem>,
+    ) -> Result<EditedTrack, DatasetError> {
+        let at = (timeline, modality);
+        self.edit_track_with(at, id, edit, fresh, &HashSet::new())
+            .await
+    }
+
+    /// [`Dataset::edit_track`] of the Track `id` of (timeline, modality)
+    /// `at`, where the packs `same_cut`, if the Track holds them, are cut
+    /// as the fresh items cut them: they are not checked for twins (an
+    /// import adding its files in batches knows its earlier batches' packs
+    /// so, and the check would read the whole Track).
+    pub(crate) async fn edit_track_with(
+        &self,
+        at: (&str, &str),
+        id: &ObjectId,
         mut edit: TrackEdit,
         mut fresh: Vec<TrackItem>,
+        same_cut: &HashSet<ObjectId>,
     ) -> Result<EditedTrack, DatasetError> {
         let referrer = "the Track a commit changes";
         let mut edited = self.edited(id, referrer).await?;
+        edited.same_cut.clone_from(same_cut);
         let stored = edit.items.len();
         fresh.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        self.drop_unchanged(&mut edited, id, &mut fresh).await?;
         edit.items.extend(fresh);
         // Fresh names replace the items of theirs: counted before numbering.
         let survey = self.survey(&mut edited, id, &edit).await?;
@@ -194,7 +219,6 @@ impl Dataset {
             item.entry.t_start = t;
             item.entry.t_end = t + 1;
         }
-        let at = (timeline, modality);
         let separated = self
             .separate(at, id, &mut edited, &survey, &mut edit, stored)
             .await?;
@@ -206,6 +230,45 @@ impl Dataset {
             first,
             separated,
         })
+    }
+
+    /// Drops from `fresh` (sorted by name) each item the Track `id`, read
+    /// into `edited`, holds already: the same name, media type,
+    /// attributes and bytes (entry but for its numbers). Reads the pages
+    /// holding their names, which the edit reads anyway.
+    async fn drop_unchanged(
+        &self,
+        edited: &mut Edited,
+        id: &ObjectId,
+        fresh: &mut Vec<TrackItem>,
+    ) -> Result<(), DatasetError> {
+        let root = edited.root.clone();
+        let mut on: Vec<usize> = fresh.iter().filter_map(|i| root.page_of(&i.name)).collect();
+        on.sort_unstable();
+        on.dedup();
+        let ids = on.iter().map(|&j| root.pages[j].id).collect();
+        self.read_into(edited, id, ids).await?;
+        let mut held: HashMap<String, TrackItem> = HashMap::new();
+        let wanted: HashSet<&str> = fresh.iter().map(|i| i.name.as_str()).collect();
+        for j in on {
+            let page = &root.pages[j];
+            let what = format!("page {}", self.store().layout().page(&page.id));
+            let items = root.name_page(j, &edited.pages[&page.id], &what)?.items;
+            let items = items
+                .into_iter()
+                .filter(|i| wanted.contains(i.name.as_str()));
+            held.extend(items.map(|i| (i.name.clone(), i)));
+        }
+        drop(wanted);
+        fresh.retain(|new| {
+            held.get(&new.name).is_none_or(|old| {
+                let (a, b) = (&old.entry, &new.entry);
+                (a.byte_size, a.address, a.placement) != (b.byte_size, b.address, b.placement)
+                    || old.attrs != new.attrs
+                    || old.media_type != new.media_type
+            })
+        });
+        Ok(())
     }
 
     /// Stores the Track `id` of `timeline`/`modality` changed by `edit`, a
@@ -239,9 +302,10 @@ impl Dataset {
         edit: &mut TrackEdit,
         fresh: usize,
     ) -> Result<Separated, DatasetError> {
-        let recorded = self
+        let mut recorded = self
             .recorded_packs(edited, id, &edit.items[fresh..])
             .await?;
+        recorded.retain(|r| !edited.same_cut.contains(&r.address));
         let twins = self
             .twins(id, recorded, &survey.dropped, &edit.items[fresh..])
             .await?;
@@ -281,6 +345,7 @@ impl Dataset {
             root,
             pages,
             unstored,
+            same_cut: HashSet::new(),
         })
     }
 

@@ -122,10 +122,10 @@ async fn rebase(
         }
     }
     edit.flush(dataset, &w.key).await?;
-    if edit.new != w.new {
+    if edit.items_in != w.new {
         let detail = format!(
             "track {}: the import's lost commit holds {} of its {} new items",
-            w.track, edit.new, w.new
+            w.track, edit.items_in, w.new
         );
         return Err(DatasetError::Merge(detail).into());
     }

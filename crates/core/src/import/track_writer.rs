@@ -181,7 +181,7 @@ impl TrackWriter {
             }
             TrackWriter::Edit(mut track) => {
                 track.flush(dataset, key).await?;
-                counts.items += track.new;
+                counts.items += track.items_in;
                 let s = &mut counts.separated;
                 s.items += track.separated.items;
                 s.written += track.separated.written;
@@ -285,6 +285,10 @@ pub(super) struct EditTrack {
     pub(super) id: ObjectId,
     /// The number of the first new item, once one is added.
     pub(super) first: Option<i64>,
+    /// Items given to it.
+    pub(super) items_in: u64,
+    /// Items it added: those given but for the ones the Track held as
+    /// they are.
     pub(super) new: u64,
     /// Rows a batch takes.
     batch: usize,
@@ -293,6 +297,10 @@ pub(super) struct EditTrack {
     implied: Vec<String>,
     /// Directories of the batch with a mode or mtime.
     dirs: Vec<TrackDir>,
+    /// The packs its earlier batches added items in, as the packer cut
+    /// them: the packer stores a pack cut another way apart, so a later
+    /// batch's items in one of them cut it the same way.
+    packs: HashSet<ObjectId>,
     pub(super) separated: Separated,
     media_types: MediaTypes,
 }
@@ -303,11 +311,13 @@ impl EditTrack {
         EditTrack {
             id,
             first: None,
+            items_in: 0,
             new: 0,
             batch: usize::try_from(batch).unwrap_or(usize::MAX),
             items: Vec::new(),
             implied: Vec::new(),
             dirs: Vec::new(),
+            packs: HashSet::new(),
             separated: Separated::default(),
             media_types: MediaTypes::default(),
         }
@@ -357,7 +367,7 @@ impl EditTrack {
         if self.items.len() >= self.batch && !same_pack {
             self.flush(dataset, key).await?;
         }
-        self.new += 1;
+        self.items_in += 1;
         self.items.push(item);
         Ok(())
     }
@@ -392,14 +402,20 @@ impl EditTrack {
             dirs: std::mem::take(&mut self.dirs),
             ..TrackEdit::default()
         };
-        let fresh = !items.is_empty();
+        let at = (timeline.as_str(), modality.as_str());
         let edited = dataset
-            .edit_track(timeline, modality, &self.id, edit, items)
+            .edit_track_with(at, &self.id, edit, items, &self.packs)
             .await?;
         self.id = edited.id;
-        if fresh {
+        let packed = edited.fresh.iter().filter_map(|i| match i.entry.placement {
+            Placement::Packed { .. } => Some(i.entry.address),
+            _ => None,
+        });
+        self.packs.extend(packed);
+        if !edited.fresh.is_empty() {
             self.first.get_or_insert(edited.first);
         }
+        self.new += edited.fresh.len() as u64;
         self.separated.items += edited.separated.items;
         self.separated.written += edited.separated.written;
         self.separated.reused += edited.separated.reused;
