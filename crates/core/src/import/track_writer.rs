@@ -126,7 +126,7 @@ pub(super) async fn write_track(
 }
 
 /// Where the rows of a Track being imported go.
-pub(super) enum TrackWriter {
+enum TrackWriter {
     New(NewTrack),
     Edit(EditTrack),
 }
@@ -208,7 +208,7 @@ impl MediaTypes {
 
 /// A new Track, written page by page: items are numbered in its order
 /// from 0.
-pub(super) struct NewTrack {
+struct NewTrack {
     writer: PagedWriter<'static>,
     next: i64,
     /// Pages being stored.
