@@ -30,6 +30,14 @@ pub struct Separated {
     pub reused: usize,
 }
 
+impl std::ops::AddAssign for Separated {
+    fn add_assign(&mut self, other: Separated) {
+        self.items += other.items;
+        self.written += other.written;
+        self.reused += other.reused;
+    }
+}
+
 impl Dataset {
     /// Stores apart the items of `new` whose pack the `existing` entries
     /// (live and retired, of the Track being extended) already use, cut

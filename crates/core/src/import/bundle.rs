@@ -131,21 +131,12 @@ pub(super) async fn prepare(
     for (key, rows) in tracks {
         let recorded = dir_attrs.remove(&key).unwrap_or_default();
         let key = Arc::new(key);
-        let rows = rows.in_order(recorded, &key, &files);
+        let (files_in, bytes) = (rows.files, rows.bytes);
         sources.push(TrackSource {
             key: key.clone(),
-            files: rows
-                .iter()
-                .filter(|r| matches!(r, SourceRow::File { .. }))
-                .count() as u64,
-            bytes: rows
-                .iter()
-                .map(|r| match r {
-                    SourceRow::File { file, .. } => file.size,
-                    SourceRow::Dir { .. } => 0,
-                })
-                .sum(),
-            rows: RowSource::Listed(rows),
+            files: files_in,
+            bytes,
+            rows: RowSource::Listed(rows.in_order(recorded, &key, &files)),
         });
     }
     let reader = BundleFiles {

@@ -129,10 +129,7 @@ async fn rebase(
         );
         return Err(DatasetError::Merge(detail).into());
     }
-    let s = &mut counts.separated;
-    s.items += edit.separated.items;
-    s.written += edit.separated.written;
-    s.reused += edit.separated.reused;
+    counts.separated += edit.separated;
     *w = WrittenTrack {
         key: w.key.clone(),
         base: onto,

@@ -31,7 +31,7 @@ use crate::progress::{Progress, Quiet, Unit};
 use crate::store::{Store, StoreConfig};
 use commit::{commit, Parent};
 use source::TrackSource;
-use track_writer::{write_track, Counts};
+use track_writer::{write_track, Counts, WrittenTrack};
 
 crate::options! {
 /// Settings of an import. `Default` gives the documented defaults.
@@ -198,30 +198,20 @@ pub async fn import_files(
     let Prepared { mut tracks, reader } = prepared;
     let bytes = tracks.iter().map(|t| t.bytes).sum();
     let parent = Parent::read(dataset, &options.ref_name).await?;
-    progress.begin("importing", Unit::Bytes, Some(bytes));
     let mut counts = Counts::default();
-    let mut written = Vec::with_capacity(tracks.len());
-    for track in &mut tracks {
-        let base = parent.track(&track.key);
-        let w = write_track(
-            dataset,
-            &*reader,
-            track,
-            base,
-            &options.pack,
-            progress,
-            &mut counts,
-        )
-        .await;
-        match w {
-            Ok(w) => written.push(w),
-            Err(e) => {
-                progress.end();
-                return Err(e);
-            }
-        }
-    }
+    progress.begin("importing", Unit::Bytes, Some(bytes));
+    let written = write_tracks(
+        dataset,
+        &mut tracks,
+        &*reader,
+        &parent,
+        options,
+        progress,
+        &mut counts,
+    )
+    .await;
     progress.end();
+    let written = written?;
     drop(reader);
     let manifest = commit(dataset, &options.ref_name, parent, written, &mut counts).await?;
     Ok(ImportReport {
@@ -231,6 +221,25 @@ pub async fn import_files(
         objects_reused: counts.reused + counts.separated.reused,
         manifest,
     })
+}
+
+/// Writes each Track of `tracks` onto its Track in `parent`.
+async fn write_tracks(
+    dataset: &Dataset,
+    tracks: &mut [TrackSource],
+    reader: &dyn FileReader,
+    parent: &Parent,
+    options: &ImportOptions,
+    progress: &dyn Progress,
+    counts: &mut Counts,
+) -> Result<Vec<WrittenTrack>, ImportError> {
+    let mut written = Vec::with_capacity(tracks.len());
+    for track in tracks {
+        let base = parent.track(&track.key);
+        let pack = &options.pack;
+        written.push(write_track(dataset, reader, track, base, pack, progress, counts).await?);
+    }
+    Ok(written)
 }
 
 fn check_options(options: &ImportOptions) -> Result<(), ImportError> {

@@ -102,10 +102,10 @@ pub(super) async fn write_track(
     });
     let units = futures::stream::poll_fn(move |cx| units.poll_recv(cx));
     let mut packer = Packer::new(dataset, reader, options, progress, units);
-    let mut writer = match base {
-        None => TrackWriter::New(NewTrack::new(dataset.page_shape())),
-        Some(id) => TrackWriter::Edit(EditTrack::new(dataset, id)),
-    };
+    let mut writer = TrackWriter::new(match base {
+        None => Target::New(NewTrack::new(dataset.page_shape())),
+        Some(id) => Target::Edit(EditTrack::new(dataset, id)),
+    });
     while let Some(out) = packer.next().await? {
         counts.bytes += out.stored.as_ref().map_or(0, |s| s.entry.byte_size);
         writer.add(dataset, &source.key, out).await?;
@@ -126,41 +126,57 @@ pub(super) async fn write_track(
 }
 
 /// Where the rows of a Track being imported go.
-enum TrackWriter {
+struct TrackWriter {
+    to: Target,
+    media_types: MediaTypes,
+}
+
+enum Target {
     New(NewTrack),
     Edit(EditTrack),
 }
 
 impl TrackWriter {
+    fn new(target: Target) -> Self {
+        TrackWriter {
+            to: target,
+            media_types: MediaTypes::default(),
+        }
+    }
+
     async fn add(
         &mut self,
         dataset: &Dataset,
         key: &(String, String),
         out: Output<Row>,
     ) -> Result<(), ImportError> {
-        match (self, out.tag) {
-            (TrackWriter::New(track), Row::Dir { name, attrs }) => {
-                track.writer.dir(TrackDir { name, attrs })?;
-                track.store_pages(dataset).await
+        match out.tag {
+            Row::Dir { name, attrs } => {
+                let dir = TrackDir { name, attrs };
+                match &mut self.to {
+                    Target::New(track) => {
+                        track.writer.dir(dir)?;
+                        track.store_pages(dataset).await
+                    }
+                    Target::Edit(track) => track.dir(dataset, key, dir).await,
+                }
             }
-            (TrackWriter::New(track), Row::Item { name, attrs }) => {
-                let item = track.item(name, attrs, out.stored);
-                track.writer.item(item)?;
-                track.store_pages(dataset).await
-            }
-            (TrackWriter::Edit(track), Row::Dir { name, attrs }) => {
-                track.dir(dataset, key, TrackDir { name, attrs }).await
-            }
-            (TrackWriter::Edit(track), Row::Item { name, attrs }) => {
-                let stored = out.stored.expect("the packer stores every file");
-                let media_type = track.media_types.of(&name);
+            Row::Item { name, attrs } => {
+                let Stored { entry, pack_length } =
+                    out.stored.expect("the packer stores every file");
                 let item = TrackItem {
+                    media_type: self.media_types.of(&name),
                     name,
-                    media_type,
-                    entry: stored.entry,
+                    entry,
                     attrs,
                 };
-                track.item(dataset, key, item).await
+                match &mut self.to {
+                    Target::New(track) => {
+                        track.item(item, pack_length)?;
+                        track.store_pages(dataset).await
+                    }
+                    Target::Edit(track) => track.item(dataset, key, item).await,
+                }
             }
         }
     }
@@ -173,19 +189,16 @@ impl TrackWriter {
         key: &(String, String),
         counts: &mut Counts,
     ) -> Result<(ObjectId, i64, u64), ImportError> {
-        match self {
-            TrackWriter::New(track) => {
+        match self.to {
+            Target::New(track) => {
                 let new = track.next as u64;
                 counts.items += new;
                 Ok((track.finish(dataset).await?, 0, new))
             }
-            TrackWriter::Edit(mut track) => {
+            Target::Edit(mut track) => {
                 track.flush(dataset, key).await?;
                 counts.items += track.items_in;
-                let s = &mut counts.separated;
-                s.items += track.separated.items;
-                s.written += track.separated.written;
-                s.reused += track.separated.reused;
+                counts.separated += track.separated;
                 Ok((track.id, track.first.unwrap_or(0), track.new))
             }
         }
@@ -213,7 +226,6 @@ struct NewTrack {
     next: i64,
     /// Pages being stored.
     puts: JoinSet<Result<bool, StoreError>>,
-    media_types: MediaTypes,
 }
 
 impl NewTrack {
@@ -222,27 +234,18 @@ impl NewTrack {
             writer: PagedWriter::new(&shape),
             next: 0,
             puts: JoinSet::new(),
-            media_types: MediaTypes::default(),
         }
     }
 
-    fn item(&mut self, name: String, attrs: Attrs, stored: Option<Stored>) -> TrackItem {
-        let Stored {
-            mut entry,
-            pack_length,
-        } = stored.expect("the packer stores every file");
-        entry.t_start = self.next;
-        entry.t_end = self.next + 1;
+    /// Adds the next item, numbering it; `pack_length` is its pack's.
+    fn item(&mut self, mut item: TrackItem, pack_length: u64) -> Result<(), ImportError> {
+        item.entry.t_start = self.next;
+        item.entry.t_end = self.next + 1;
         self.next += 1;
-        if let Placement::Packed { .. } = entry.placement {
-            self.writer.pack(entry.address, pack_length);
+        if let Placement::Packed { .. } = item.entry.placement {
+            self.writer.pack(item.entry.address, pack_length);
         }
-        TrackItem {
-            media_type: self.media_types.of(&name),
-            name,
-            entry,
-            attrs,
-        }
+        Ok(self.writer.item(item)?)
     }
 
     /// Starts storing the pages cut so far, waiting for earlier ones while
@@ -302,7 +305,6 @@ pub(super) struct EditTrack {
     /// batch's items in one of them cut it the same way.
     packs: HashSet<ObjectId>,
     pub(super) separated: Separated,
-    media_types: MediaTypes,
 }
 
 impl EditTrack {
@@ -319,7 +321,6 @@ impl EditTrack {
             dirs: Vec::new(),
             packs: HashSet::new(),
             separated: Separated::default(),
-            media_types: MediaTypes::default(),
         }
     }
 
@@ -416,9 +417,7 @@ impl EditTrack {
             self.first.get_or_insert(edited.first);
         }
         self.new += edited.fresh.len() as u64;
-        self.separated.items += edited.separated.items;
-        self.separated.written += edited.separated.written;
-        self.separated.reused += edited.separated.reused;
+        self.separated += edited.separated;
         Ok(())
     }
 }
