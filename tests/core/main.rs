@@ -38,4 +38,5 @@ mod import;
 mod merge;
 mod paged;
 mod ref_cas;
+mod spool;
 mod views;

@@ -470,6 +470,63 @@ fn commits_of_moves_and_removals_edit_the_track_to_what_the_mount_shows() {
     assert_eq!(report.items, 12 * 50 - 2);
 }
 
+/// Files committed, then removed with their directory and written again
+/// with the same bytes, mode and mtime (`cp -p`, `tar -x`) in one commit:
+/// the commit packs them as the first did (the same pack, content
+/// addressed), so each is equal to the item the Track holds. The new
+/// Track must hold them, not drop them as unchanged while the edit clears
+/// their rows. The same for a file unlinked and created again beside one
+/// rewritten.
+#[test]
+fn files_removed_and_written_again_the_same_in_one_commit_are_kept() {
+    use packfs_fs::fs::SetAttr;
+    let bench = many_small_files(1, 2);
+    let core = bench.mount();
+    let fs = core.fs().clone();
+    let commit = |core: &crate::common::core::Core| core.block_on(core.fs().fsync(None)).unwrap();
+    let committed = || bench.mount_read_only().files().unwrap();
+    let mtime = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    let write = |dir: &str, names: &[&str]| {
+        for name in names {
+            let bytes = format!("bytes of {name}");
+            let fh = core.create_open(&format!("t/m/{dir}"), name, bytes.as_bytes());
+            core.close(fh);
+            let ino = core.path(&format!("t/m/{dir}/{name}")).unwrap();
+            let set = SetAttr {
+                mtime: Some(mtime),
+                ..SetAttr::default()
+            };
+            core.block_on(fs.setattr(ino, None, set)).unwrap();
+        }
+    };
+    fs.mkdir(core.path("t/m").unwrap(), b"s", 0o755).unwrap();
+    write("s", &["a", "b"]);
+    commit(&core);
+    let first = committed();
+    assert_eq!(first["t/m/s/a"], b"bytes of a");
+
+    for name in ["a", "b"] {
+        fs.unlink(core.path("t/m/s").unwrap(), name.as_bytes())
+            .unwrap();
+    }
+    fs.rmdir(core.path("t/m").unwrap(), b"s").unwrap();
+    fs.mkdir(core.path("t/m").unwrap(), b"s", 0o755).unwrap();
+    write("s", &["a", "b"]);
+    commit(&core);
+    assert_eq!(committed(), first);
+
+    fs.unlink(core.path("t/m/s").unwrap(), b"a").unwrap();
+    fs.unlink(core.path("t/m/s").unwrap(), b"b").unwrap();
+    write("s", &["a", "b"]);
+    commit(&core);
+    assert_eq!(committed(), first);
+    assert_eq!(core.files().unwrap(), first);
+    core.unmount();
+    assert_eq!(committed(), first);
+    let report = core_verify(&bench);
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
 /// An operation on the directories and files below `t/m`, by index into
 /// the mount's current directories or files (modulo their count).
 #[derive(Clone, Debug)]

@@ -47,5 +47,6 @@ mod notify;
 mod passthrough;
 mod pjdfstest;
 mod soak;
+mod spool;
 mod unprivileged;
 mod usage_doc;

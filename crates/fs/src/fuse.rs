@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::future::Future;
 use std::sync::{Arc, Weak};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
@@ -309,17 +309,10 @@ impl Filesystem for PackFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        // Written in place when the spool has room; otherwise the wait for
-        // room (which changed nothing yet) is dropped and redone on the
+        // Most writes are done at once; one that must wait (for spool room,
+        // or a copy of a version closed meanwhile) runs to its end on the
         // runtime with a copy of the data.
-        let answer = {
-            let _runtime = self.runtime.enter();
-            let mut now = std::pin::pin!(self.fs.write(fh.0, offset, data));
-            match now.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-                Poll::Ready(result) => Some(result),
-                Poll::Pending => None,
-            }
-        };
+        let answer = self.fs.try_write(fh.0, offset, data);
         let answer_with = |reply: ReplyWrite, result: Result<u32, FsError>| match result {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(&e)),

@@ -21,6 +21,9 @@ pub struct EditedTrack {
     /// The fresh items as the Track holds them: numbered, and stored apart
     /// where their pack is one the Track holds.
     pub fresh: Vec<TrackItem>,
+    /// Fresh items the Track held already (the same name, media type,
+    /// attributes and bytes), as it holds them: left out of `fresh`.
+    pub unchanged: Vec<TrackItem>,
     /// The `t_start` of the first fresh item: they are numbered from it in
     /// name order.
     pub first: i64,
@@ -210,7 +213,9 @@ impl Dataset {
         edited.same_cut.clone_from(same_cut);
         let stored = edit.items.len();
         fresh.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        self.drop_unchanged(&mut edited, id, &mut fresh).await?;
+        let unchanged = self
+            .drop_unchanged(&mut edited, id, &edit, &mut fresh)
+            .await?;
         edit.items.extend(fresh);
         // Fresh names replace the items of theirs: counted before numbering.
         let survey = self.survey(&mut edited, id, &edit).await?;
@@ -227,21 +232,24 @@ impl Dataset {
         Ok(EditedTrack {
             id,
             fresh,
+            unchanged,
             first,
             separated,
         })
     }
 
     /// Drops from `fresh` (sorted by name) each item the Track `id`, read
-    /// into `edited`, holds already: the same name, media type,
-    /// attributes and bytes (entry but for its numbers). Reads the pages
-    /// holding their names, which the edit reads anyway.
+    /// into `edited`, holds already and `edit` keeps: the same name, media
+    /// type, attributes and bytes (entry but for its numbers). Gives the
+    /// Track's items for those dropped. Reads the pages holding their
+    /// names, which the edit reads anyway.
     async fn drop_unchanged(
         &self,
         edited: &mut Edited,
         id: &ObjectId,
+        edit: &TrackEdit,
         fresh: &mut Vec<TrackItem>,
-    ) -> Result<(), DatasetError> {
+    ) -> Result<Vec<TrackItem>, DatasetError> {
         let root = edited.root.clone();
         let mut on: Vec<usize> = fresh.iter().filter_map(|i| root.page_of(&i.name)).collect();
         on.sort_unstable();
@@ -260,15 +268,27 @@ impl Dataset {
             held.extend(items.map(|i| (i.name.clone(), i)));
         }
         drop(wanted);
+        // An item the edit removes must be added again, or its bytes would
+        // belong to no entry of its pack.
+        let removed: HashSet<&str> = edit.removed.iter().map(String::as_str).collect();
+        let mut unchanged = Vec::new();
         fresh.retain(|new| {
-            held.get(&new.name).is_none_or(|old| {
-                let (a, b) = (&old.entry, &new.entry);
-                (a.byte_size, a.address, a.placement) != (b.byte_size, b.address, b.placement)
-                    || old.attrs != new.attrs
-                    || old.media_type != new.media_type
-            })
+            let Some(old) = held.get(&new.name) else {
+                return true;
+            };
+            let (a, b) = (&old.entry, &new.entry);
+            let same = (a.byte_size, a.address, a.placement)
+                == (b.byte_size, b.address, b.placement)
+                && old.attrs == new.attrs
+                && old.media_type == new.media_type
+                && !removed.contains(new.name.as_str())
+                && !edit.clears(&new.name);
+            if same {
+                unchanged.push(old.clone());
+            }
+            !same
         });
-        Ok(())
+        Ok(unchanged)
     }
 
     /// Stores the Track `id` of `timeline`/`modality` changed by `edit`, a

@@ -572,19 +572,21 @@ impl Fs {
     }
 
     /// Writes `data` at `offset` through handle `fh`; returns the bytes
-    /// written. Until it first returns `Ready` it has changed nothing (it
-    /// only waits for spool room), so a caller may drop it while pending.
+    /// written. Run it to its end: dropped while pending, it may leave an
+    /// unused copy in the spool ([`Fs::try_write`] needs no waiting).
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, FsError> {
         let writer = self.writer()?;
-        match writer.write(fh, offset, data).await {
-            Ok(()) => Ok(data.len() as u32),
-            Err(e) => {
-                if matches!(e, WriteError::SpoolFull { .. }) {
-                    warn!("{e}");
-                }
-                Err(e.into())
-            }
-        }
+        written(writer.write(fh, offset, data).await, data)
+    }
+
+    /// [`Fs::write`] done at once if it needs no waiting (most writes);
+    /// `None`: nothing was done, call [`Fs::write`].
+    pub fn try_write(&self, fh: u64, offset: u64, data: &[u8]) -> Option<Result<u32, FsError>> {
+        let writer = match self.writer() {
+            Ok(writer) => writer,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(written(writer.try_write(fh, offset, data)?, data))
     }
 
     /// `close(2)` of a descriptor of handle `fh` (FLUSH): what was written
@@ -696,6 +698,20 @@ impl Fs {
         }
         if let Some(passthrough) = &self.passthrough {
             passthrough.finish().await;
+        }
+    }
+}
+
+/// The answer to a write of `data`: its length, or the error (a full spool
+/// also logged, as the writer may not show it).
+fn written(result: Result<(), WriteError>, data: &[u8]) -> Result<u32, FsError> {
+    match result {
+        Ok(()) => Ok(data.len() as u32),
+        Err(e) => {
+            if matches!(e, WriteError::SpoolFull { .. }) {
+                warn!("{e}");
+            }
+            Err(e.into())
         }
     }
 }

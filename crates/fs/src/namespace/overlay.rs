@@ -155,4 +155,10 @@ impl FileNode {
         self.generation += 1;
         self.mtime = SystemTime::now();
     }
+
+    /// Whether `live` is its live version: it has writers, and they write
+    /// that spool file.
+    pub(super) fn is_live(&self, live: &SpoolFile) -> bool {
+        self.writers > 0 && matches!(&self.content, Content::Spool(s) if s == live)
+    }
 }

@@ -95,12 +95,23 @@ impl Namespace {
         generation: Option<u64>,
     ) -> Option<(Option<Content>, bool)> {
         self.update_file(ino, true, |f| {
-            let is_live = f.writers > 0 && matches!(&f.content, Content::Spool(s) if s == live);
             let twin = Some(f.generation) == generation;
-            is_live.then(|| (f.origin.replace(Content::Spool(copy)), twin))
+            f.is_live(live)
+                .then(|| (f.origin.replace(Content::Spool(copy)), twin))
         })
         .ok()
         .flatten()
+    }
+
+    /// Whether `live` is still the live version of `ino`. Once its session
+    /// ended (its last writer left) it is the file's content, which a flush
+    /// may commit and delete at any time.
+    pub(crate) fn is_live(&self, ino: Ino, live: &SpoolFile) -> bool {
+        let Some(overlay) = &self.overlay else {
+            return false;
+        };
+        let overlay = overlay.read();
+        overlay.files.get(&ino).is_some_and(|f| f.is_live(live))
     }
 
     /// A writer of `ino` is done. `changed`: its session's live version

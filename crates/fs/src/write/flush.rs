@@ -420,7 +420,7 @@ impl Flusher {
             .dataset
             .edit_track(&m.timeline, &m.modality, &track, edit, fresh)
             .await?;
-        for item in edited.fresh {
+        for item in edited.fresh.into_iter().chain(edited.unchanged) {
             new_entries.insert(fresh_inos[&item.name], item.entry);
         }
         Ok(edited.id)

@@ -115,10 +115,9 @@ impl Writer {
         Ok((h.ino, h.session.clone().ok_or(WriteError::BadHandle)?))
     }
 
-    /// Writes `data` at `offset` through handle `fh`. Dropped while
-    /// pending, it has written nothing (at worst a frozen copy it made is
-    /// the file's complete version, or an unused one waits in the spool
-    /// for the next mount's clean-up).
+    /// Writes `data` at `offset` through handle `fh`. It must run to its
+    /// end: dropped while pending, it may leave a version it was copying
+    /// in the spool, unused ([`Writer::try_write`] needs no waiting).
     pub async fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<(), WriteError> {
         let (ino, session) = self.writable(fh)?;
         let end = offset + data.len() as u64;
@@ -129,6 +128,30 @@ impl Writer {
             .await?;
         self.spool.resized(grown, 0);
         Ok(())
+    }
+
+    /// [`Writer::write`] if it needs no waiting: the spool has room and the
+    /// file's live version is being written (most writes). `None`: nothing
+    /// was done, and [`Writer::write`] must do it.
+    pub fn try_write(&self, fh: u64, offset: u64, data: &[u8]) -> Option<Result<(), WriteError>> {
+        let (ino, session) = match self.writable(fh) {
+            Ok(writable) => writable,
+            Err(e) => return Some(Err(e)),
+        };
+        let end = offset + data.len() as u64;
+        let grown = match self.ns.attr(ino) {
+            Ok(attr) => end.saturating_sub(attr.size),
+            Err(e) => return Some(Err(e.into())),
+        };
+        if !self.has_room(grown) {
+            return None;
+        }
+        let mut write = |file: &File| file.write_all_at(data, offset);
+        let written = self.change_now(ino, &session, &mut write, Edit::WrittenTo(end))?;
+        if written.is_ok() {
+            self.spool.resized(grown, 0);
+        }
+        Some(written)
     }
 
     /// Sets the size of file `ino` (through `fh` if given).

@@ -131,16 +131,28 @@ impl Writer {
         edit: Edit,
     ) -> Result<(), WriteError> {
         loop {
-            {
-                let said = session.said.read();
-                if *said == Said::Writing {
-                    apply(&session.file).map_err(WriteError::file(&session.spool.path))?;
-                    self.ns.edit(ino, edit)?;
-                    return Ok(());
-                }
+            if let Some(changed) = self.change_now(ino, session, &mut apply, edit) {
+                return changed;
             }
             self.reopen(ino, session).await?;
         }
+    }
+
+    /// [`Writer::change`] if the journal says the live version is being
+    /// written already; `None` (nothing done) if it must be reopened first.
+    pub(super) fn change_now(
+        &self,
+        ino: Ino,
+        session: &Session,
+        apply: &mut impl FnMut(&File) -> std::io::Result<()>,
+        edit: Edit,
+    ) -> Option<Result<(), WriteError>> {
+        let said = session.said.read();
+        if *said != Said::Writing {
+            return None;
+        }
+        let applied = apply(&session.file).map_err(WriteError::file(&session.spool.path));
+        Some(applied.and_then(|()| Ok(self.ns.edit(ino, edit)?)))
     }
 
     /// Makes the journal say that the live version of `ino` is being
@@ -181,11 +193,11 @@ impl Writer {
             Err(e) => {
                 self.spool.remove(&[copy]);
                 // The session ended meanwhile (its version committed and
-                // deleted): nothing open is left to freeze.
-                let current = self.sessions.lock().get(&ino).cloned();
-                return match current {
-                    Some(s) if std::ptr::eq(&*s, session) => Err(e),
-                    _ => Ok(()),
+                // deleted, maybe before the session left the map of
+                // sessions): nothing open is left to freeze.
+                return match self.ns.is_live(ino, &session.spool) {
+                    true => Err(e),
+                    false => Ok(()),
                 };
             }
         };

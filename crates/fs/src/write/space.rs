@@ -30,6 +30,11 @@ impl Writer {
         Ok((spool, Arc::new(file)))
     }
 
+    /// Whether the spool has room for `bytes` more within its limit.
+    pub(super) fn has_room(&self, bytes: u64) -> bool {
+        self.spool.used() + bytes <= self.options.spool_bytes
+    }
+
     /// Waits until the spool has room for `bytes` more: flushes free what
     /// they commit. Gives up with `SpoolFull` when no flush can help (no
     /// closed file waits) or none has after a while.
@@ -38,10 +43,9 @@ impl Writer {
         // A flush that just committed frees its files a moment later:
         // "nothing left to commit" must hold this long before it counts.
         const SETTLE: Duration = Duration::from_secs(1);
-        let limit = self.options.spool_bytes;
         let start = std::time::Instant::now();
         let mut nothing_to_commit_since = None;
-        while self.spool.used() + bytes > limit {
+        while !self.has_room(bytes) {
             let now = std::time::Instant::now();
             let stuck = match self.flusher.has_changes() {
                 true => {
@@ -54,7 +58,7 @@ impl Writer {
                 return Err(WriteError::SpoolFull {
                     dir: self.spool.dir().to_path_buf(),
                     used: self.spool.used(),
-                    limit,
+                    limit: self.options.spool_bytes,
                 });
             }
             self.want_full.store(true, Ordering::SeqCst);

@@ -52,6 +52,13 @@ impl TrackEdit {
             && self.implied.is_empty()
             && self.retired.is_empty()
     }
+
+    /// Whether the old row named `name` is below a directory it clears.
+    pub fn clears(&self, name: &str) -> bool {
+        self.cleared
+            .iter()
+            .any(|d| !name.is_empty() && (d.is_empty() || below(name, d)))
+    }
 }
 
 /// Why [`TrackRoot::edit`] did not finish.
@@ -366,11 +373,7 @@ impl<'a, 'p> NameEdit<'a, 'p> {
     fn goes(&self, name: &str, item: bool) -> bool {
         self.removed.contains(name)
             || self.replaced.contains(&(name, item))
-            || self
-                .edit
-                .cleared
-                .iter()
-                .any(|d| !name.is_empty() && (d.is_empty() || below(name, d)))
+            || self.edit.clears(name)
     }
 
     /// Old page `j`'s rows, edited.
