@@ -1,6 +1,7 @@
 //! `packfs install-helper [--dir DIR]`: `DIR/mount.fuse.packfs`, the link
 //! to this binary that mount(8) runs for `-t fuse.packfs`.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -32,7 +33,8 @@ pub(super) fn run(args: &InstallHelperArgs) -> CliResult {
     }
     std::os::unix::fs::symlink(&exe, &link)
         .map_err(|e| format!("linking {} to {}: {e}", link.display(), exe.display()))?;
-    println!("{} -> {}", link.display(), exe.display());
-    println!("mount -t fuse.packfs DATASET DIR -o ref=main,… and fstab lines of type fuse.packfs now mount with packfs");
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{} -> {}", link.display(), exe.display())?;
+    writeln!(out, "mount -t fuse.packfs DATASET DIR -o ref=main,… and fstab lines of type fuse.packfs now mount with packfs")?;
     Ok(())
 }

@@ -1,5 +1,7 @@
 //! `packfs merge`: branches merged into a ref.
 
+use std::io::Write;
+
 use clap::Args;
 use packfs_core::dataset::{writer_string, Conflict, Dataset, MergeOutcome, Revision};
 use packfs_core::store::StoreConfig;
@@ -25,8 +27,9 @@ pub(super) async fn run(args: MergeArgs, config: &StoreConfig) -> CliResult {
     let names: Vec<String> = args.branches.iter().map(Revision::to_string).collect();
     let writer = writer_string(&format!("merge {}", names.join(" ")));
     let report = dataset.merge_refs(&args.into, &names, &writer).await?;
+    let mut out = std::io::stdout().lock();
     for c in &report.conflicts {
-        println!("conflict {}", conflict_line(c));
+        writeln!(out, "conflict {}", conflict_line(c))?;
     }
     let what = match report.outcome {
         MergeOutcome::UpToDate => "already up to date".to_string(),

@@ -2,6 +2,7 @@
 //! DataBundle or a TileDB array, checked.
 
 use std::fmt::Display;
+use std::io::Write;
 
 use clap::Args;
 use packfs_core::array::Array;
@@ -34,14 +35,14 @@ pub(super) async fn run(args: VerifyArgs, config: &StoreConfig) -> CliResult<boo
     let revision = at.revision.to_string();
     let report = packfs_core::verify::verify_with(&dataset, &revision, &progress).await?;
     let manifest = report.manifest.map(|m| m.to_hex()).unwrap_or_default();
-    Ok(verdict(
+    verdict(
         &format!("ref {} manifest {manifest}", at.revision),
         &report.problems,
         format!(
             "{} items, {} objects, {} bytes verified",
             report.items, report.objects, report.bytes
         ),
-    ))
+    )
 }
 
 /// `packfs verify` of a DataBundle.
@@ -49,14 +50,14 @@ async fn verify_bundle(store: &Store) -> CliResult<bool> {
     let reader = Reader::new(store.clone(), CacheOptions::default(), None);
     let index_dir = packfs_fs::mount::bundle_index_dir(None);
     let report = packfs_core::verify::bundle::verify(store, &index_dir, reader).await?;
-    Ok(verdict(
+    verdict(
         &format!("bundle {}", store.location()),
         &report.problems,
         format!(
             "{} files, {} directories, {} records, {} bytes verified",
             report.files, report.directories, report.records, report.bytes
         ),
-    ))
+    )
 }
 
 /// `packfs verify` of a TileDB array (as of `at`, milliseconds).
@@ -64,26 +65,27 @@ async fn verify_array(store: &Store, at: Option<u64>) -> CliResult<bool> {
     let array = Array::open(store, at).await?;
     let reader = Reader::new(store.clone(), CacheOptions::default(), None);
     let report = packfs_core::verify::array::verify(&array, reader.cache()).await;
-    Ok(verdict(
+    verdict(
         &format!("TileDB array {}", store.location()),
         &report.problems,
         format!(
             "{} fragments, {} tiles, {} bytes verified",
             report.fragments, report.tiles, report.bytes
         ),
-    ))
+    )
 }
 
 /// Prints each of `problems`, then the verdict on `what` (with `summary`,
 /// what was checked, if it passed); returns whether it passed.
-fn verdict(what: &str, problems: &[impl Display], summary: String) -> bool {
+fn verdict(what: &str, problems: &[impl Display], summary: String) -> CliResult<bool> {
+    let mut out = std::io::stdout().lock();
     for p in problems {
-        println!("FAIL {p}");
+        writeln!(out, "FAIL {p}")?;
     }
     match problems.len() {
-        0 => println!("OK {what}: {summary}"),
-        1 => println!("1 problem in {what}"),
-        n => println!("{n} problems in {what}"),
+        0 => writeln!(out, "OK {what}: {summary}")?,
+        1 => writeln!(out, "1 problem in {what}")?,
+        n => writeln!(out, "{n} problems in {what}")?,
     }
-    problems.is_empty()
+    Ok(problems.is_empty())
 }

@@ -235,6 +235,40 @@ fn intact_dataset_reads_and_verifies() {
     );
 }
 
+/// `packfs verify DS | head -1` and the like: a reader that went away
+/// before a command wrote is no error and never a panic.
+#[test]
+fn a_closed_stdout_ends_commands_quietly() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let f = Fixture::new();
+    let commands: [&[&str]; 5] = [
+        &["verify", f.ds()],
+        &["ls", f.ds(), "train/image"],
+        &["cat", f.ds(), "train/image/a.jpg"],
+        &["log", f.ds()],
+        &["info", f.ds()],
+    ];
+    for args in commands {
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) fills both descriptors, owned right below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fresh descriptors from pipe(2), each owned once.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        drop(read);
+        let out = std::process::Command::new(crate::common::PACKFS)
+            .args(args)
+            .stdout(write)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !stderr.contains("panicked"),
+            "packfs {args:?} into a closed pipe: {:?}\n{stderr}",
+            out.status
+        );
+    }
+}
+
 /// `ls`, `cat` and (with `log`) `log` of `f` fail with stderr holding
 /// every needle and print nothing; `verify` fails and names them too; a
 /// mount fails with them and does not start.

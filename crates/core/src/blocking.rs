@@ -26,14 +26,25 @@ pub fn allow<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Runs blocking `work` inline inside [`allow`], else on the runtime's
-/// blocking pool. A panic in `work` resumes in the caller.
+/// blocking pool ([`spawn`]).
 pub async fn run<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> R {
     if MAY_BLOCK.get() {
         return work();
     }
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    spawn(work).await
+}
+
+/// Runs blocking `work` on the runtime's blocking pool. A panic in `work`
+/// resumes in the caller. Work the runtime cancelled (it was shutting down
+/// before the work started) leaves the caller pending until the runtime
+/// drops it too: there is no result to give, and a panic would only be
+/// noise from a task nobody waits for.
+pub async fn spawn<R: Send + 'static>(work: impl FnOnce() -> R + Send + 'static) -> R {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => std::future::pending().await,
+    }
 }
 
 /// Runs `future` to its end from synchronous code: on a runtime worker

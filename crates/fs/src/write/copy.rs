@@ -76,9 +76,7 @@ pub(super) fn copy_from(
 pub(super) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, WriteError> + Send + 'static,
 ) -> Result<T, WriteError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    packfs_core::blocking::spawn(work).await
 }
 
 /// Copies spool file `from` (open pinned) into `to` (`copy_file_range`: a

@@ -145,8 +145,7 @@ impl Flusher {
         carried.extend(open);
         let (journal, base) = (self.journal.clone(), state.own_tip);
         let compacted =
-            tokio::task::spawn_blocking(move || journal.compact(base, &carried, mark)).await;
-        let compacted = compacted.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+            packfs_core::blocking::spawn(move || journal.compact(base, &carried, mark)).await;
         if let Err(e) = compacted {
             warn!("rewriting the spool journal after a commit: {e}");
             self.ns.restore(&export.taken);
