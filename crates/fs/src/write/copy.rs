@@ -7,6 +7,8 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use packfs_core::blocking::spawn;
+
 use super::{PinnedFile, Spool, WriteError, Writer};
 use crate::namespace::{Content, SpoolFile};
 
@@ -24,7 +26,7 @@ impl Writer {
         let item = match from {
             CopyFrom::Spool(old, path) => {
                 let file = file.clone();
-                let copied = blocking(move || {
+                let copied = spawn(move || {
                     std::io::copy(&mut &*old, &mut file.as_ref()).map_err(WriteError::file(&path))
                 })
                 .await?;
@@ -37,7 +39,7 @@ impl Writer {
         while offset < item.size {
             let bytes = self.reader.read_item(&item, offset, STEP).await?;
             let (file, path, len) = (file.clone(), to.path.clone(), bytes.len() as u64);
-            blocking(move || {
+            spawn(move || {
                 file.write_all_at(&bytes, offset)
                     .map_err(WriteError::file(&path))
             })
@@ -70,13 +72,6 @@ pub(super) fn copy_from(
         Content::Base(i) => CopyFrom::Item(tree.item_data(*i)?),
         Content::Committed(c) => CopyFrom::Item(c.item.data()),
     })
-}
-
-/// Runs blocking file I/O on tokio's blocking threads, off the async ones.
-pub(super) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, WriteError> + Send + 'static,
-) -> Result<T, WriteError> {
-    packfs_core::blocking::spawn(work).await
 }
 
 /// Copies spool file `from` (open pinned) into `to` (`copy_file_range`: a

@@ -11,10 +11,11 @@
 use std::fs::File;
 use std::sync::Arc;
 
+use packfs_core::blocking::spawn;
 use parking_lot::RwLock;
 
 use super::changes::{open_record, put_record};
-use super::copy::{blocking, copy_file, CopyFrom};
+use super::copy::{copy_file, CopyFrom};
 use super::journal::Record;
 use super::{WriteError, Writer};
 use crate::namespace::{Content, Edit, Ino, SpoolFile};
@@ -187,7 +188,7 @@ impl Writer {
         let (copy, to) = self.new_spool_file()?;
         let from = self.spool.open_pinned(&session.spool);
         let to = Arc::try_unwrap(to).expect("a new spool file has one owner");
-        let copied = blocking(copy_file(from, session.spool.path.clone(), to)).await;
+        let copied = spawn(copy_file(from, session.spool.path.clone(), to)).await;
         let bytes = match copied {
             Ok(bytes) => bytes,
             Err(e) => {
