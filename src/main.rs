@@ -15,10 +15,11 @@ use mount_helper::Helper;
 fn main() -> ExitCode {
     limit_malloc_arenas();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    // Run by mount(8) (`mount -t fuse.packfs`, fstab) as its helper?
+    // Run by mount(8) (`mount -t fuse.packfs`, fstab) or umount(8) as
+    // their helper?
     let cli = match mount_helper::from_args(&args) {
         None => Cli::parse_from(args),
-        Some(Ok(Helper::Mount(args))) => Cli::parse_from(args),
+        Some(Ok(Helper::Run(args))) => Cli::parse_from(args),
         Some(Ok(Helper::Fake)) => return ExitCode::SUCCESS,
         Some(Err(e)) => {
             eprintln!("packfs: {e}");

@@ -1,5 +1,6 @@
-//! `mount -t fuse.packfs` and `/etc/fstab`: the command line mount(8)
-//! gives a helper, turned into `packfs mount`'s.
+//! `mount -t fuse.packfs`, `/etc/fstab` and `umount`: the command lines
+//! mount(8) and umount(8) give a helper, turned into `packfs mount`'s and
+//! `packfs umount`'s.
 //!
 //! mount(8) runs `/sbin/mount.fuse.packfs SOURCE MOUNTPOINT [-sfnv] [-o
 //! OPTIONS]` (installed by `packfs install-helper` as a link to this
@@ -11,6 +12,12 @@
 //! `noauto`, …) and the kernel flags packfs always sets (`nosuid`,
 //! `nodev`) are accepted and ignored. A value with commas is quoted, as
 //! fstab allows: `view="webdataset:samples=1000,shuffle=7"`.
+//!
+//! umount(8) runs `/sbin/umount.fuse.packfs MOUNTPOINT [-flnrv] [-t
+//! TYPE]` for a mount of that type: `packfs umount MOUNTPOINT`, which
+//! returns once everything written is committed. `-l` detaches lazily;
+//! `-f` is taken as a plain unmount (forcing a FUSE mount aborts its
+//! daemon, losing what it has not committed).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -52,6 +59,10 @@ const IGNORED: &[&str] = &[
 pub(crate) enum HelperError {
     #[error("usage: mount.fuse.packfs DATASET MOUNTPOINT [-sfnv] [-o OPTIONS]")]
     Usage,
+    #[error("usage: umount.fuse.packfs MOUNTPOINT [-flnrv] [-t TYPE]")]
+    UmountUsage,
+    #[error("umount -N: packfs unmounts in its own mount namespace only")]
+    Namespace,
     #[error("-o {0:?}: a quote is not closed")]
     Quote(String),
 }
@@ -59,17 +70,20 @@ pub(crate) enum HelperError {
 /// What the helper was asked.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Helper {
-    /// Mount: `packfs`'s own arguments for it.
-    Mount(Vec<OsString>),
+    /// Mount or unmount: `packfs`'s own arguments for it.
+    Run(Vec<OsString>),
     /// `-f`: mount(8)'s "fake" mode, do everything but mount.
     Fake,
 }
 
-/// The `packfs mount` command line for a helper invocation, or `None` if
-/// `args` (with the program name first) is an ordinary packfs command
-/// line.
+/// The `packfs mount` or `packfs umount` command line for a helper
+/// invocation, or `None` if `args` (with the program name first) is an
+/// ordinary packfs command line.
 pub(crate) fn from_args(args: &[OsString]) -> Option<Result<Helper, HelperError>> {
     let program = Path::new(args.first()?).file_name()?.to_string_lossy();
+    if program.starts_with("umount.") {
+        return Some(translate_umount(&args[1..]));
+    }
     let named = program.starts_with("mount.");
     // fuse3's `mount.fuse` runs `packfs SOURCE MOUNTPOINT -o OPTIONS`:
     // never a packfs command line, whose first word is a subcommand.
@@ -132,7 +146,35 @@ fn translate(args: &[OsString]) -> Result<Helper, HelperError> {
             out.push(value.into());
         }
     }
-    Ok(Helper::Mount(out))
+    Ok(Helper::Run(out))
+}
+
+fn translate_umount(args: &[OsString]) -> Result<Helper, HelperError> {
+    let mut out: Vec<OsString> = vec!["packfs".into(), "umount".into()];
+    let mut mountpoint = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.to_str() {
+            Some("-t") => {
+                args.next(); // fuse.packfs
+            }
+            Some("-N") => return Err(HelperError::Namespace),
+            Some(flags) if flags.starts_with('-') && flags.len() > 1 => {
+                if flags.contains('l') {
+                    out.push("--lazy".into());
+                }
+                if flags.contains('v') {
+                    out.push("-v".into());
+                }
+                // -f, -n (no mtab) and -r (remount read-only on failure)
+                // need nothing.
+            }
+            _ if mountpoint.is_none() => mountpoint = Some(arg.clone()),
+            _ => return Err(HelperError::UmountUsage),
+        }
+    }
+    out.push(mountpoint.ok_or(HelperError::UmountUsage)?);
+    Ok(Helper::Run(out))
 }
 
 /// `a,b=c,d="e,f"` as (key, value) pairs, quotes removed.
@@ -171,7 +213,7 @@ mod tests {
 
     fn mount(line: &str) -> Vec<String> {
         match from_args(&args(line)) {
-            Some(Ok(Helper::Mount(out))) => {
+            Some(Ok(Helper::Run(out))) => {
                 out.into_iter().map(|a| a.into_string().unwrap()).collect()
             }
             other => panic!("{line}: {other:?}"),
@@ -200,6 +242,26 @@ mod tests {
         assert!(from_args(&args("packfs mount ds /m -o x")).is_none());
         assert!(from_args(&args("packfs ls ds")).is_none());
         assert!(from_args(&args("packfs -v mount ds /m")).is_none());
+    }
+
+    #[test]
+    fn umount_lines_become_packfs_umount() {
+        assert_eq!(
+            mount("/sbin/umount.fuse.packfs /mnt/ds -n -t fuse.packfs"),
+            ["packfs", "umount", "/mnt/ds"]
+        );
+        assert_eq!(
+            mount("umount.fuse.packfs /m -lv"),
+            ["packfs", "umount", "--lazy", "-v", "/m"]
+        );
+        assert!(matches!(
+            from_args(&args("umount.fuse.packfs /m -N 1234")),
+            Some(Err(HelperError::Namespace))
+        ));
+        assert!(matches!(
+            from_args(&args("umount.fuse.packfs -v")),
+            Some(Err(HelperError::UmountUsage))
+        ));
     }
 
     #[test]

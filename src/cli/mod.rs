@@ -17,6 +17,8 @@ mod ls;
 mod man;
 mod merge;
 mod mount;
+mod sync;
+mod umount;
 mod verify;
 
 use std::future::Future;
@@ -132,14 +134,36 @@ pub(crate) enum Command {
     ///
     /// Files written into the mount are spooled locally, packed and
     /// committed to the ref on fsync, after 2 s without changes, when
-    /// --pack-items/--pack-bytes are reached, and at unmount. Unmount with
-    /// `umount MOUNTPOINT` or `fusermount3 -u MOUNTPOINT`.
+    /// --pack-items/--pack-bytes are reached, and at unmount. `packfs
+    /// sync MOUNTPOINT` commits at once; `packfs umount MOUNTPOINT` (or
+    /// `umount MOUNTPOINT` as root after `packfs install-helper`) returns
+    /// once everything is committed. `fusermount3 -u` returns at once and
+    /// the daemon commits after.
     ///
     /// A DataBundle (recognised by its index, `index/bundle.sqlite`) is
     /// mounted read-only as the tree it holds; its index is queried on
     /// demand, and a remote bundle's index is downloaded once into
     /// <cache-dir>/bundle-index (or packfs's state directory).
     Mount(Box<mount::MountArgs>),
+    /// Commit everything written into a read-write mount so far, and keep
+    /// it mounted.
+    ///
+    /// Exit 0 once it is in the dataset; 1 if the commit failed (the
+    /// mount's log says why; the files stay in its spool and are retried).
+    /// The same as an `fsync` of the mount's root directory. (`sync -f`
+    /// does not reach a FUSE daemon.)
+    Sync(sync::SyncArgs),
+    /// Unmount a mount once everything written into it is committed, and
+    /// wait for its daemon to exit.
+    ///
+    /// Commits first (as `packfs sync`), then unmounts (umount(2) as root,
+    /// `fusermount3 -u` as the user who mounted), then waits for the
+    /// daemon's last commit. Exit 0: everything written is in the dataset.
+    /// Exit 1: the commit failed (still mounted), the mount is busy
+    /// (still mounted, everything so far committed), or changes stayed in
+    /// the spool (named, with how to commit them). After `packfs
+    /// install-helper`, `umount MOUNTPOINT` as root does the same.
+    Umount(umount::UmountArgs),
     /// List a directory of the dataset (or show one file).
     Ls(ls::LsArgs),
     /// Write a file of the dataset to stdout.
@@ -197,12 +221,15 @@ pub(crate) enum Command {
     /// `~/.config/fish/completions/packfs.fish`.
     Completions(completions::CompletionsArgs),
     /// Let mount(8) mount datasets: `mount -t fuse.packfs DATASET DIR -o
-    /// OPTIONS` and `/etc/fstab` lines of type `fuse.packfs`.
+    /// OPTIONS` and `/etc/fstab` lines of type `fuse.packfs`; and let
+    /// umount(8) unmount them once committed.
     ///
-    /// Links DIR/mount.fuse.packfs to this binary. mount(8) runs it with
-    /// `-o` options, each a `packfs mount` flag (`ref=main`,
-    /// `cache_dir=/var/cache/packfs`, `allow_other`, `ro`; `_netdev`,
-    /// `nofail`, `x-systemd.*` are ignored as mount(8) expects).
+    /// Links DIR/mount.fuse.packfs and DIR/umount.fuse.packfs to this
+    /// binary. mount(8) runs the first with `-o` options, each a `packfs
+    /// mount` flag (`ref=main`, `cache_dir=/var/cache/packfs`,
+    /// `allow_other`, `ro`; `_netdev`, `nofail`, `x-systemd.*` are ignored
+    /// as mount(8) expects); umount(8) runs the second, which is `packfs
+    /// umount`.
     InstallHelper(install_helper::InstallHelperArgs),
     /// Print the manual page (roff), generated from this command line.
     ///
@@ -233,6 +260,8 @@ impl Command {
             Command::Mount(args) => mount::run(&args, store).map(done),
             Command::Completions(args) => completions::run(args).map(done),
             Command::InstallHelper(args) => install_helper::run(&args).map(done),
+            Command::Sync(args) => sync::run(&args).map(done),
+            Command::Umount(args) => umount::run(&args).map(done),
             Command::Man(args) => man::run(args).map(done),
             Command::Import(args) => block_on(import::run(args, &store)).map(done),
             Command::Ls(args) => block_on(ls::run(args, &store)).map(done),

@@ -349,14 +349,21 @@ fn the_control_catalog_is_found_by_name_listed_alone_and_read_only() {
     })
     .unwrap();
     let stats = core.path(".packfs/stats").unwrap();
+    let daemon = core.path(".packfs/daemon").unwrap();
     assert_eq!(
         listed,
         [
             (".".to_string(), control),
             ("..".to_string(), ROOT_INO),
-            ("stats".to_string(), stats)
+            ("stats".to_string(), stats),
+            ("daemon".to_string(), daemon)
         ]
     );
+    // `daemon` names the serving process and the spool, for `packfs umount`.
+    let text = String::from_utf8(core.read_all(daemon)).unwrap();
+    let said = packfs_core::catalog::control::Daemon::from_text(&text).unwrap();
+    assert_eq!(said.pid, std::process::id(), "{text}");
+    assert_eq!(said.spool.as_deref(), Some(bench.spool.as_path()), "{text}");
     // Read through the same reader as any file: its bytes as `stat` says.
     let text = core.read_all(stats);
     assert_eq!(text.len() as u64, fs.getattr(stats).unwrap().attr.size);
@@ -379,6 +386,42 @@ fn the_control_catalog_is_found_by_name_listed_alone_and_read_only() {
     assert!(refused(
         core.block_on(fs.open(stats, true, false)).unwrap_err()
     ));
+}
+
+/// A directory of the dataset that is removed while a process still holds
+/// it (its working directory, a `lookup` done before) stays empty: its
+/// stored entries never come back through it. They did: a rename out of
+/// it moved a file removed before, whose pack had been dropped from the
+/// Track since, and every later commit failed ("gap: bytes … belong to no
+/// entry").
+#[test]
+fn a_removed_directory_of_the_dataset_stays_empty() {
+    let bench = Bench::new(&[("t/m/s/a", b"stored".to_vec()), ("t/m/x", b"x".to_vec())]);
+    let core = bench.mount();
+    let fs = core.fs();
+    let m = core.path("t/m").unwrap();
+    let s = core.path("t/m/s").unwrap();
+    fs.unlink(s, b"a").unwrap();
+    fs.rmdir(m, b"s").unwrap();
+    let gone = |e: FsError| matches!(e, FsError::Namespace(NsError::NotFound));
+    assert!(gone(fs.lookup(s, b"a").unwrap_err()), "a lookup in it");
+    let moved = fs.rename((s, b"a"), (m, b"b"), Default::default());
+    assert!(gone(moved.unwrap_err()), "a rename out of it");
+    assert!(gone(fs.create(s, b"new", 0o644).unwrap_err()), "a create");
+    assert!(gone(fs.mkdir(s, b"sub", 0o755).unwrap_err()), "a mkdir");
+    let mut listed = Vec::new();
+    fs.readdir(s, 0, |name, _, _| {
+        listed.push(name.to_string());
+        false
+    })
+    .unwrap();
+    assert!(!listed.contains(&"a".to_string()), "listed: {listed:?}");
+    assert_eq!(fs.getattr(s).unwrap().attr.nlink, 0);
+    core.block_on(fs.fsync(None)).unwrap();
+    core.unmount();
+    assert_eq!(bench.committed("t/m/b"), None);
+    assert_eq!(bench.committed("t/m/s/a"), None);
+    assert_eq!(bench.committed("t/m/x").unwrap(), b"x");
 }
 
 /// The read model views and bundles build on: one file's bytes from a

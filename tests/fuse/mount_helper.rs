@@ -1,6 +1,7 @@
 //! mount(8) mounts datasets: `mount -t fuse.packfs` and fstab lines (a
 //! temporary fstab through `mount -T`), with packfs's flags as `-o`
-//! options, through the helper `packfs install-helper` links into /sbin.
+//! options, through the helper `packfs install-helper` links into /sbin;
+//! and umount(8), which returns once what was written is committed.
 
 use std::path::Path;
 use std::process::Command;
@@ -36,22 +37,6 @@ fn two_commits(dir: &Path) -> String {
     write_file(&dir.join("v2/train/image/b.jpg"), b"bee");
     import(&dir.join("v2"), &ds, &[]);
     ds.to_str().unwrap().to_string()
-}
-
-/// The daemon serving `mnt` that mount(8) started: its command line is
-/// the helper's.
-fn helper_pid(mnt: &Path) -> Option<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .find_map(|entry| {
-            let pid = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
-            let helper = args.first()?.ends_with(b"mount.fuse.packfs");
-            let serves = args.contains(&mnt.as_os_str().as_encoded_bytes());
-            (helper && serves).then_some(pid)
-        })
 }
 
 /// `umount DIR`, retried while the kernel still calls the mount busy (a
@@ -153,26 +138,60 @@ fn fstab_lines_mount_by_mountpoint_and_with_mount_a() {
         .collect();
     assert_eq!(listed.len(), 2, "two samples, one per shard: {listed:?}");
 
-    // By its mountpoint alone: read-write, at main.
-    succeeded(
-        "mount -T DIR",
-        mount_cmd(&["-T", fstab, plain.to_str().unwrap()]),
-    );
-    assert_eq!(
-        std::fs::read(plain.join("train/image/a.jpg")).unwrap(),
-        b"new"
-    );
-    std::fs::write(plain.join("train/image/c.jpg"), b"sea").unwrap();
-    let daemon = helper_pid(&plain).expect("the daemon mount(8) started");
-    umount(&plain);
-    wait_until(
-        "the daemon to commit and exit",
-        std::time::Duration::from_secs(60),
-        || !Path::new(&format!("/proc/{daemon}")).exists(),
-    );
-    let cat = packfs_ok(&["cat", &ds, "train/image/c.jpg"]).stdout;
-    assert_eq!(
-        cat, b"sea",
-        "written through an fstab mount and committed at umount"
-    );
+    // By its mountpoint alone: read-write, at main. `umount` returns once
+    // what was written is committed, every time.
+    for round in 0..3 {
+        succeeded(
+            "mount -T DIR",
+            mount_cmd(&["-T", fstab, plain.to_str().unwrap()]),
+        );
+        assert_eq!(mount_type(&plain).as_deref(), Some("fuse.packfs"));
+        assert_eq!(
+            std::fs::read(plain.join("train/image/a.jpg")).unwrap(),
+            b"new"
+        );
+        let name = format!("train/image/c{round}.jpg");
+        std::fs::write(plain.join(&name), format!("sea {round}")).unwrap();
+        umount(&plain);
+        let cat = packfs_ok(&["cat", &ds, &name]).stdout;
+        assert_eq!(
+            cat,
+            format!("sea {round}").as_bytes(),
+            "written through an fstab mount and committed when umount returned"
+        );
+        let utab = std::fs::read_to_string("/run/mount/utab").unwrap_or_default();
+        assert!(
+            !utab.contains(&format!("TARGET={} ", plain.display())),
+            "the mount's utab line outlives it: {utab}"
+        );
+    }
+}
+
+/// The type of the mount at `mnt`, as /proc/self/mountinfo shows it.
+fn mount_type(mnt: &Path) -> Option<String> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    table.lines().rev().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        (left.split(' ').nth(4)? == mnt.to_str()?).then(|| right.split(' ').next().unwrap().into())
+    })
+}
+
+/// A busy mount is not unmounted by `umount`, which says so; everything
+/// written so far is committed all the same.
+#[test]
+fn umount_of_a_busy_mount_commits_and_keeps_it() {
+    let (dir, ds) = setup();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    succeeded("mount -t fuse.packfs", mount_t(&ds, &mnt, "ref=main"));
+    let _umount = Umount(&mnt);
+    std::fs::write(mnt.join("train/image/d.jpg"), b"dee").unwrap();
+    let open = std::fs::File::open(mnt.join("train/image/a.jpg")).unwrap();
+    let out = Command::new("umount").arg(&mnt).output().unwrap();
+    failed_with(&out, &["busy", "committed"]);
+    assert!(is_mounted(&mnt));
+    assert_eq!(packfs_ok(&["cat", &ds, "train/image/d.jpg"]).stdout, b"dee");
+    drop(open);
+    umount(&mnt);
+    assert!(!is_mounted(&mnt));
 }

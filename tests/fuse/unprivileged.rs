@@ -3,7 +3,7 @@
 //! and only that user can enter the mount (without `--allow-other`).
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::common::*;
@@ -21,6 +21,22 @@ fn as_user(home: &Path, command: &str, args: &[&str]) -> Output {
         .env_remove("XDG_STATE_HOME")
         .output()
         .unwrap()
+}
+
+/// A directory holding a dataset (`ds`, one file) that [`USER`] may read,
+/// and a home and a mountpoint the user owns.
+fn user_setup() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(&dir.path().join("src/train/image/a.jpg"), b"image a");
+    let ds = dir.path().join("ds");
+    import(&dir.path().join("src"), &ds, &[]);
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (home, mnt) = (dir.path().join("home"), dir.path().join("mnt"));
+    for d in [&home, &mnt] {
+        std::fs::create_dir(d).unwrap();
+        run_ok("chown", &[USER, d.to_str().unwrap()]);
+    }
+    (dir, ds, home, mnt)
 }
 
 #[test]
@@ -42,17 +58,7 @@ fn a_user_without_root_mounts_through_fusermount3() {
         exists,
         "user {USER} is missing: `bash .ci/run` creates it (useradd --system {USER})"
     );
-    let dir = tempfile::tempdir().unwrap();
-    write_file(&dir.path().join("src/train/image/a.jpg"), b"image a");
-    let ds = dir.path().join("ds");
-    import(&dir.path().join("src"), &ds, &[]);
-    // The user may read the dataset and owns its home and mountpoint.
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (home, mnt) = (dir.path().join("home"), dir.path().join("mnt"));
-    for d in [&home, &mnt] {
-        std::fs::create_dir(d).unwrap();
-        run_ok("chown", &[USER, d.to_str().unwrap()]);
-    }
+    let (_dir, ds, home, mnt) = user_setup();
     run_ok("chmod", &["-R", "a+rX", ds.to_str().unwrap()]);
 
     let mounted = as_user(
@@ -91,4 +97,65 @@ fn a_user_without_root_mounts_through_fusermount3() {
     wait_until("unmount", std::time::Duration::from_secs(10), || {
         !is_mounted(&mnt)
     });
+}
+
+/// `packfs sync` and `packfs umount` work for the user who mounted,
+/// through `fusermount3 -u`: each file is in the dataset when the command
+/// returns, and the daemon is gone after `umount`.
+#[test]
+fn a_user_without_root_syncs_and_unmounts_with_everything_committed() {
+    require_fuse();
+    let (_dir, ds, home, mnt) = user_setup();
+    run_ok("chown", &["-R", USER, ds.to_str().unwrap()]);
+    let (ds_arg, mnt_arg) = (ds.to_str().unwrap(), mnt.to_str().unwrap());
+    for round in 0..3 {
+        succeeded(
+            "packfs mount as packfs-test",
+            as_user(&home, PACKFS, &["mount", ds_arg, mnt_arg]),
+        );
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        let line = mounts
+            .lines()
+            .find(|l| l.split(' ').nth(1) == Some(mnt_arg))
+            .expect("mounted");
+        assert_eq!(line.split(' ').nth(2), Some("fuse.packfs"), "{line}");
+        let write = |name: &str| {
+            let line = format!("echo {name} > {}/{name}", mnt.join("train/image").display());
+            succeeded(
+                "a write as packfs-test",
+                as_user(&home, "sh", &["-c", &line]),
+            );
+            (
+                format!("train/image/{name}"),
+                format!("{name}\n").into_bytes(),
+            )
+        };
+        let (synced, bytes) = write(&format!("synced{round}"));
+        succeeded(
+            "packfs sync as packfs-test",
+            as_user(&home, PACKFS, &["sync", mnt_arg]),
+        );
+        assert_eq!(packfs_ok(&["cat", ds_arg, &synced]).stdout, bytes);
+
+        let (last, bytes) = write(&format!("last{round}"));
+        succeeded(
+            "packfs umount as packfs-test",
+            as_user(&home, PACKFS, &["umount", mnt_arg]),
+        );
+        assert!(!is_mounted(&mnt), "round {round}: still mounted");
+        assert_eq!(
+            packfs_ok(&["cat", ds_arg, &last]).stdout,
+            bytes,
+            "round {round}: the file written just before `packfs umount` is committed"
+        );
+    }
+    let daemons = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(mnt_arg.len()).any(|w| w == mnt_arg.as_bytes()))
+        })
+        .count();
+    assert_eq!(daemons, 0, "a daemon serving {mnt_arg} is still running");
 }

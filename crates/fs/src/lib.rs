@@ -4,8 +4,10 @@
 //! `packfs-core`; `docs/ARCHITECTURE.md` has the picture):
 //!
 //! - [`mount`] and [`exporter`]: the FUSE session of a mount, and its
-//!   Prometheus endpoint; [`mountpoint`]: checks of the directory mounted
-//!   on.
+//!   Prometheus endpoint; [`mounted`]: a live mount from outside
+//!   (committed, unmounted); [`mountpoint`]: checks of the directory
+//!   mounted on, and the kernel's table of mounts; `utab`: libmount's
+//!   table, which sends umount(8) to `packfs umount`.
 //! - [`fuse`]: the thin adapter that turns kernel requests into calls of
 //!   the core and its errors into the errno the core chose.
 //! - [`fs`]: the filesystem core: every operation a mount answers, on
@@ -20,6 +22,8 @@ pub mod exporter;
 pub mod fs;
 pub mod fuse;
 pub mod mount;
+pub mod mounted;
 pub mod mountpoint;
 pub mod namespace;
+mod utab;
 pub mod write;

@@ -28,6 +28,7 @@ use crate::fs::{Fs, Owner};
 use crate::fuse::PackFs;
 use crate::mountpoint::{self, Refusal};
 use crate::namespace::{Modes, Namespace};
+use crate::utab::UtabEntry;
 use crate::write::{default_dir as default_spool_dir, recover, WriteError, WriteOptions, Writer};
 
 /// Threads reading kernel requests on a read-write mount by default. One:
@@ -217,6 +218,10 @@ fn serve(
         ))
     })?;
     let mut session = open_session(&dataset, mountpoint, options, &runtime)?;
+    let utab = UtabEntry::add(&fsname(&dataset), mountpoint).unwrap_or_else(|e| {
+        warn!("cannot tell umount(8) to commit before unmounting (/run/mount/utab: {e})");
+        None
+    });
     on_ready();
     info!("mounted {location} at {}", mountpoint.display());
 
@@ -242,10 +247,15 @@ fn serve(
         info!("signal received: unmounting {}", target.display());
         if let Err(e) = unmounter.unmount() {
             warn!("unmount {}: {e}; detaching lazily", target.display());
-            lazy_unmount(&target);
+            if let Err(e) = mountpoint::unmount(&target, true) {
+                warn!("unmount {}: {e}", target.display());
+            }
         }
     });
     let result = session.run();
+    if let Some(Err(e)) = utab.map(UtabEntry::remove) {
+        warn!("/run/mount/utab: {e}");
+    }
     notify_systemd(&[NotifyState::Stopping, NotifyState::Status("unmounted")]);
     info!("unmounted {}", mountpoint.display());
     result.map_err(|source| MountError::Io {
@@ -374,11 +384,12 @@ fn open_session(
     }
     let fs = PackFs::new(fs, runtime.handle().clone());
     let mut config = Config::default();
-    let fsname =
-        format!("packfs:{}", dataset.store().location()).replace([',', ' ', '\t', '\n'], "_");
     config.mount_options = vec![
-        MountOption::FSName(fsname),
-        MountOption::Subtype("packfs".into()),
+        MountOption::FSName(fsname(dataset)),
+        // As a kernel option, not fuser's `Subtype`: fuser's own mount(2)
+        // (as root) drops that one, and the mount shows as plain `fuse`,
+        // which umount(8) and `df -T` cannot tell from other FUSE mounts.
+        MountOption::CUSTOM("subtype=packfs".into()),
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
@@ -402,6 +413,11 @@ fn open_session(
         })?;
     raise_readahead(mountpoint);
     Ok(session)
+}
+
+/// The source a mount of `dataset` shows in the table of mounts.
+fn fsname(dataset: &Dataset) -> String {
+    format!("packfs:{}", dataset.store().location()).replace([',', ' ', '\t', '\n'], "_")
 }
 
 /// The filesystem core of a mount of `dataset`, without the kernel: the
@@ -652,21 +668,6 @@ fn raise_readahead(mountpoint: &Path) {
     match std::fs::write(&knob, READ_AHEAD_KB.to_string()) {
         Ok(()) => debug!("{knob} = {READ_AHEAD_KB}"),
         Err(e) => debug!("cannot raise read-ahead ({knob}): {e}"),
-    }
-}
-
-/// Detaches a busy mount so it disappears once its last file is closed.
-fn lazy_unmount(path: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return;
-    };
-    // SAFETY: umount2 with a valid NUL-terminated path.
-    if unsafe { libc::umount2(c_path.as_ptr(), libc::MNT_DETACH) } != 0 {
-        let _ = std::process::Command::new("fusermount3")
-            .arg("-uz")
-            .arg(path)
-            .status();
     }
 }
 

@@ -182,6 +182,41 @@ pub(crate) fn statfs(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Unmounts `path`: umount(2) where this process may (root), else
+/// `fusermount3 -u`, which lets the user who mounted it. `lazy` detaches
+/// it while files in it are open. A busy mount is `EBUSY` either way.
+pub(crate) fn unmount(path: &Path, lazy: bool) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())?;
+    let flags = if lazy { libc::MNT_DETACH } else { 0 };
+    // SAFETY: umount2 with a NUL-terminated path.
+    if unsafe { libc::umount2(c_path.as_ptr(), flags) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EPERM) {
+        return Err(e);
+    }
+    let out = std::process::Command::new("fusermount3")
+        .arg(if lazy { "-uz" } else { "-u" })
+        .arg(path)
+        .output()
+        .map_err(|e| {
+            std::io::Error::other(format!(
+                "umount(2) is not permitted and fusermount3 cannot run: {e}"
+            ))
+        })?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    match out.status.success() {
+        true => Ok(()),
+        false if said.contains("busy") => Err(std::io::Error::from_raw_os_error(libc::EBUSY)),
+        false => Err(std::io::Error::other(format!(
+            "fusermount3: {}",
+            said.trim()
+        ))),
+    }
+}
+
 /// Whether `e` is what a FUSE mount whose daemon is gone answers:
 /// ENOTCONN, or ECONNABORTED while the kernel is still aborting it.
 fn is_dead(e: &std::io::Error) -> bool {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use packfs_core::cache::Stats;
+use packfs_core::catalog::control::{self, Control, Daemon};
 use packfs_core::catalog::Catalog;
 use packfs_core::extents::Extents;
 use packfs_core::kind::Kind;
@@ -138,16 +139,21 @@ impl Fs {
         owner: Owner,
         manifest: Option<ObjectId>,
     ) -> Self {
-        let control = packfs_core::catalog::control::Control::new(
+        let daemon = Daemon {
+            pid: std::process::id(),
+            spool: writer.as_ref().map(|w| w.spool_dir().to_path_buf()),
+        };
+        let control = Control::new(
             reader.stats().clone(),
             ns.attr(ROOT_INO)
                 .map_or(SystemTime::UNIX_EPOCH, |a| a.mtime),
+            &daemon,
             manifest,
         );
         Fs {
             ns,
             attached: vec![Attached {
-                name: packfs_core::catalog::control::NAME.into(),
+                name: control::NAME.into(),
                 catalog: Arc::new(control),
             }],
             writer,

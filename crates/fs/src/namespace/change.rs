@@ -10,8 +10,8 @@ use packfs_format::{validate_item_name, validate_segment};
 
 use super::overlay::{Children, DirNode, FileNode, Overlay, Vacated};
 use super::{
-    join, tree_ino, Attr, Content, Ino, Namespace, NsError, SpoolFile, MODALITY_DEPTH, NAME_MAX,
-    ROOT_INO,
+    join, tree_id, tree_ino, Attr, Content, Ino, Namespace, NsError, SpoolFile, MODALITY_DEPTH,
+    NAME_MAX, ROOT_INO,
 };
 
 impl Namespace {
@@ -102,6 +102,7 @@ impl Namespace {
                     subdirs: 0,
                     mtime: now,
                     perm,
+                    removed: false,
                 },
             );
             c.insert(parent, name, ino, now)?;
@@ -137,7 +138,7 @@ impl Namespace {
                 return Err(NsError::NotEmpty);
             }
             c.remove(parent, name)?;
-            c.overlay.dirs.remove(&ino);
+            c.remove_dir(ino)?;
             c.touch(parent)?;
             Ok(())
         })
@@ -225,7 +226,9 @@ impl Namespace {
             }
             c.insert(new_parent, target_name, ino, now)?;
             if let Some(old) = replaced {
-                c.overlay.dirs.remove(&old);
+                if kind == Kind::Dir {
+                    c.remove_dir(old)?;
+                }
                 c.unlinked(old);
             }
             c.touch(parent)?;
@@ -378,6 +381,21 @@ impl Change<'_> {
             chain.push(at);
         }
         Ok(chain)
+    }
+
+    /// Forgets empty directory `ino`, unlinked from its parent: a
+    /// directory of the tree stays as a tombstone (see [`DirNode::removed`]).
+    pub(super) fn remove_dir(&mut self, ino: Ino) -> Result<(), NsError> {
+        if tree_id(ino).is_none() {
+            self.overlay.dirs.remove(&ino);
+            return Ok(());
+        }
+        self.materialize(ino)?;
+        let dir = self.overlay.dirs.get_mut(&ino).expect("materialized");
+        dir.children = Children::default();
+        dir.subdirs = 0;
+        dir.removed = true;
+        Ok(())
     }
 
     pub(super) fn unlinked(&mut self, ino: Ino) {
@@ -539,10 +557,14 @@ impl Change<'_> {
         Ok(any)
     }
 
-    /// Copies tree directory `dir`'s children into the overlay (once).
+    /// Copies tree directory `dir`'s children into the overlay (once);
+    /// `NotFound` if `dir` was removed.
     pub(super) fn materialize(&mut self, dir: Ino) -> Result<(), NsError> {
-        if self.overlay.dirs.contains_key(&dir) {
-            return Ok(());
+        if let Some(d) = self.overlay.dirs.get(&dir) {
+            return match d.removed {
+                true => Err(NsError::NotFound),
+                false => Ok(()),
+            };
         }
         if self.overlay.files.contains_key(&dir) {
             return Err(NsError::NotADirectory);
@@ -569,6 +591,7 @@ impl Change<'_> {
                 subdirs,
                 mtime,
                 perm,
+                removed: false,
             },
         );
         Ok(())

@@ -42,6 +42,11 @@ pub(super) struct DirNode {
     pub(super) subdirs: u32,
     pub(super) mtime: SystemTime,
     pub(super) perm: u16,
+    /// Removed (`rmdir`, or replaced by a rename): nothing can be created
+    /// in it. A directory of the tree stays as such a tombstone, empty, so
+    /// that its inode, which a process may still hold, is never filled
+    /// again from the tree with the entries it had before.
+    pub(super) removed: bool,
 }
 
 /// A directory's entries, with listing cookies that stay valid while it

@@ -64,7 +64,8 @@ impl Namespace {
                 size: 0,
                 mtime: d.mtime,
                 perm: self.modes.shown(Kind::Dir, d.perm),
-                nlink: 2 + d.subdirs,
+                // A removed directory has no name and no `.` (as POSIX has it).
+                nlink: if d.removed { 0 } else { 2 + d.subdirs },
             });
         }
         self.tree_attr(ino)

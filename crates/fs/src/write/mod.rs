@@ -115,6 +115,11 @@ impl Writer {
         ))
     }
 
+    /// The spool directory.
+    pub fn spool_dir(&self) -> &std::path::Path {
+        self.spool.dir()
+    }
+
     fn build(
         ns: Arc<Namespace>,
         dataset: Dataset,
@@ -145,4 +150,15 @@ impl Writer {
             options,
         })
     }
+}
+
+/// How many changes the journal of the spool at `spool_dir` holds that no
+/// commit has taken yet: 0 after a clean unmount, else what the next mount
+/// with that spool commits.
+pub fn uncommitted(spool_dir: &std::path::Path) -> std::io::Result<usize> {
+    let records = journal::read(&spool_dir.join(spool::JOURNAL))?;
+    Ok(records
+        .iter()
+        .filter(|r| !matches!(r, Record::Base(_)))
+        .count())
 }

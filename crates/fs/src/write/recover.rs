@@ -26,7 +26,7 @@ pub async fn recover(
     spool_dir: &Path,
     options: &WriteOptions,
 ) -> Result<usize, WriteError> {
-    if !spool_dir.join("journal").exists() {
+    if !spool_dir.join(super::spool::JOURNAL).exists() {
         return Ok(0);
     }
     let spool = Spool::open(spool_dir)?;

@@ -34,6 +34,9 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 use super::WriteError;
 use crate::namespace::SpoolFile;
 
+/// The journal's file name in a spool directory.
+pub(super) const JOURNAL: &str = "journal";
+
 /// A spool directory in use by this mount.
 #[derive(Debug)]
 pub struct Spool {
@@ -148,7 +151,7 @@ impl Spool {
 
     /// The journal of this spool.
     pub(crate) fn journal_path(&self) -> PathBuf {
-        self.dir.join("journal")
+        self.dir.join(JOURNAL)
     }
 
     /// The spool file called `name` (as the journal names it).
