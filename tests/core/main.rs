@@ -38,5 +38,6 @@ mod import;
 mod merge;
 mod paged;
 mod ref_cas;
+mod special;
 mod spool;
 mod views;

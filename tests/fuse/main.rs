@@ -39,6 +39,7 @@ mod faults;
 mod gc;
 mod hostile_names;
 mod info;
+mod links;
 mod merge;
 mod mount_errors;
 mod mount_helper;

@@ -20,6 +20,7 @@ mod manifest;
 mod name;
 mod object_id;
 mod reference;
+mod special;
 pub mod tar;
 pub mod tiledb;
 mod time;
@@ -34,6 +35,7 @@ pub use name::{
 };
 pub use object_id::ObjectId;
 pub use reference::{decode_ref, encode_ref};
+pub use special::{Special, SYMLINK_MAX};
 pub use time::{ns_of_time, time_of_ns};
 pub use track::{
     check_lengths, name_order, pages_to_edit, read_pack_page, EditError, IndexRef, NamePage,

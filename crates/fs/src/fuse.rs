@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::future::Future;
+use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::task::{Context, Waker};
 use std::time::{Duration, SystemTime};
@@ -16,6 +17,7 @@ use fuser::{
     ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use packfs_core::kind::Kind;
+use packfs_format::Special;
 use parking_lot::Mutex;
 use tracing::debug;
 
@@ -62,15 +64,21 @@ fn file_attr(stat: &Stat) -> FileAttr {
         mtime: attr.mtime,
         ctime: attr.mtime,
         crtime: attr.mtime,
-        kind: match attr.kind {
-            Kind::Dir => FileType::Directory,
-            Kind::File => FileType::RegularFile,
+        kind: match (attr.kind, attr.special) {
+            (Kind::Dir, _) => FileType::Directory,
+            (Kind::File, None) => FileType::RegularFile,
+            (Kind::File, Some(Special::Symlink)) => FileType::Symlink,
+            (Kind::File, Some(Special::Fifo)) => FileType::NamedPipe,
+            (Kind::File, Some(Special::Socket)) => FileType::Socket,
+            (Kind::File, Some(Special::CharDevice(_))) => FileType::CharDevice,
+            (Kind::File, Some(Special::BlockDevice(_))) => FileType::BlockDevice,
         },
         perm: attr.perm,
         nlink: attr.nlink,
         uid: stat.owner.uid,
         gid: stat.owner.gid,
-        rdev: 0,
+        // The kernel's stat field is 32 bits wide (its own encoding).
+        rdev: attr.special.map_or(0, |s| s.rdev() as u32),
         blksize: BLKSIZE,
         flags: 0,
     }
@@ -421,14 +429,44 @@ impl Filesystem for PackFs {
     fn mknod(
         &self,
         _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        _rdev: u32,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
-        reply_entry(reply, self.ttl, self.fs.mknod());
+        let mode = (mode & libc::S_IFMT) | u32::from(perm(mode, umask));
+        let made = self
+            .fs
+            .mknod(parent.0, name.as_encoded_bytes(), mode, u64::from(rdev));
+        reply_entry(reply, self.ttl, made);
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let made = self.fs.symlink(
+            parent.0,
+            link_name.as_encoded_bytes(),
+            target.as_os_str().as_encoded_bytes(),
+        );
+        reply_entry(reply, self.ttl, made);
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let fs = self.fs.clone();
+        self.run(async move {
+            match fs.readlink(ino.0).await {
+                Ok(target) => reply.data(&target),
+                Err(e) => reply.error(errno(&e)),
+            }
+        });
     }
 
     fn mkdir(

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use packfs_format::Attrs;
+use packfs_format::{Attrs, Special};
 
 use super::node::{
     id_is_file, leaf, Child, Look, Node, NodeId, NodeKind, TrackSpan, TreeError, TreeItem, FILE,
@@ -184,6 +184,7 @@ impl Loaded {
                     Look::File {
                         size: item.size(),
                         attrs: item.attrs(),
+                        special: Special::of_media_type(item.media_type()),
                     }
                 }
                 false => Look::Dir {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use packfs_format::{Attrs, ObjectId};
+use packfs_format::{Attrs, ObjectId, Special};
 use thiserror::Error;
 
 use crate::dataset::{DatasetError, ItemTable};
@@ -81,13 +81,12 @@ pub struct Child<'a> {
 pub enum Look {
     /// A directory: its recorded mode and mtime, and its subdirectories
     /// when the tree knows them without reading pages.
-    Dir {
-        attrs: Attrs,
-        subdirs: Option<u32>,
-    },
+    Dir { attrs: Attrs, subdirs: Option<u32> },
     File {
         size: u64,
         attrs: Attrs,
+        /// What it is if not a regular file (its media type says).
+        special: Option<Special>,
     },
 }
 
@@ -132,6 +131,20 @@ impl TreeItem {
     /// Mode and mtime its writer recorded.
     pub fn attrs(&self) -> Attrs {
         self.table.get(self.row).attrs()
+    }
+
+    /// What it is if not a regular file.
+    pub fn special(&self) -> Option<Special> {
+        Special::of_media_type(self.media_type())
+    }
+
+    /// What a listing shows of it.
+    pub fn look(&self) -> Look {
+        Look::File {
+            size: self.size(),
+            attrs: self.attrs(),
+            special: self.special(),
+        }
     }
 
     /// The next item of its Track if the same page holds it: a pass over

@@ -14,7 +14,9 @@ use std::future::Future;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
-use packfs_format::{Attrs, FormatError, Manifest, ObjectId, PackLengths, TrackEntry, TrackRoot};
+use packfs_format::{
+    Attrs, FormatError, Manifest, ObjectId, PackLengths, Special, TrackEntry, TrackRoot,
+};
 use parking_lot::{Mutex, RwLock};
 
 use super::node::{
@@ -525,6 +527,7 @@ impl Paged {
                         let look = Look::File {
                             size: item.size(),
                             attrs: item.attrs(),
+                            special: Special::of_media_type(item.media_type()),
                         };
                         (FILE | (track.firsts[j] + row), look)
                     }

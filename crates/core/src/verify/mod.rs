@@ -2,7 +2,8 @@
 //! dataset.
 //!
 //! Checked: the Manifest, every Track and every ItemManifest decode and obey
-//! the format's rules (names, pack invariants, chunk sizes); the tree has no
+//! the format's rules (names, pack invariants, chunk sizes, the sizes of
+//! symbolic links and other items that are no regular files); the tree has no
 //! path used twice; every object exists, hashes to its name, and data
 //! objects have exactly the length their entries require.
 
@@ -13,7 +14,7 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use object_store::path::Path;
-use packfs_format::ObjectId;
+use packfs_format::{ObjectId, Special, SYMLINK_MAX};
 
 use crate::dataset::{check_hash, Dataset, DatasetError, ItemSource};
 use crate::progress::{Progress, Quiet, Unit};
@@ -70,6 +71,10 @@ pub async fn verify_with(
         track.pages.iter().for_each(|p| want(&layout.page(p), None));
         report.items += track.items.len();
         for item in track.items.iter() {
+            let path = || format!("{}/{}/{}", entry.timeline, entry.modality, item.name());
+            report
+                .problems
+                .extend(special_problem(path, item.media_type(), item.size()));
             match &item.source() {
                 ItemSource::Whole { object } => want(object, Some(item.size())),
                 ItemSource::Packed { pack, pack_len, .. } => want(pack, Some(*pack_len)),
@@ -103,6 +108,32 @@ pub async fn verify_with(
         report.problems.extend(problem);
     }
     Ok(report)
+}
+
+/// What is wrong with an item whose media type says it is no regular file
+/// (`inode/…`), if anything: a kind packfs does not know, or bytes its
+/// kind cannot have. `path` names the item.
+fn special_problem(path: impl Fn() -> String, media_type: &str, size: u64) -> Option<String> {
+    if !media_type.starts_with("inode/") {
+        return None;
+    }
+    match Special::of_media_type(media_type) {
+        None => Some(format!(
+            "{}: media type {media_type:?} is no kind of file packfs knows (inode/symlink, \
+             inode/fifo, inode/socket, inode/chardevice; rdev=N, inode/blockdevice; rdev=N)",
+            path()
+        )),
+        Some(Special::Symlink) if size == 0 || size > SYMLINK_MAX => Some(format!(
+            "{}: a symbolic link of {size} bytes (a target has 1 to {SYMLINK_MAX})",
+            path()
+        )),
+        Some(Special::Symlink) => None,
+        Some(_) if size > 0 => Some(format!(
+            "{}: an item of media type {media_type:?} holds {size} bytes (it has none)",
+            path()
+        )),
+        Some(_) => None,
+    }
 }
 
 /// Hashes one object; returns its size and the problem, if any.
@@ -140,5 +171,28 @@ async fn check_object(
             size,
             Some(format!("{path}: not named by a content address")),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_that_are_no_regular_files_have_the_bytes_their_kind_allows() {
+        let problem = |media_type: &str, size| special_problem(|| "t/m/x".into(), media_type, size);
+        assert_eq!(problem("image/jpeg", 10), None);
+        assert_eq!(problem("inode/symlink", 7), None);
+        assert_eq!(problem("inode/fifo", 0), None);
+        assert_eq!(problem("inode/chardevice; rdev=1025", 0), None);
+        let said = |media_type, size, needle: &str| {
+            let p = problem(media_type, size).unwrap_or_default();
+            assert!(p.starts_with("t/m/x: ") && p.contains(needle), "{p}");
+        };
+        said("inode/symlink", 0, "symbolic link of 0 bytes");
+        said("inode/symlink", 4096, "symbolic link of 4096 bytes");
+        said("inode/socket", 3, "holds 3 bytes");
+        said("inode/chardevice", 0, "no kind of file packfs knows");
+        said("inode/directory", 0, "no kind of file packfs knows");
     }
 }

@@ -61,7 +61,7 @@ impl FsError {
                 NsError::Exists => libc::EEXIST,
                 NsError::NotEmpty => libc::ENOTEMPTY,
                 NsError::NameTooLong => libc::ENAMETOOLONG,
-                NsError::InvalidName(_) => libc::EINVAL,
+                NsError::InvalidName(_) | NsError::Invalid(_) => libc::EINVAL,
                 NsError::NotPermitted(_) => libc::EPERM,
                 NsError::ReadOnly => libc::EROFS,
                 // `mv` answers EXDEV by copying and deleting.

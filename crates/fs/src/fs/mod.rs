@@ -26,7 +26,7 @@ use packfs_core::extents::Extents;
 use packfs_core::kind::Kind;
 use packfs_core::reader::{ReadBytes, Reader};
 use packfs_core::tree::Tree;
-use packfs_format::ObjectId;
+use packfs_format::{ObjectId, Special, SYMLINK_MAX};
 use tracing::warn;
 
 use crate::namespace::{Attr, Content, Ino, Namespace, NsError, ROOT_INO};
@@ -331,6 +331,7 @@ impl Fs {
                     perm: e.perm,
                     // Catalog directories do not count their subdirectories.
                     nlink: if e.kind == Kind::Dir { 2 } else { 1 },
+                    special: None,
                 };
                 Ok(self.stat_of(attr, e.volatile))
             }
@@ -411,6 +412,7 @@ impl Fs {
                         mtime: SystemTime::UNIX_EPOCH,
                         perm: 0,
                         nlink: 1,
+                        special: None,
                     };
                     self.stat_of(attr, true)
                 }
@@ -648,9 +650,57 @@ impl Fs {
         Ok(self.stat_of(self.ns.attr(ino)?, false))
     }
 
-    /// Only regular files and directories exist in a dataset.
-    pub fn mknod(&self) -> Result<Stat, FsError> {
-        Err(NsError::NotPermitted("only regular files and directories").into())
+    /// `symlink`: `name` in `parent`, a symbolic link to `target` (stored
+    /// as written, never followed by packfs).
+    pub fn symlink(&self, parent: Ino, name: &[u8], target: &[u8]) -> Result<Stat, FsError> {
+        if target.is_empty() {
+            return Err(NsError::NotFound.into());
+        }
+        if target.len() as u64 > SYMLINK_MAX {
+            return Err(NsError::NameTooLong.into());
+        }
+        let attr = self.writer_for(&[(parent, name)])?.make_special(
+            parent,
+            name,
+            0o777,
+            Special::Symlink,
+            target,
+        )?;
+        Ok(self.stat_of(attr, false))
+    }
+
+    /// The target of symbolic link `ino`.
+    pub async fn readlink(&self, ino: Ino) -> Result<Vec<u8>, FsError> {
+        let attr = self.getattr(ino)?.attr;
+        if attr.special != Some(Special::Symlink) {
+            return Err(NsError::Invalid("not a symbolic link").into());
+        }
+        let size = u32::try_from(attr.size.min(SYMLINK_MAX)).unwrap_or(u32::MAX);
+        let mut buf = Vec::new();
+        let bytes = self.read(ino, 0, size, &mut buf).await?;
+        Ok(bytes.to_vec())
+    }
+
+    /// `mknod`: a FIFO, a socket or a device node (its type, mode and
+    /// device number kept; a device node's bytes cannot be read through
+    /// the mount, which is `nodev`), or an empty regular file.
+    pub fn mknod(&self, parent: Ino, name: &[u8], mode: u32, rdev: u64) -> Result<Stat, FsError> {
+        let perm = (mode & 0o7777) as u16;
+        match Special::of_mode(mode, rdev) {
+            Some(special) => {
+                let attr = self
+                    .writer_for(&[(parent, name)])?
+                    .make_special(parent, name, perm, special, b"")?;
+                Ok(self.stat_of(attr, false))
+            }
+            None if matches!(mode & libc::S_IFMT, 0 | libc::S_IFREG) => {
+                let (stat, fh) = self.create(parent, name, perm)?;
+                let closed = self.flush(fh);
+                self.release(fh);
+                closed.map(|()| stat)
+            }
+            None => Err(NsError::Invalid("mknod makes files, FIFOs, sockets and devices").into()),
+        }
     }
 
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u16) -> Result<Stat, FsError> {

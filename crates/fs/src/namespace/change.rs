@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use packfs_core::kind::Kind;
 use packfs_core::tree::NodeKind;
-use packfs_format::{validate_item_name, validate_segment};
+use packfs_format::{validate_item_name, validate_segment, Special};
 
 use super::overlay::{Children, DirNode, FileNode, Overlay, Vacated};
 use super::{
@@ -80,11 +80,32 @@ impl Namespace {
                     modality,
                     link: Some((parent, name.clone())),
                     stored: false,
+                    special: None,
                 },
             );
             c.insert(parent, name, ino, now)?;
             c.ns.attr_in(c.overlay, ino)
         })
+    }
+
+    /// Creates `name` in `parent`, a closed file that is not a regular one
+    /// (`symlink`, `mknod`) whose bytes (a link's target) are the spool
+    /// file `spool` of `size` bytes.
+    pub fn make_special(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        (spool, size): (SpoolFile, u64),
+        perm: u16,
+        special: Special,
+    ) -> Result<Attr, NsError> {
+        let ino = self.create(parent, name, spool, perm)?.ino;
+        self.update_file(ino, true, |f| {
+            f.writers = 0;
+            f.size = size;
+            f.special = Some(special);
+        })?;
+        self.attr(ino)
     }
 
     /// Creates directory `name` in `parent`.
@@ -244,8 +265,8 @@ impl Namespace {
         &self,
         parent: Ino,
         name: &[u8],
-        spool: SpoolFile,
-        size: u64,
+        (spool, size): (SpoolFile, u64),
+        special: Option<Special>,
     ) -> Result<Ino, NsError> {
         let ino = match self.lookup(parent, name) {
             Ok(ino) => ino,
@@ -254,6 +275,7 @@ impl Namespace {
                 self.update_file(ino, true, |f| {
                     f.writers = 0;
                     f.size = size;
+                    f.special = special;
                 })?;
                 return Ok(ino);
             }
@@ -264,6 +286,7 @@ impl Namespace {
             f.size = size;
             f.generation += 1;
             f.mtime = SystemTime::now();
+            f.special = special;
         })?;
         Ok(ino)
     }
@@ -433,6 +456,7 @@ impl Change<'_> {
                 // A tree file that was moved is in the overlay already.
                 link: Some((parent, node.name.into())),
                 stored: true,
+                special: stored.special(),
             },
         );
         Ok(())

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use packfs_core::kind::Kind;
 use packfs_core::tree::NodeKind;
-use packfs_format::{ns_of_time, Attrs, TrackDir};
+use packfs_format::{ns_of_time, Attrs, Special, TrackDir};
 
 use super::change::Change;
 use super::overlay::{FileNode, Vacated};
@@ -29,6 +29,8 @@ pub struct ExportedFile {
     pub stored: bool,
     /// Its mode and mtime, to record.
     pub attrs: Attrs,
+    /// What it is if not a regular file.
+    pub special: Option<Special>,
 }
 
 /// A modality directory at flush time; `files` and `dirs` only if it changed.
@@ -343,11 +345,12 @@ impl Change<'_> {
             mode: Some(f.perm),
             mtime_ns: Some(ns_of_time(f.mtime)),
         };
-        let (content, size, generation, stored, attrs) = match self.overlay.files.get(&ino) {
+        let (content, size, generation, stored, attrs, special) = match self.overlay.files.get(&ino)
+        {
             Some(f) if f.writers > 0 => match &f.origin {
                 Some(origin) => {
                     let size = self.size_of(origin)?;
-                    (origin.clone(), size, 0, f.stored, recorded(f))
+                    (origin.clone(), size, 0, f.stored, recorded(f), f.special)
                 }
                 None => return Ok(None), // never complete yet
             },
@@ -357,11 +360,20 @@ impl Change<'_> {
                 f.generation,
                 f.stored,
                 recorded(f),
+                f.special,
             ),
             None => match self.ns.tree_node(ino)?.1.kind {
                 NodeKind::File(index) => {
                     let item = self.ns.tree.item(index)?;
-                    (Content::Base(index), item.size(), 0, true, item.attrs())
+                    let special = item.special();
+                    (
+                        Content::Base(index),
+                        item.size(),
+                        0,
+                        true,
+                        item.attrs(),
+                        special,
+                    )
                 }
                 NodeKind::Dir => return Err(NsError::NotFound),
             },
@@ -374,6 +386,7 @@ impl Change<'_> {
             generation,
             stored,
             attrs,
+            special,
         }))
     }
 

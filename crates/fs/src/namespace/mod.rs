@@ -37,6 +37,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use packfs_core::kind::Kind;
 use packfs_core::tree::{Node, NodeId, Tree, TreeError};
+use packfs_format::Special;
 use parking_lot::RwLock;
 use thiserror::Error;
 
@@ -77,6 +78,10 @@ pub enum NsError {
     NameTooLong,
     #[error("invalid name: {0}")]
     InvalidName(String),
+    /// A request that does not apply to the node (`readlink` of a file
+    /// that is no symbolic link, `mknod` of an unknown type).
+    #[error("invalid argument: {0}")]
+    Invalid(&'static str),
     /// The dataset cannot represent this: a file outside a modality
     /// directory, a directory moved into itself, a reserved name.
     #[error("not permitted: {0}")]
@@ -117,6 +122,8 @@ pub struct Attr {
     /// Links: 2 plus its subdirectories for a directory, 1 for a file, 0 for
     /// an unlinked open file.
     pub nlink: u32,
+    /// What a file is if not a regular one.
+    pub special: Option<Special>,
 }
 
 /// The tree plus, when writable, the overlay.

@@ -1,7 +1,7 @@
 //! The permission bits a mount shows.
 
 use packfs_core::kind::Kind;
-use packfs_format::Attrs;
+use packfs_format::{Attrs, Special};
 
 /// Permission bits the mount shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +30,15 @@ impl Modes {
             dir,
             force_file: false,
             force_dir: false,
+        }
+    }
+
+    /// What a file whose mode is `perm` shows: a symbolic link always
+    /// `0777`, as on Linux (its own mode means nothing there).
+    pub(super) fn shown_file(&self, perm: u16, special: Option<Special>) -> u16 {
+        match special {
+            Some(Special::Symlink) => 0o777,
+            _ => self.shown(Kind::File, perm),
         }
     }
 

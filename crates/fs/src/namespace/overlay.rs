@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use packfs_format::Special;
+
 use super::writers::Edit;
 use super::{Content, Ino, SpoolFile};
 
@@ -30,6 +32,8 @@ pub(super) struct FileNode {
     pub(super) link: Option<(Ino, Box<str>)>,
     /// Some version of it is committed (it is not new since the last commit).
     pub(super) stored: bool,
+    /// What it is if not a regular file: its bytes are a link's target.
+    pub(super) special: Option<Special>,
 }
 
 #[derive(Clone, Debug)]

@@ -53,8 +53,9 @@ impl Namespace {
                 kind: Kind::File,
                 size: f.size,
                 mtime: f.mtime,
-                perm: self.modes.shown(Kind::File, f.perm),
+                perm: self.modes.shown_file(f.perm, f.special),
                 nlink: u32::from(f.link.is_some()),
+                special: f.special,
             });
         }
         if let Some(d) = o.dirs.get(&ino) {
@@ -66,6 +67,7 @@ impl Namespace {
                 perm: self.modes.shown(Kind::Dir, d.perm),
                 // A removed directory has no name and no `.` (as POSIX has it).
                 nlink: if d.removed { 0 } else { 2 + d.subdirs },
+                special: None,
             });
         }
         self.tree_attr(ino)
@@ -89,13 +91,7 @@ impl Namespace {
                 attrs: self.tree.dir_attrs(id)?,
                 subdirs: self.tree.subdirs(id),
             },
-            NodeKind::File(item) => {
-                let item = self.tree.item(item)?;
-                Look::File {
-                    size: item.size(),
-                    attrs: item.attrs(),
-                }
-            }
+            NodeKind::File(item) => self.tree.item(item)?.look(),
         };
         Ok(self.stored_attr(ino, look))
     }
@@ -114,17 +110,23 @@ impl Namespace {
                     // Unknown without reading the directory's entries: 1,
                     // which `find` and `fts` take as "count them yourself".
                     nlink: subdirs.map_or(1, |n| 2 + n),
+                    special: None,
                 }
             }
-            Look::File { size, attrs } => {
+            Look::File {
+                size,
+                attrs,
+                special,
+            } => {
                 let (perm, mtime) = self.stored_look(attrs, Kind::File);
                 Attr {
                     ino,
                     kind: Kind::File,
                     size,
                     mtime,
-                    perm: self.modes.shown(Kind::File, perm),
+                    perm: self.modes.shown_file(perm, special),
                     nlink: 1,
+                    special,
                 }
             }
         }

@@ -5,7 +5,9 @@
 use std::time::SystemTime;
 
 use packfs_core::kind::Kind;
-use packfs_format::ns_of_time;
+use std::os::unix::fs::FileExt;
+
+use packfs_format::{ns_of_time, Special};
 use tracing::warn;
 
 use super::journal::Record;
@@ -45,6 +47,50 @@ impl Writer {
             path: self.entry_path(parent, name)?,
             mode: Some(perm),
         });
+        Ok(attr)
+    }
+
+    /// `symlink` (`bytes` the target) or `mknod` (no bytes): a closed file
+    /// that is not a regular one, journaled, due at the next flush.
+    pub fn make_special(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        perm: u16,
+        special: Special,
+        bytes: &[u8],
+    ) -> Result<Attr, WriteError> {
+        let (spool, file) = self.new_spool_file()?;
+        let written = file.write_all_at(bytes, 0);
+        // Counted as the spool holds it, so that removing it evens out.
+        self.spool
+            .resized(file.metadata().map_or(0, |m| m.len()), 0);
+        if let Err(e) = written {
+            self.spool.remove(std::slice::from_ref(&spool));
+            return Err(WriteError::file(&spool.path)(e));
+        }
+        let attr = {
+            let _change = self.journal.changing();
+            let made = self.ns.make_special(
+                parent,
+                name,
+                (spool.clone(), bytes.len() as u64),
+                perm,
+                special,
+            );
+            let attr = match made {
+                Ok(attr) => attr,
+                Err(e) => {
+                    self.spool.remove(&[spool]);
+                    return Err(e.into());
+                }
+            };
+            if let Some(record) = put_record(&self.ns, attr.ino, &spool, bytes.len() as u64) {
+                self.journal(record);
+            }
+            attr
+        };
+        self.closed_file_due(attr.ino);
         Ok(attr)
     }
 
@@ -125,6 +171,7 @@ pub(super) fn put_record(ns: &Namespace, ino: Ino, spool: &SpoolFile, size: u64)
         file,
         size,
         attrs: ns.file_attrs(ino).unwrap_or_default(),
+        special: ns.attr(ino).ok().and_then(|a| a.special),
     })
 }
 

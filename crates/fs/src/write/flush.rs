@@ -194,6 +194,7 @@ impl Flusher {
                         file: file.to_string_lossy().into_owned(),
                         size,
                         attrs: f.attrs,
+                        special: f.special,
                     });
                 }
                 false
@@ -210,7 +211,7 @@ impl Flusher {
         export: &Export,
     ) -> Result<Vec<Committed>, WriteError> {
         // 1. Upload the spool versions, sorted as the packer wants them.
-        let mut uploads: Vec<(SourceFile, Ino, SpoolFile, u64)> = Vec::new();
+        let mut uploads: Vec<(SourceFile, Ino, SpoolFile, u64, Arc<str>)> = Vec::new();
         for m in &export.modalities {
             for f in m.files.iter().flatten() {
                 if let Content::Spool(spool) = &f.content {
@@ -224,7 +225,7 @@ impl Flusher {
                         path: spool.path.clone(),
                         size,
                     };
-                    uploads.push((source, f.ino, spool.clone(), f.generation));
+                    uploads.push((source, f.ino, spool.clone(), f.generation, media_type_of(f)));
                 }
             }
         }
@@ -310,9 +311,9 @@ impl Flusher {
             }
         }
         let mut done = Vec::with_capacity(uploads.len());
-        for (source, ino, spool, generation) in uploads {
+        for (source, ino, spool, generation, media_type) in uploads {
             let entry = new_entries[&ino].clone();
-            let item = self.item(&source, &entry, &pack_lens).await?;
+            let item = self.item(&source, &entry, media_type, &pack_lens).await?;
             done.push((
                 ino,
                 spool,
@@ -351,7 +352,7 @@ impl Flusher {
             entry.t_end = t + 1;
             items.push(TrackItem {
                 name: f.name.clone(),
-                media_type: media_type(&f.name).into(),
+                media_type: media_type_of(f),
                 entry: entry.clone(),
                 attrs: f.attrs,
             });
@@ -407,7 +408,7 @@ impl Flusher {
                 None => {
                     fresh.push(TrackItem {
                         name: f.name.clone(),
-                        media_type: media_type(&f.name).into(),
+                        media_type: media_type_of(f),
                         entry: new_entries[&f.ino].clone(),
                         attrs: f.attrs,
                     });
@@ -534,6 +535,7 @@ impl Flusher {
         &self,
         source: &SourceFile,
         entry: &FragmentEntry,
+        media_type: Arc<str>,
         pack_lens: &HashMap<ObjectId, u64>,
     ) -> Result<Item, WriteError> {
         let layout = self.dataset.store().layout();
@@ -573,11 +575,20 @@ impl Flusher {
         Ok(Item {
             name: source.name.clone(),
             size: entry.byte_size,
-            media_type: media_type(&source.name).into(),
+            media_type,
             source: source_of,
             // The file's node in the overlay keeps showing its own.
             attrs: Default::default(),
         })
+    }
+}
+
+/// The media type file `f` is recorded with: what it is if not a regular
+/// file, else what its name's extension says.
+fn media_type_of(f: &ExportedFile) -> Arc<str> {
+    match f.special {
+        Some(special) => special.media_type().into(),
+        None => media_type(&f.name).into(),
     }
 }
 

@@ -16,7 +16,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use ciborium::value::Value;
-use packfs_format::{Attrs, ObjectId};
+use packfs_format::{Attrs, ObjectId, Special};
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 /// One journaled change. Paths are `/`-separated from the mount's root.
@@ -31,12 +31,14 @@ pub(super) enum Record {
         file: String,
     },
     /// The file at `path` is complete with the bytes of spool file `file`,
-    /// with mode and mtime `attrs`.
+    /// with mode and mtime `attrs`; `special` if it is not a regular file
+    /// (a link's bytes are its target).
     Put {
         path: String,
         file: String,
         size: u64,
         attrs: Attrs,
+        special: Option<Special>,
     },
     Unlink {
         path: String,
@@ -70,15 +72,20 @@ impl Record {
                 file,
                 size,
                 attrs,
+                special,
             } => {
-                vec![
+                let mut record = vec![
                     text("put"),
                     text(path),
                     text(file),
                     Value::Integer((*size).into()),
                     optional(attrs.mode),
                     optional(attrs.mtime_ns),
-                ]
+                ];
+                if let Some(special) = special {
+                    record.push(text(&special.media_type()));
+                }
+                record
             }
             Record::Open { path, file } => vec![text("open"), text(path), text(file)],
             Record::Unlink { path } => vec![text("unlink"), text(path)],
@@ -118,6 +125,10 @@ impl Record {
                 attrs: Attrs {
                     mode: int(items, 4)?,
                     mtime_ns: int(items, 5)?,
+                },
+                special: match items.get(6) {
+                    None => None,
+                    Some(v) => Some(Special::of_media_type(v.as_text()?)?),
                 },
             },
             "open" => Record::Open {
@@ -303,6 +314,14 @@ mod tests {
                     mode: Some(0o640),
                     mtime_ns: None,
                 },
+                special: None,
+            },
+            Record::Put {
+                path: "t/m/dev".into(),
+                file: "8".into(),
+                size: 0,
+                attrs: Attrs::default(),
+                special: Some(Special::BlockDevice(2049)),
             },
             Record::Rename {
                 from: "t/m/d/f".into(),

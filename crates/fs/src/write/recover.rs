@@ -124,6 +124,7 @@ fn replay(writer: &Writer, ns: &Namespace, record: &Record) -> Result<(), WriteE
             file,
             size,
             attrs,
+            special,
         } => {
             let (parent, name) = parent_of(ns, path)?;
             let spool = writer.spool.named(file);
@@ -133,7 +134,7 @@ fn replay(writer: &Writer, ns: &Namespace, record: &Record) -> Result<(), WriteE
                     source: std::io::ErrorKind::NotFound.into(),
                 });
             }
-            let ino = ns.put_file(parent, name, spool, *size)?;
+            let ino = ns.put_file(parent, name, (spool, *size), *special)?;
             let mtime = attrs.mtime_ns.map(time_of_ns);
             ns.set_attrs(ino, attrs.mode, mtime)?;
         }
