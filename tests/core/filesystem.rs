@@ -302,7 +302,7 @@ fn modes_times_and_empty_directories_survive_a_crash() {
     let set = SetAttr {
         perm: Some(0o640),
         mtime: Some(long_ago),
-        size: None,
+        ..SetAttr::default()
     };
     core.block_on(core.fs().setattr(stored, None, set)).unwrap();
     let fh = core.create_open("t/m", "private", b"p");
@@ -468,4 +468,49 @@ fn extents_mix_store_ranges_memory_and_pad() {
     want.extend_from_slice(&[0; 8]);
     want.extend_from_slice(&whole[..50]);
     assert_eq!(&got[..], &want[..]);
+}
+
+/// ctime moves with every change of a node (chmod, rename, a write) and
+/// atime is what `utimensat` set, for as long as the mount lasts; a new
+/// mount shows the stored mtime for both.
+#[test]
+fn ctime_follows_changes_and_atime_is_kept_while_mounted() {
+    let bench = small_dataset();
+    let core = bench.mount();
+    let fs = core.fs();
+    let f = core.path("t/m/f00").unwrap();
+    let stat = |ino| fs.getattr(ino).unwrap().attr;
+    let stored = stat(f);
+    assert_eq!((stored.atime, stored.ctime), (stored.mtime, stored.mtime));
+    let chmod = SetAttr {
+        perm: Some(0o600),
+        ..SetAttr::default()
+    };
+    core.block_on(fs.setattr(f, None, chmod)).unwrap();
+    let after_chmod = stat(f);
+    assert!(after_chmod.ctime > stored.ctime, "chmod changes ctime");
+    assert_eq!(after_chmod.mtime, stored.mtime, "not mtime");
+    let m = core.path("t/m").unwrap();
+    fs.rename((m, b"f00"), (m, b"moved"), Default::default())
+        .unwrap();
+    assert!(stat(f).ctime > after_chmod.ctime, "rename changes ctime");
+    let long_ago = UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let touch_a = SetAttr {
+        atime: Some(long_ago),
+        ..SetAttr::default()
+    };
+    core.block_on(fs.setattr(f, None, touch_a)).unwrap();
+    assert_eq!(stat(f).atime, long_ago);
+    assert_eq!(stat(f).mtime, stored.mtime, "touch -a leaves mtime");
+    let d = fs.mkdir(m, b"d", 0o755).unwrap().attr;
+    core.block_on(fs.setattr(d.ino, None, touch_a)).unwrap();
+    assert_eq!(stat(d.ino).atime, long_ago);
+    core.unmount();
+    let view = bench.mount_read_only();
+    let moved = view
+        .fs()
+        .getattr(view.path("t/m/moved").unwrap())
+        .unwrap()
+        .attr;
+    assert_eq!((moved.atime, moved.ctime), (moved.mtime, moved.mtime));
 }

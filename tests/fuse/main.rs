@@ -45,6 +45,7 @@ mod mount_errors;
 mod mount_helper;
 mod mount_roundtrip;
 mod notify;
+mod open_flags;
 mod passthrough;
 mod pjdfstest;
 mod soak;

@@ -60,9 +60,9 @@ fn file_attr(stat: &Stat) -> FileAttr {
         ino: INodeNo(attr.ino),
         size: attr.size,
         blocks: attr.size.div_ceil(512),
-        atime: attr.mtime,
+        atime: attr.atime,
         mtime: attr.mtime,
-        ctime: attr.mtime,
+        ctime: attr.ctime,
         crtime: attr.mtime,
         kind: match (attr.kind, attr.special) {
             (Kind::Dir, _) => FileType::Directory,
@@ -233,8 +233,11 @@ impl Filesystem for PackFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let write = flags.acc_mode() != OpenAccMode::O_RDONLY;
         let truncate = flags.0 & libc::O_TRUNC != 0;
+        // `O_RDONLY | O_TRUNC` truncates too (Linux does), and with atomic
+        // O_TRUNC the kernel has already dropped the file's cached pages
+        // and size: the open must empty it, as a write would.
+        let write = flags.acc_mode() != OpenAccMode::O_RDONLY || truncate;
         let (fs, backings) = (self.fs.clone(), self.backings.clone());
         self.run(async move {
             let opened = match fs.open(ino.0, write, truncate).await {
@@ -405,7 +408,7 @@ impl Filesystem for PackFs {
         _uid: Option<u32>,
         _gid: Option<u32>,
         size: Option<u64>,
-        _atime: Option<TimeOrNow>,
+        atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         fh: Option<FileHandle>,
@@ -419,6 +422,7 @@ impl Filesystem for PackFs {
             perm: mode.map(|m| (m & 0o7777) as u16),
             size,
             mtime: mtime.map(time),
+            atime: atime.map(time),
         };
         let (fs, ttl) = (self.fs.clone(), self.ttl);
         self.run(

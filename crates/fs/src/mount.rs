@@ -392,6 +392,8 @@ fn open_session(
         MountOption::CUSTOM("subtype=packfs".into()),
         MountOption::NoDev,
         MountOption::NoSuid,
+        // Reads never change a file's atime (only `utimensat` does): say so.
+        MountOption::NoAtime,
     ];
     if read_only {
         config.mount_options.push(MountOption::RO);

@@ -68,6 +68,8 @@ pub struct SetAttr {
     pub perm: Option<u16>,
     pub size: Option<u64>,
     pub mtime: Option<SystemTime>,
+    /// Kept while mounted, never stored.
+    pub atime: Option<SystemTime>,
 }
 
 /// `rename(2)` flags.
@@ -328,6 +330,8 @@ impl Fs {
                     kind: e.kind,
                     size: e.size,
                     mtime: e.mtime,
+                    atime: e.mtime,
+                    ctime: e.mtime,
                     perm: e.perm,
                     // Catalog directories do not count their subdirectories.
                     nlink: if e.kind == Kind::Dir { 2 } else { 1 },
@@ -410,6 +414,8 @@ impl Fs {
                         kind: Kind::File,
                         size: 0,
                         mtime: SystemTime::UNIX_EPOCH,
+                        atime: SystemTime::UNIX_EPOCH,
+                        ctime: SystemTime::UNIX_EPOCH,
                         perm: 0,
                         nlink: 1,
                         special: None,
@@ -646,6 +652,9 @@ impl Fs {
         }
         if set.perm.is_some() || set.mtime.is_some() {
             writer.set_times_and_mode(ino, set.perm, set.mtime)?;
+        }
+        if let Some(atime) = set.atime {
+            self.ns.set_atime(ino, atime)?;
         }
         Ok(self.stat_of(self.ns.attr(ino)?, false))
     }

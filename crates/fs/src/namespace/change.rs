@@ -73,6 +73,8 @@ impl Namespace {
                     content: Content::Spool(spool),
                     size: 0,
                     mtime: now,
+                    atime: now,
+                    ctime: now,
                     perm,
                     generation: 0,
                     writers: 1,
@@ -122,6 +124,8 @@ impl Namespace {
                     children: Children::default(),
                     subdirs: 0,
                     mtime: now,
+                    atime: now,
+                    ctime: now,
                     perm,
                     removed: false,
                 },
@@ -237,12 +241,14 @@ impl Namespace {
                     let dir = c.overlay.dirs.get_mut(&ino).expect("materialized");
                     dir.parent = new_parent;
                     dir.name = target_name.clone();
+                    dir.ctime = now;
                     c.overlay.moved.insert(ino);
                 }
                 Kind::File => {
                     c.ensure_file(ino)?;
                     let file = c.overlay.files.get_mut(&ino).expect("just ensured");
                     file.link = Some((new_parent, target_name.clone()));
+                    file.ctime = now;
                 }
             }
             c.insert(new_parent, target_name, ino, now)?;
@@ -286,6 +292,7 @@ impl Namespace {
             f.size = size;
             f.generation += 1;
             f.mtime = SystemTime::now();
+            f.ctime = f.mtime;
             f.special = special;
         })?;
         Ok(ino)
@@ -304,6 +311,25 @@ impl Namespace {
             Kind::File => self.update_file(ino, true, |f| {
                 f.perm = perm.unwrap_or(f.perm);
                 f.mtime = mtime.unwrap_or(f.mtime);
+                f.ctime = SystemTime::now();
+            }),
+        }
+    }
+
+    /// Sets the access time of `ino` (`utimensat`): kept while mounted,
+    /// never stored, so it changes nothing to commit.
+    pub(crate) fn set_atime(&self, ino: Ino, atime: SystemTime) -> Result<(), NsError> {
+        match self.attr(ino)?.kind {
+            Kind::Dir => self.change(|c| {
+                c.materialize(ino)?;
+                let dir = c.overlay.dirs.get_mut(&ino).expect("materialized");
+                dir.atime = atime;
+                dir.ctime = SystemTime::now();
+                Ok(())
+            }),
+            Kind::File => self.update_file(ino, false, |f| {
+                f.atime = atime;
+                f.ctime = SystemTime::now();
             }),
         }
     }
@@ -324,6 +350,7 @@ impl Namespace {
             if let Some(t) = mtime {
                 dir.mtime = t;
             }
+            dir.ctime = SystemTime::now();
             c.touch(ino)
         })
     }
@@ -448,6 +475,8 @@ impl Change<'_> {
                 content: Content::Base(item),
                 size: stored.size(),
                 mtime,
+                atime: mtime,
+                ctime: mtime,
                 perm,
                 generation: 0,
                 writers: 0,
@@ -614,6 +643,8 @@ impl Change<'_> {
                 children,
                 subdirs,
                 mtime,
+                atime: mtime,
+                ctime: mtime,
                 perm,
                 removed: false,
             },
@@ -634,6 +665,7 @@ impl Change<'_> {
         dir.children.insert(name, ino);
         dir.subdirs += u32::from(is_dir);
         dir.mtime = now;
+        dir.ctime = now;
         // The entry's row is new, and its directory's mtime changed.
         self.overlay.touched.extend([parent, ino]);
         Ok(())
@@ -658,6 +690,7 @@ impl Change<'_> {
         dir.children.remove(name);
         dir.subdirs -= u32::from(is_dir);
         dir.mtime = SystemTime::now();
+        dir.ctime = dir.mtime;
         self.overlay.touched.insert(parent);
         Ok(())
     }

@@ -117,6 +117,11 @@ pub struct Attr {
     pub kind: Kind,
     pub size: u64,
     pub mtime: SystemTime,
+    /// Kept while mounted (`utimensat`); a stored node's is its mtime.
+    pub atime: SystemTime,
+    /// The last change of the node or its bytes while mounted; a stored
+    /// node's is its mtime.
+    pub ctime: SystemTime,
     /// Permission bits (`0o644`, …).
     pub perm: u16,
     /// Links: 2 plus its subdirectories for a directory, 1 for a file, 0 for

@@ -16,6 +16,10 @@ pub(super) struct FileNode {
     pub(super) content: Content,
     pub(super) size: u64,
     pub(super) mtime: SystemTime,
+    /// Access and status-change times: kept for the mount's life, never
+    /// stored (a stored node shows its mtime for both).
+    pub(super) atime: SystemTime,
+    pub(super) ctime: SystemTime,
     pub(super) perm: u16,
     /// Bumped on every change of the bytes, so a flush can tell whether
     /// what it uploaded is still current.
@@ -45,6 +49,8 @@ pub(super) struct DirNode {
     /// 2 plus this: its name, its `.`, and each child's `..`).
     pub(super) subdirs: u32,
     pub(super) mtime: SystemTime,
+    pub(super) atime: SystemTime,
+    pub(super) ctime: SystemTime,
     pub(super) perm: u16,
     /// Removed (`rmdir`, or replaced by a rename): nothing can be created
     /// in it. A directory of the tree stays as such a tombstone, empty, so
@@ -163,6 +169,7 @@ impl FileNode {
         };
         self.generation += 1;
         self.mtime = SystemTime::now();
+        self.ctime = self.mtime;
     }
 
     /// Whether `live` is its live version: it has writers, and they write
