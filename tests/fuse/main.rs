@@ -36,6 +36,7 @@ mod common {
 mod bad_input;
 mod completions;
 mod faults;
+mod fsx;
 mod gc;
 mod hostile_names;
 mod info;
