@@ -1,6 +1,7 @@
 //! Import through the library API: packing counts, --timeline, adding to and
 //! replacing in existing Tracks, and concurrent imports into one dataset.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use packfs_core::dataset::{Dataset, ItemSource};
@@ -663,7 +664,9 @@ async fn a_source_that_changes_after_its_check_commits_nothing() {
     )
     .await
     .unwrap();
-    std::os::unix::fs::symlink(tmp.path(), src.join("t/m/f10-loop")).unwrap();
+    // A name that is not UTF-8 cannot be imported.
+    let bad = std::ffi::OsStr::from_bytes(b"f10-loop\xff");
+    std::fs::write(src.join("t/m").join(bad), b"x").unwrap();
     let err = packfs_core::import::import_files(
         &dataset,
         prepared,
@@ -677,4 +680,59 @@ async fn a_source_that_changes_after_its_check_commits_nothing() {
     assert!(err.contains("changed"), "{err}");
     assert!(err.contains("nothing was committed"), "{err}");
     assert!(dataset.store().read_ref("main").await.unwrap().is_none());
+}
+
+/// Symbolic links (to files, to directories, dangling, absolute) are
+/// imported as links, never followed, and FIFOs as FIFOs; a link whose
+/// target changes is imported again.
+#[tokio::test]
+async fn links_and_fifos_are_imported_as_what_they_are() {
+    use packfs_format::Special;
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    write_file(&src.join("t/m/d/f"), b"data");
+    let m = src.join("t/m");
+    for (target, link) in [("d/f", "rel"), ("d", "dirlink"), ("/nowhere", "abs")] {
+        std::os::unix::fs::symlink(target, m.join(link)).unwrap();
+    }
+    let fifo = std::ffi::CString::new(m.join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) }, 0);
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let report = import(&dataset, &src, &options()).await.unwrap();
+    assert_eq!(report.items, 5);
+    let tree = tree(&dataset).await;
+    let item = |path: &str| tree.item(tree.resolve_file(path).unwrap()).unwrap();
+    for (link, target) in [
+        ("t/m/rel", "d/f"),
+        ("t/m/dirlink", "d"),
+        ("t/m/abs", "/nowhere"),
+    ] {
+        assert_eq!(item(link).special(), Some(Special::Symlink), "{link}");
+        assert_eq!(item(link).size(), target.len() as u64, "{link}");
+    }
+    assert_eq!(item("t/m/fifo").special(), Some(Special::Fifo));
+    assert_eq!(item("t/m/d/f").special(), None);
+    let location = dir.to_str().unwrap().to_string();
+    // Files runs a runtime of its own: from a thread outside this one.
+    let target = std::thread::spawn(move || {
+        let main = packfs_core::files::Files::open(&location)
+            .unwrap()
+            .at("main")
+            .unwrap();
+        main.open("t/m/dirlink").unwrap().read_all().unwrap()
+    });
+    assert_eq!(
+        &target.join().unwrap()[..],
+        b"d",
+        "a link's bytes are its target"
+    );
+
+    std::fs::remove_file(m.join("rel")).unwrap();
+    std::os::unix::fs::symlink("d/other", m.join("rel")).unwrap();
+    import(&dataset, &src, &options()).await.unwrap();
+    let tree = self::tree(&dataset).await;
+    let rel = tree.item(tree.resolve_file("t/m/rel").unwrap()).unwrap();
+    assert_eq!(rel.size(), 7);
 }

@@ -4,8 +4,10 @@
 //! (`problems_report`).
 
 use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use packfs_format::Special;
 use thiserror::Error;
 
 /// How many source problems are listed before the rest are summarized.
@@ -22,21 +24,37 @@ pub struct SourceIoError {
     pub source: std::io::Error,
 }
 
+/// What a listing makes of a symbolic link and of files that are no
+/// regular ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Links {
+    /// A link to a file is read as that file; a link to a directory, and
+    /// anything but regular files and directories, is a problem.
+    Follow,
+    /// Links are entries of their own (their target as written, followed
+    /// never), and so are FIFOs, sockets and device nodes.
+    Keep,
+}
+
 /// An entry of a source directory that packfs reads: a directory (never
-/// a symbolic link) or a regular file (a symbolic link to one is followed:
-/// `meta` is the target's).
+/// a symbolic link), a regular file (with [`Links::Follow`], a link to
+/// one: `meta` is the target's), or with [`Links::Keep`] a link, FIFO,
+/// socket or device node (`special`; `meta` is its own).
 pub(crate) struct SourceEntry {
     pub name: String,
     pub path: PathBuf,
     pub meta: fs::Metadata,
+    pub special: Option<Special>,
 }
 
 /// The entries of `dir` packfs reads, in no particular order. Entries it
 /// refuses are described, with their paths, in `problems`: names that are
-/// not UTF-8, symbolic links to directories (not followed: they could
-/// loop), and anything but regular files and directories.
+/// not UTF-8 and, with [`Links::Follow`], symbolic links to directories
+/// (not followed: they could loop) and anything but regular files and
+/// directories.
 pub(crate) fn list_dir(
     dir: &Path,
+    links: Links,
     problems: &mut Vec<String>,
 ) -> Result<Vec<SourceEntry>, SourceIoError> {
     let listing = |source| SourceIoError {
@@ -53,9 +71,10 @@ pub(crate) fn list_dir(
             continue;
         };
         let is_link = entry.file_type().is_ok_and(|t| t.is_symlink());
-        // Anything but a link is examined relative to its directory: no
-        // lookup of the whole path per file (~3% of an import's CPU).
-        let meta = match is_link {
+        // Anything but a followed link is examined relative to its
+        // directory: no lookup of the whole path per file (~3% of an
+        // import's CPU).
+        let meta = match is_link && links == Links::Follow {
             true => fs::metadata(&path),
             false => entry.metadata(),
         };
@@ -64,13 +83,22 @@ pub(crate) fn list_dir(
             path: path.clone(),
             source,
         })?;
+        let special = match links {
+            Links::Keep => special_of(&meta),
+            Links::Follow => None,
+        };
         if meta.is_dir() && is_link {
             problems.push(format!(
                 "{}: symbolic link to a directory is not followed",
                 path.display()
             ));
-        } else if meta.is_dir() || meta.is_file() {
-            listed.push(SourceEntry { name, path, meta });
+        } else if meta.is_dir() || meta.is_file() || special.is_some() {
+            listed.push(SourceEntry {
+                name,
+                path,
+                meta,
+                special,
+            });
         } else {
             problems.push(format!(
                 "{}: not a regular file or directory",
@@ -79,6 +107,25 @@ pub(crate) fn list_dir(
         }
     }
     Ok(listed)
+}
+
+/// What a file of type `meta` (not followed) is if no regular file or
+/// directory.
+fn special_of(meta: &fs::Metadata) -> Option<Special> {
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        Some(Special::Symlink)
+    } else if kind.is_fifo() {
+        Some(Special::Fifo)
+    } else if kind.is_socket() {
+        Some(Special::Socket)
+    } else if kind.is_char_device() {
+        Some(Special::CharDevice(meta.rdev()))
+    } else if kind.is_block_device() {
+        Some(Special::BlockDevice(meta.rdev()))
+    } else {
+        None
+    }
 }
 
 /// Fails unless `src`, the root of a source tree, is a directory.

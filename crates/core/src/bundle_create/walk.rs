@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use packfs_format::bundle::FileAttributes;
 
 use super::CreateError;
-use crate::source_tree::{check_root, list_dir, problems_report, SourceIoError};
+use crate::source_tree::{check_root, list_dir, problems_report, Links, SourceIoError};
 
 /// A directory or file below SRC (SRC itself has no entry).
 pub(super) struct Entry {
@@ -47,7 +47,7 @@ fn walk(
     entries: &mut Vec<Entry>,
     problems: &mut Vec<String>,
 ) -> Result<(), SourceIoError> {
-    let mut listed = list_dir(dir, problems)?;
+    let mut listed = list_dir(dir, Links::Follow, problems)?;
     listed.sort_by(|a, b| (a.meta.is_dir(), &a.name).cmp(&(b.meta.is_dir(), &b.name)));
     for e in listed {
         let is_dir = e.meta.is_dir();

@@ -204,6 +204,7 @@ impl Rows {
                             path: PathBuf::from(path),
                             size: entry.meta.size,
                             id: i,
+                            special: None,
                         },
                     }
                 }

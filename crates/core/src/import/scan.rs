@@ -8,7 +8,9 @@ use packfs_format::{validate_item_name, validate_segment};
 use super::source::{RowSource, TrackSource};
 use super::walk::{Walk, Walked};
 use super::ImportError;
-use crate::source_tree::{check_root, list_dir, problems_report, SourceEntry, SourceIoError};
+use crate::source_tree::{
+    check_root, list_dir, problems_report, Links, SourceEntry, SourceIoError,
+};
 
 impl From<SourceIoError> for ImportError {
     fn from(e: SourceIoError) -> Self {
@@ -74,7 +76,7 @@ pub(super) fn scan(src: &Path, timeline: Option<&str>) -> Result<Vec<TrackSource
 
 /// The entries of `dir`, by name.
 fn sorted(dir: &Path, problems: &mut Vec<String>) -> Result<Vec<SourceEntry>, ImportError> {
-    let mut entries = list_dir(dir, problems)?;
+    let mut entries = list_dir(dir, Links::Follow, problems)?;
     entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     Ok(entries)
 }

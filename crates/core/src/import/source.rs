@@ -60,7 +60,12 @@ impl TrackSource {
                         name,
                         attrs: Attrs::default(),
                     }),
-                    Walked::File { name, path, size } => Ok(SourceRow::File {
+                    Walked::File {
+                        name,
+                        path,
+                        size,
+                        special,
+                    } => Ok(SourceRow::File {
                         name,
                         attrs: Attrs::default(),
                         file: PackFile {
@@ -68,6 +73,7 @@ impl TrackSource {
                             path,
                             size,
                             id: 0,
+                            special,
                         },
                     }),
                     Walked::Problem(problem) => Err(ImportError::Changed(problem)),

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use packfs_format::{
-    Attrs, ObjectId, PageShape, PagedWriter, Placement, Track, TrackDir, TrackEdit, TrackItem,
+    Attrs, ObjectId, PageShape, PagedWriter, Placement, Special, Track, TrackDir, TrackEdit,
+    TrackItem,
 };
 use tokio::task::JoinSet;
 
@@ -58,14 +59,31 @@ pub(super) struct Counts {
 
 /// A row of a Track as it goes through the packer.
 enum Row {
-    Dir { name: String, attrs: Attrs },
-    Item { name: String, attrs: Attrs },
+    Dir {
+        name: String,
+        attrs: Attrs,
+    },
+    Item {
+        name: String,
+        attrs: Attrs,
+        special: Option<Special>,
+    },
 }
 
 fn input(row: SourceRow) -> Input<Row> {
     match row {
         SourceRow::Dir { name, attrs } => Input::Pass(Row::Dir { name, attrs }),
-        SourceRow::File { name, attrs, file } => Input::File(file, Row::Item { name, attrs }),
+        SourceRow::File { name, attrs, file } => {
+            let special = file.special;
+            Input::File(
+                file,
+                Row::Item {
+                    name,
+                    attrs,
+                    special,
+                },
+            )
+        }
     }
 }
 
@@ -161,11 +179,18 @@ impl TrackWriter {
                     Target::Edit(track) => track.dir(dataset, key, dir).await,
                 }
             }
-            Row::Item { name, attrs } => {
+            Row::Item {
+                name,
+                attrs,
+                special,
+            } => {
                 let Stored { entry, pack_length } =
                     out.stored.expect("the packer stores every file");
                 let item = TrackItem {
-                    media_type: self.media_types.of(&name),
+                    media_type: match special {
+                        Some(special) => special.media_type().into(),
+                        None => self.media_types.of(&name),
+                    },
                     name,
                     entry,
                     attrs,

@@ -9,20 +9,22 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::path::PathBuf;
 
-use packfs_format::validate_item_name;
+use packfs_format::{validate_item_name, Special};
 
-use crate::source_tree::{list_dir, SourceIoError};
+use crate::source_tree::{list_dir, Links, SourceIoError};
 
 /// A row of a walk.
 pub(super) enum Walked {
     /// A directory, by its name below the modality directory (`""` is
     /// that one).
     Dir(String),
-    /// A regular file (or a link to one), its size when listed.
+    /// A file, its size when listed; `special` if it is no regular file
+    /// (a symbolic link, kept as one, is as long as its target).
     File {
         name: String,
         path: PathBuf,
         size: u64,
+        special: Option<Special>,
     },
     /// An entry that cannot be imported: its path and why.
     Problem(String),
@@ -53,7 +55,7 @@ impl Walk {
             _ => self.base.join(dir),
         };
         let mut problems = Vec::new();
-        let mut entries = list_dir(&path, &mut problems)?;
+        let mut entries = list_dir(&path, Links::Keep, &mut problems)?;
         self.rows.extend(problems.into_iter().map(Walked::Problem));
         entries.sort_unstable_by(|a, b| a.name.cmp(&b.name));
         for entry in entries {
@@ -72,6 +74,7 @@ impl Walk {
                     name,
                     path: entry.path,
                     size: entry.meta.len(),
+                    special: entry.special,
                 });
             }
         }

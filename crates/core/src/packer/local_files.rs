@@ -1,6 +1,7 @@
 //! [`LocalFiles`]: the packer's reader of local files, each opened by
 //! its name in its directory and checked against the size it was listed
-//! with.
+//! with. A symbolic link kept as a link is read with `readlink`; other
+//! files that are no regular ones are never opened.
 
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
@@ -12,6 +13,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use futures::future::{BoxFuture, FutureExt};
+
+use packfs_format::Special;
 
 use super::{FileReader, PackError, PackFile};
 
@@ -25,6 +28,7 @@ struct LocalPart {
     path: PathBuf,
     size: u64,
     range: Range<u64>,
+    special: Option<Special>,
 }
 
 impl FileReader for LocalFiles {
@@ -38,6 +42,7 @@ impl FileReader for LocalFiles {
                 path: file.path.clone(),
                 size: file.size,
                 range,
+                special: file.special,
             })
             .collect();
         tokio::task::spawn_blocking(move || read_body(&parts))
@@ -59,7 +64,31 @@ fn read_body(parts: &[LocalPart]) -> Result<Vec<u8>, PackError> {
         .sum::<u64>();
     let mut body = Vec::with_capacity(total as usize);
     let mut dir = None;
-    for LocalPart { path, size, range } in parts {
+    for LocalPart {
+        path,
+        size,
+        range,
+        special,
+    } in parts
+    {
+        match special {
+            None => {}
+            Some(Special::Symlink) => {
+                let target = std::fs::read_link(path).map_err(io(path))?;
+                let target = target.as_os_str().as_bytes();
+                if target.len() as u64 != *size {
+                    return Err(PackError::Changed {
+                        path: path.clone(),
+                        expected: *size,
+                        actual: target.len() as u64,
+                    });
+                }
+                let (start, end) = (range.start as usize, range.end as usize);
+                body.extend_from_slice(&target[start..end]);
+                continue;
+            }
+            Some(_) => continue,
+        }
         let mut file = open_in_dir(&mut dir, path).map_err(io(path))?;
         let actual = file.metadata().map_err(io(path))?.len();
         if actual != *size {
@@ -134,6 +163,7 @@ mod tests {
             path: path.to_path_buf(),
             size,
             range,
+            special: None,
         }
     }
 

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use packfs_format::{Chunk, FragmentEntry, ItemManifest, ObjectId, Placement};
+use packfs_format::{Chunk, FragmentEntry, ItemManifest, ObjectId, Placement, Special};
 use thiserror::Error;
 use tokio::sync::Semaphore;
 
@@ -56,6 +56,9 @@ pub struct PackFile {
     /// The source's own number for it, for a reader that needs more than
     /// its path (a bundle's index entry).
     pub id: usize,
+    /// What it is if not a regular file: a symbolic link's bytes are its
+    /// target, the others have none (a FIFO or a device is never opened).
+    pub special: Option<Special>,
 }
 
 /// Where the packer reads the bytes of the files it packs.
@@ -505,6 +508,7 @@ pub async fn upload(
             path: f.path.clone(),
             size: f.size,
             id: i,
+            special: None,
         };
         rows.push(Input::File(file, i));
     }

@@ -161,6 +161,7 @@ mod tests {
             path: PathBuf::from("f"),
             size,
             id: 0,
+            special: None,
         }
     }
 
