@@ -478,7 +478,7 @@ impl Filesystem for PackFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
@@ -488,7 +488,7 @@ impl Filesystem for PackFs {
         let fs = self.fs.clone();
         self.run(async move {
             let mut buf = REPLY_BUFFER.take();
-            match fs.read(ino.0, offset, size, &mut buf).await {
+            match fs.read(ino.0, fh.0, offset, size, &mut buf).await {
                 Ok(bytes) => reply.data(&bytes),
                 Err(e) => reply.error(errno(&e)),
             }

@@ -14,7 +14,7 @@ use packfs_format::engine::{ByteRangeMap, SourceIndex};
 use packfs_format::time_of_ns;
 use parking_lot::Mutex;
 
-use super::{Catalog, CatalogError, Entry};
+use super::{Catalog, CatalogError, Entry, WholeRead};
 use crate::bundle::index::{IndexEntry, IndexRecord};
 use crate::bundle::{Bundle, BundleError};
 use crate::cache::{ObjectRef, RecordCodec, RecordRef};
@@ -275,5 +275,21 @@ impl Catalog for BundleCatalog {
             .file_extents(&entry, range)
             .map_err(|e| self.failed(e))?;
         Ok(Some(extents))
+    }
+
+    fn whole_read(&self, id: u64) -> Result<Option<WholeRead>, CatalogError> {
+        let Some(entry) = self.indexed(id)?.filter(|e| !e.meta.is_dir()) else {
+            return Ok(None);
+        };
+        let file = format!(
+            "bundle {}: {}",
+            self.bundle.location(),
+            join(&entry.dir, &entry.name)
+        );
+        Ok(Some(WholeRead::new(
+            file,
+            entry.meta.size,
+            entry.meta.checksum,
+        )))
     }
 }

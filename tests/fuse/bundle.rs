@@ -1,0 +1,131 @@
+//! DataBundles damaged by hand, as another writer might leave them: what
+//! `cat`, `ls`, `verify` and a mount make of bytes that disagree with their
+//! CRC32C, offsets past 2^64, names and parents the format forbids, bytes
+//! after a record, and shards left without an index.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use packfs_format::bundle::{FileMetadata, ShardMetadata};
+use prost::Message;
+
+use crate::common::*;
+
+/// A bundle of `compression` in one shard: `s/00`…`s/09` (20,000 bytes
+/// each), `top`, `z/big` (over 1 MiB: a record of its own) and the empty directory `e`. Returns the
+/// source tree and the bundle.
+fn small_bundle(dir: &Path, compression: &str) -> (PathBuf, PathBuf) {
+    let src = dir.join("src");
+    let mut rng = Rng::new(21);
+    for i in 0..10 {
+        write_file(&src.join(format!("s/{i:02}")), &rng.bytes(20_000));
+    }
+    write_file(&src.join("top"), b"a file at the root");
+    write_file(&src.join("z/big"), &rng.bytes((1 << 20) + 1000));
+    std::fs::create_dir_all(src.join("e")).unwrap();
+    let bundle = dir.join(format!("bundle-{compression}"));
+    packfs_ok(&[
+        "bundle",
+        "create",
+        src.to_str().unwrap(),
+        bundle.to_str().unwrap(),
+        "--no-progress",
+        "--shards",
+        "1",
+        "--compression",
+        compression,
+    ]);
+    (src, bundle)
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// The bundle's index, open for changes.
+fn index(bundle: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(bundle.join("index/bundle.sqlite")).unwrap()
+}
+
+fn value(bundle: &Path, key: &str) -> Vec<u8> {
+    index(bundle)
+        .query_row("SELECT value FROM bundle WHERE key = ?1", [key], |r| {
+            r.get(0)
+        })
+        .unwrap()
+}
+
+fn file_meta(bundle: &Path, key: &str) -> FileMetadata {
+    FileMetadata::decode(value(bundle, key).as_slice()).unwrap()
+}
+
+/// Sets (or adds) `key` to `value`.
+fn put(bundle: &Path, key: &str, value: &impl Message) {
+    index(bundle)
+        .execute(
+            "INSERT OR REPLACE INTO bundle (key, value) VALUES (?1, ?2)",
+            rusqlite::params![key, value.encode_to_vec()],
+        )
+        .unwrap();
+}
+
+/// The records of shard 0: their keys and values.
+fn records(bundle: &Path) -> Vec<(String, ShardMetadata)> {
+    let conn = index(bundle);
+    let mut stmt = conn
+        .prepare("SELECT key, value FROM bundle WHERE key LIKE 'SHARD_METADATA # %' ORDER BY key")
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })
+        .unwrap();
+    rows.map(|r| {
+        let (key, value) = r.unwrap();
+        (key, ShardMetadata::decode(value.as_slice()).unwrap())
+    })
+    .collect()
+}
+
+#[test]
+fn cat_and_whole_reads_check_crc32c() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    // A flipped byte of an uncompressed bundle: nothing but the CRC32C
+    // can tell.
+    let (src, bundle) = small_bundle(tmp.path(), "none");
+    let flipped = file_meta(&bundle, "FILE_METADATA # s/ # 03");
+    let big = file_meta(&bundle, "FILE_METADATA # z/ # big");
+    let shard = bundle.join("shard-00000000");
+    flip(&shard, 4096 + flipped.shard_offset + 5);
+    flip(&shard, 4096 + big.shard_offset + 10);
+    let out = packfs(&["cat", s(&bundle), "s/03"]);
+    failed_with(&out, &["s/03", "checksum disagrees"]);
+    assert_eq!(out.status.code(), Some(1));
+    packfs_ok(&["cat", s(&bundle), "s/04"]);
+
+    let mnt = Mounted::new(&bundle, &tmp.path().join("mnt"), &[]);
+    assert!(eio(&mnt.path, "s/03"), "a whole read of s/03 is checked");
+    assert!(eio(&mnt.path, "s/03"), "and again by the next handle");
+    assert!(!eio(&mnt.path, "s/04"));
+    // A partial read, not from offset 0, is not checked.
+    let f = std::fs::File::open(mnt.path.join("z/big")).unwrap();
+    let mut buf = vec![0; 4096];
+    f.read_exact_at(&mut buf, 512 << 10).unwrap();
+    let want = std::fs::read(src.join("z/big")).unwrap();
+    assert!(buf[..] == want[512 << 10..(512 << 10) + 4096]);
+    drop(f);
+    drop(mnt);
+
+    // A record wrongly marked `zeros` in a compressed bundle.
+    let (_, bundle) = small_bundle(tmp.path(), "zstd");
+    let (key, mut record) = records(&bundle).remove(0);
+    record.zeros = true;
+    record.compressed_size = 0;
+    put(&bundle, &key, &record);
+    let out = packfs(&["cat", s(&bundle), "s/00"]);
+    failed_with(&out, &["s/00", "checksum disagrees"]);
+    let mnt = Mounted::new(&bundle, &tmp.path().join("mnt2"), &[]);
+    assert!(eio(&mnt.path, "s/00"));
+    assert!(!eio(&mnt.path, "z/big"));
+}
