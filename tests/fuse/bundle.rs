@@ -129,3 +129,49 @@ fn cat_and_whole_reads_check_crc32c() {
     assert!(eio(&mnt.path, "s/00"));
     assert!(!eio(&mnt.path, "z/big"));
 }
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn offsets_past_2_64_are_refused_naming_the_file_and_values() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Uncompressed: the header's block plus the offset wraps around to the
+    // shard's header.
+    let (_, bundle) = small_bundle(tmp.path(), "none");
+    let key = "FILE_METADATA # / # top";
+    let mut meta = file_meta(&bundle, key);
+    meta.shard_offset = u64::MAX - 4000;
+    put(&bundle, key, &meta);
+    let out = packfs(&["cat", s(&bundle), "top"]);
+    failed_with(&out, &["top", "overflows", &meta.shard_offset.to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+
+    // Compressed: the file's offset plus its size, and a record's stored
+    // offset plus its size.
+    let (_, bundle) = small_bundle(tmp.path(), "zstd");
+    let key = "FILE_METADATA # s/ # 01";
+    let mut meta = file_meta(&bundle, key);
+    meta.shard_offset = u64::MAX - 10;
+    put(&bundle, key, &meta);
+    let out = packfs(&["cat", s(&bundle), "s/01"]);
+    failed_with(&out, &["s/01", "overflows", &meta.shard_offset.to_string()]);
+    assert_eq!(out.status.code(), Some(1));
+    let (key, mut record) = records(&bundle).remove(0);
+    record.compressed_offset = u64::MAX - 4095;
+    put(&bundle, &key, &record);
+    let out = packfs(&["cat", s(&bundle), "s/00"]);
+    failed_with(
+        &out,
+        &["s/00", "overflows", &record.compressed_offset.to_string()],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let out = packfs(&["verify", s(&bundle)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("FAIL s/01:") && text.contains(&record.compressed_offset.to_string()),
+        "{text}"
+    );
+}

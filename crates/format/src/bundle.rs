@@ -310,6 +310,19 @@ impl ShardMetadata {
         if meta.uncompressed_size == 0 {
             return Err(FormatError::shape(key, "an empty record"));
         }
+        if meta
+            .compressed_offset
+            .checked_add(meta.compressed_size)
+            .is_none()
+        {
+            return Err(FormatError::shape(
+                key,
+                format!(
+                    "compressed_offset {} + compressed_size {} overflows 64 bits",
+                    meta.compressed_offset, meta.compressed_size
+                ),
+            ));
+        }
         Ok(meta)
     }
 }

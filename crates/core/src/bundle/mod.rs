@@ -39,6 +39,13 @@ pub enum BundleError {
     /// The store failed.
     #[error("{0}")]
     Store(#[from] StoreError),
+    /// A file's entry puts its bytes past 2^64: `what` names the sum.
+    #[error("{what} overflows 64 bits ({left} + {right})")]
+    Overflow {
+        what: &'static str,
+        left: u64,
+        right: u64,
+    },
 }
 
 /// An open bundle: its index and its shard objects.

@@ -122,7 +122,8 @@ impl BundleCatalog {
         let start = record.meta.compressed_offset;
         let end = start + record.meta.compressed_size;
         let padded = end
-            .next_multiple_of(index.config().block_size)
+            .checked_next_multiple_of(index.config().block_size)
+            .unwrap_or(end)
             .min(shard.len)
             .max(end);
         RecordRef {
@@ -136,7 +137,7 @@ impl BundleCatalog {
 
     /// The map of bytes `range` (within its size) of file `entry`, as
     /// [`Catalog::extents`] gives it for the entry's id, or what is wrong
-    /// with the index. For a reader that holds the entry already, as
+    /// with the index (not naming the file: callers do). For a reader that holds the entry already, as
     /// `packfs import` of a bundle does.
     pub(crate) fn file_extents(
         &self,
@@ -152,15 +153,26 @@ impl BundleCatalog {
         }
         let shard = self.bundle.shard(meta.shard_index).ok_or_else(|| {
             packfs_format::FormatError::shape(
-                join(&entry.dir, &entry.name),
+                "shard_index",
                 format!("shard {} does not exist", meta.shard_index),
             )
         })?;
+        let overflow = |what, left, right| BundleError::Overflow { what, left, right };
+        // Checked once for the whole file: every range of it then fits.
+        meta.shard_offset
+            .checked_add(meta.size)
+            .ok_or_else(|| overflow("shard_offset + size", meta.shard_offset, meta.size))?;
         let stream = meta.shard_offset + range.start..meta.shard_offset + range.end;
         let index = self.bundle.index();
         let compression = index.compression();
         let block_size = index.config().block_size;
         if compression == Compression::None {
+            let start = block_size.checked_add(meta.shard_offset).ok_or_else(|| {
+                overflow("block_size + shard_offset", block_size, meta.shard_offset)
+            })?;
+            start
+                .checked_add(meta.size)
+                .ok_or_else(|| overflow("block_size + shard_offset + size", start, meta.size))?;
             sources.push(Source::Object(shard.clone()));
             map.push_data(0, len, SourceIndex(0), block_size + stream.start);
             return Ok(Extents { map, sources });
@@ -273,7 +285,7 @@ impl Catalog for BundleCatalog {
         let range = range.start.min(end)..end;
         let extents = self
             .file_extents(&entry, range)
-            .map_err(|e| self.failed(e))?;
+            .map_err(|e| self.failed(format!("{}: {e}", join(&entry.dir, &entry.name))))?;
         Ok(Some(extents))
     }
 
