@@ -175,3 +175,84 @@ fn offsets_past_2_64_are_refused_naming_the_file_and_values() {
         "{text}"
     );
 }
+
+/// Writes 3 bytes after the compressed bytes of the bundle's first record
+/// (in its padding) and counts them in its `compressed_size`.
+fn append_to_first_record(bundle: &Path) {
+    let (key, mut record) = records(bundle).remove(0);
+    assert!(record.compressed_size % 4096 < 4000, "room in the padding");
+    let shard = bundle.join("shard-00000000");
+    let f = std::fs::OpenOptions::new().write(true).open(shard).unwrap();
+    f.write_all_at(b"xyz", record.compressed_offset + record.compressed_size)
+        .unwrap();
+    record.compressed_size += 3;
+    put(bundle, &key, &record);
+}
+
+/// The lines of `text` that start with `start`.
+fn lines_starting(text: &str, start: &str) -> usize {
+    text.lines().filter(|l| l.starts_with(start)).count()
+}
+
+#[test]
+fn verify_names_each_broken_invariant_once() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, bundle) = small_bundle(tmp.path(), "zstd");
+    let dir = file_meta(&bundle, "FILE_METADATA # / # e");
+    let file = file_meta(&bundle, "FILE_METADATA # / # top");
+    put(&bundle, "FILE_METADATA # / # ..", &dir);
+    put(&bundle, "FILE_METADATA # / # .", &dir);
+    put(&bundle, "FILE_METADATA # gone/ # orphan", &file);
+    put(&bundle, "FILE_METADATA # top/ # child", &file);
+    index(&bundle)
+        .execute(
+            "UPDATE bundle SET value = X'ffffffff' WHERE key = 'FILE_METADATA # s/ # 07'",
+            [],
+        )
+        .unwrap();
+    // Bytes after the first record's zstd frame, in its padding.
+    append_to_first_record(&bundle);
+
+    let out = packfs(&["verify", s(&bundle)]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for start in [
+        "FAIL ..:",
+        "FAIL .:",
+        "FAIL gone/orphan:",
+        "FAIL top/child:",
+        "FAIL s/07:",
+    ] {
+        assert_eq!(lines_starting(&text, start), 1, "{start} in {text}");
+    }
+    let after = text
+        .lines()
+        .filter(|l| l.contains("record at uncompressed offset 0:") && l.contains("after"))
+        .count();
+    assert_eq!(after, 1, "{text}");
+    let named = text.matches("s/07").count() + text.matches("s/ # 07").count();
+    assert_eq!(named, 1, "the damaged entry named once: {text}");
+
+    // A mount lists neither `.` nor `..` from the index.
+    let mnt = Mounted::new(&bundle, &tmp.path().join("mnt"), &[]);
+    let ls = std::process::Command::new("ls")
+        .arg("-a")
+        .arg(&mnt.path)
+        .output()
+        .unwrap();
+    let names = stdout(&ls);
+    assert_eq!(names.lines().filter(|&n| n == "..").count(), 1, "{names}");
+    assert_eq!(names.lines().filter(|&n| n == ".").count(), 1, "{names}");
+}
+
+#[test]
+fn trailing_bytes_after_a_gzip_member_are_found() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, bundle) = small_bundle(tmp.path(), "gzip");
+    append_to_first_record(&bundle);
+    let out = packfs(&["verify", s(&bundle)]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("after"), "{text}");
+}

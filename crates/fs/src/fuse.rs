@@ -48,6 +48,10 @@ thread_local! {
 
 /// The kernel's errno for `e` (chosen by [`FsError::errno`]).
 fn errno(e: &FsError) -> Errno {
+    // A catalog's damaged entry is said here, once per answer, naming it.
+    if let FsError::Catalog(e) = e {
+        tracing::error!("{e}");
+    }
     Errno::from_i32(e.errno())
 }
 

@@ -173,11 +173,10 @@ impl ArrayCatalog {
         crate::blocking::wait(&self.runtime, future)
     }
 
-    /// `e`, logged with the array's location (the reader gets `EIO`).
+    /// `e`, naming the array (a mount logs it where it answers `EIO`; a
+    /// command says it once, as its error).
     fn failed(&self, e: impl std::fmt::Display) -> CatalogError {
-        let e = CatalogError(format!("TileDB array {}: {e}", self.array.location()));
-        tracing::error!("{e}");
-        e
+        CatalogError(format!("TileDB array {}: {e}", self.array.location()))
     }
 
     /// The cells a read of the array sees (a sparse array's from its

@@ -9,7 +9,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use packfs_format::bundle::Compression;
+use packfs_format::bundle::{is_valid_name, Compression};
 use packfs_format::engine::{ByteRangeMap, SourceIndex};
 use packfs_format::time_of_ns;
 use parking_lot::Mutex;
@@ -74,12 +74,10 @@ impl BundleCatalog {
         entry
     }
 
-    /// `e`, logged (the mount's log names the bundle and what is wrong;
-    /// the reader gets `EIO`).
+    /// `e`, naming the bundle (a mount logs it where it answers `EIO`; a
+    /// command says it once, as its error).
     fn failed(&self, e: impl std::fmt::Display) -> CatalogError {
-        let e = CatalogError(format!("bundle {}: {e}", self.bundle.location()));
-        tracing::error!("{e}");
-        e
+        CatalogError(format!("bundle {}: {e}", self.bundle.location()))
     }
 
     /// The path of directory `dir` relative to the root (`""` for it).
@@ -99,11 +97,13 @@ impl BundleCatalog {
         }
         let path = self.dir_path(dir).ok()??;
         let entries = self.bundle.index().list(&path).unwrap_or_else(|e| {
-            self.failed(e);
+            tracing::error!("{}", self.failed(e));
             Vec::new()
         });
         let mut listing = Vec::with_capacity(entries.len());
-        for listed in entries {
+        // A name no directory may hold (`..`, `a/b`) is not listed: `packfs
+        // verify` reports it.
+        for listed in entries.into_iter().filter(|l| is_valid_name(&l.name)) {
             listing.push((listed.id as u64, listed.name.clone()));
             if let Ok(entry) = listed.entry() {
                 self.remember(entry);
@@ -202,7 +202,8 @@ impl BundleCatalog {
     }
 }
 
-fn join(dir: &str, name: &str) -> String {
+/// The path of entry `name` of directory `dir`, from the bundle's root.
+pub(crate) fn join(dir: &str, name: &str) -> String {
     match dir {
         "" => name.to_owned(),
         dir => format!("{dir}/{name}"),
