@@ -256,3 +256,31 @@ fn trailing_bytes_after_a_gzip_member_are_found() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("after"), "{text}");
 }
+
+#[test]
+fn ls_lists_a_damaged_entry_like_a_mount_and_exits_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, bundle) = small_bundle(tmp.path(), "zstd");
+    index(&bundle)
+        .execute(
+            "UPDATE bundle SET value = X'ffffffff' WHERE key = 'FILE_METADATA # s/ # 07'",
+            [],
+        )
+        .unwrap();
+    let want: Vec<String> = (0..10).map(|i| format!("{i:02}")).collect();
+    for long in [false, true] {
+        let args = match long {
+            true => vec!["ls", "-l", s(&bundle), "s"],
+            false => vec!["ls", s(&bundle), "s"],
+        };
+        let out = packfs(&args);
+        let text = stdout(&out);
+        let names: Vec<_> = text
+            .lines()
+            .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+            .collect();
+        assert_eq!(names, want, "{text}");
+        failed_with(&out, &["FILE_METADATA # s/ # 07", "malformed"]);
+        assert_eq!(out.status.code(), Some(1));
+    }
+}
