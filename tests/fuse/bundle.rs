@@ -284,3 +284,27 @@ fn ls_lists_a_damaged_entry_like_a_mount_and_exits_1() {
         assert_eq!(out.status.code(), Some(1));
     }
 }
+#[test]
+fn shards_without_an_index_are_said_to_be_an_unfinished_bundle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, bundle) = small_bundle(tmp.path(), "zstd");
+    std::fs::remove_file(bundle.join("index/bundle.sqlite")).unwrap();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    for args in [
+        vec!["ls", s(&bundle)],
+        vec!["cat", s(&bundle), "top"],
+        vec!["verify", s(&bundle)],
+        vec!["mount", s(&bundle), s(&mnt)],
+    ] {
+        let out = packfs(&args);
+        failed_with(
+            &out,
+            &[
+                s(&bundle),
+                "looks like a DataBundle whose index was never written",
+            ],
+        );
+    }
+    assert!(!is_mounted(&mnt));
+}
