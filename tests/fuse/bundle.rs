@@ -308,3 +308,47 @@ fn shards_without_an_index_are_said_to_be_an_unfinished_bundle() {
     }
     assert!(!is_mounted(&mnt));
 }
+
+/// What docs/DATABUNDLE.md says packfs's writer does where the format
+/// leaves a choice: a `zeros` record at a shard's end has the shard's
+/// length as its offset, every all-zero record is `zeros`, an empty file
+/// names a shard of the bundle, a directory's numbers are 0; and verify
+/// passes such a bundle.
+#[test]
+fn the_writer_does_what_the_format_states_where_it_chooses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    write_file(&src.join("a/data"), &Rng::new(3).bytes(300_000));
+    write_file(&src.join("a/empty"), b"");
+    write_file(&src.join("b/zeros"), &vec![0; 600_000]);
+    let bundle = tmp.path().join("bundle");
+    packfs_ok(&[
+        "bundle",
+        "create",
+        s(&src),
+        s(&bundle),
+        "--no-progress",
+        "--shards",
+        "1",
+    ]);
+    let shard_len = std::fs::metadata(bundle.join("shard-00000000"))
+        .unwrap()
+        .len();
+    let records = records(&bundle);
+    let (_, last) = records.last().unwrap();
+    assert!(
+        last.zeros && last.compressed_offset == shard_len,
+        "{last:?}"
+    );
+    assert_eq!(records.iter().filter(|(_, r)| r.zeros).count(), 2);
+    let empty = file_meta(&bundle, "FILE_METADATA # a/ # empty");
+    assert_eq!((empty.size, empty.checksum, empty.shard_index), (0, 0, 0));
+    let dir = file_meta(&bundle, "FILE_METADATA # / # a");
+    assert!(dir.is_dir());
+    assert_eq!(
+        (dir.size, dir.shard_index, dir.shard_offset, dir.checksum),
+        (0, 0, 0, 0)
+    );
+    let out = packfs_ok(&["verify", s(&bundle)]);
+    assert!(stdout(&out).starts_with("OK bundle"), "{}", stdout(&out));
+}
