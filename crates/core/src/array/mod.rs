@@ -54,6 +54,19 @@ pub enum ArrayError {
     )]
     #[non_exhaustive]
     UnknownExtension { location: String, attribute: String },
+    /// A cell file extension so long that a cell's file name could pass
+    /// 255 bytes.
+    #[error(
+        "TileDB array {location}: the cell file extension for {attribute:?} is {len} bytes \
+         with its dot; at most {max} fit beside the longest cell name"
+    )]
+    #[non_exhaustive]
+    LongExtension {
+        location: String,
+        attribute: String,
+        len: usize,
+        max: usize,
+    },
 }
 
 /// The kinds of tile a field has in a fragment.
