@@ -275,6 +275,15 @@ def write_consolidated(uri):
     tiledb.vacuum(uri, config=tiledb.Config({"sm.vacuum.mode": "commits"}))
 
 
+def write_timestamped(uri):
+    """The sparse array consolidated with timestamps (one fragment that
+    keeps every version of a cell with its write time) and vacuumed, so
+    only that fragment is left."""
+    write_sparse(uri)
+    tiledb.consolidate(uri, config=tiledb.Config({"sm.consolidation.with_timestamps": "true"}))
+    tiledb.vacuum(uri)
+
+
 def write_evolved(uri):
     """The small sparse array, then a new attribute (schema evolution) and
     a fragment written with it at 5000."""
@@ -450,6 +459,7 @@ def main():
                 "sparse2d": write_sparse2d,
                 "long-names": write_long_names,
                 "consolidated": write_consolidated,
+                "timestamped": write_timestamped,
                 "evolved": write_evolved,
                 "dense": write_dense,
                 "filters": write_filters,

@@ -562,6 +562,28 @@ fn consolidated_commits_and_fragments_read_like_tiledb_at_every_time() {
     }
 }
 
+/// A fragment consolidated with timestamps keeps each cell's write time:
+/// a read at a time inside its range sees the cells written up to then,
+/// cell by cell, as TileDB reads them.
+#[test]
+fn a_fragment_consolidated_with_timestamps_is_read_cell_by_cell_in_time() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("timestamped");
+    write_array("timestamped", &array);
+    let fragments = std::fs::read_dir(array.join("__fragments"))
+        .unwrap()
+        .count();
+    assert_eq!(fragments, 1, "vacuumed down to the consolidated fragment");
+    for at in [None, Some(1000), Some(1500), Some(2000), Some(3000)] {
+        let (_mounted, expected) = mount_like_tiledb(&array, tmp.path(), at);
+        assert!(
+            expected.keys().any(|k| k.starts_with("image/")),
+            "TileDB reads cells at {at:?}"
+        );
+    }
+}
+
 /// Writes array `kind`, checks that mounting it is refused with a
 /// message holding every one of `saying` and nothing is mounted, then that
 /// a mount `--at` `before` reads what TileDB reads at that time.

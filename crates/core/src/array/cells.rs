@@ -82,6 +82,11 @@ impl Cells {
                     false => vec![fragment.stamp.t2; count],
                 };
                 for pos in 0..count {
+                    // Only a fragment consolidated with timestamps holds
+                    // cells written after the read's time.
+                    if !array.sees(times[pos]) {
+                        continue;
+                    }
                     let values: Vec<&[u8]> = coords.iter().map(|c| c[pos].as_slice()).collect();
                     let loc = CellLoc {
                         fragment: f as u32,
