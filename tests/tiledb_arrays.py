@@ -238,6 +238,33 @@ def write_sparse2d(uri):
     write(2000, [(k, n) for k in keys[::2] for n in (7, 42)], 2)
 
 
+def image_schema(dom, capacity):
+    """A sparse schema over `dom` with one var-sized attribute, `image`."""
+    return tiledb.ArraySchema(
+        domain=dom,
+        sparse=True,
+        capacity=capacity,
+        attrs=[tiledb.Attr(name="image", dtype=np.bytes_, var=True)],
+    )
+
+
+def write_long_names(uri):
+    """2-D sparse: a string dimension `key` and a float64 dimension `x`,
+    with floats of every magnitude (5e-324 among them) and keys whose
+    names pass 255 bytes, two of them alike for their first 250."""
+    dom = tiledb.Domain(
+        tiledb.Dim(name="key", domain=(None, None), tile=None, dtype="ascii"),
+        tiledb.Dim(name="x", domain=(-1e300, 1e300), tile=1e299, dtype=np.float64),
+    )
+    tiledb.Array.create(uri, image_schema(dom, 8))
+    long = "k" * 250
+    cells = [("a", 5e-324), ("a", -1e-7), ("a", 0.5), ("a", 1e20), (long + "1", 1.0), (long + "2", 1.0)]
+    with tiledb.open(uri, "w", timestamp=1000) as A:
+        k = np.array([c[0] for c in cells], dtype="S")
+        x = np.array([c[1] for c in cells], dtype=np.float64)
+        A[k, x] = {"image": np.array([var_blob(i, 1) for i in range(len(cells))], dtype=object)}
+
+
 def write_consolidated(uri):
     """The sparse array with its commits consolidated into a `.con` file,
     its fragments consolidated into one (the originals kept, listed in a
@@ -246,6 +273,15 @@ def write_consolidated(uri):
     tiledb.consolidate(uri, config=tiledb.Config({"sm.consolidation.mode": "commits"}))
     tiledb.consolidate(uri)
     tiledb.vacuum(uri, config=tiledb.Config({"sm.vacuum.mode": "commits"}))
+
+
+def write_timestamped(uri):
+    """The sparse array consolidated with timestamps (one fragment that
+    keeps every version of a cell with its write time) and vacuumed, so
+    only that fragment is left."""
+    write_sparse(uri)
+    tiledb.consolidate(uri, config=tiledb.Config({"sm.consolidation.with_timestamps": "true"}))
+    tiledb.vacuum(uri)
 
 
 def write_evolved(uri):
@@ -287,13 +323,7 @@ def write_deleted(uri):
 def write_many(uri, count):
     """1-D sparse `image` blobs of 4-40 KB, for the benchmark."""
     dom = tiledb.Domain(tiledb.Dim(name="id", domain=(0, 10**9), tile=10**6, dtype=np.int64))
-    schema = tiledb.ArraySchema(
-        domain=dom,
-        sparse=True,
-        capacity=64,
-        attrs=[tiledb.Attr(name="image", dtype=np.bytes_, var=True)],
-    )
-    tiledb.Array.create(uri, schema)
+    tiledb.Array.create(uri, image_schema(dom, 64))
     rng = np.random.default_rng(13)
     ids = np.arange(count, dtype=np.int64)
     blobs = [rng.bytes(int(rng.integers(4096, 40960))) for _ in ids]
@@ -427,7 +457,9 @@ def main():
             kinds = {
                 "sparse": write_sparse,
                 "sparse2d": write_sparse2d,
+                "long-names": write_long_names,
                 "consolidated": write_consolidated,
+                "timestamped": write_timestamped,
                 "evolved": write_evolved,
                 "dense": write_dense,
                 "filters": write_filters,

@@ -62,6 +62,9 @@ async fn cat_catalog(catalog: &dyn Catalog, reader: &Reader, path: &str) -> CliR
     if entry.kind == Kind::Dir {
         return Err(format!("{path}: is a directory").into());
     }
+    // A whole file is checked against its checksum, if its catalog records
+    // one; the last bytes are written only if it agrees.
+    let mut check = catalog.whole_read(id)?;
     let mut out = std::io::stdout().lock();
     let mut offset = 0;
     while offset < entry.size {
@@ -70,6 +73,9 @@ async fn cat_catalog(catalog: &dyn Catalog, reader: &Reader, path: &str) -> CliR
             .extents(id, range.clone())?
             .ok_or_else(|| format!("{path}: vanished"))?;
         let bytes = reader.read(extents).await?;
+        if let Some(check) = &mut check {
+            check.feed(offset, &bytes)?;
+        }
         if !emit(&mut out, &bytes)? {
             return Ok(());
         }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use packfs_core::array::Array;
-use packfs_core::bundle::Bundle;
+use packfs_core::bundle::{Bundle, BundleError};
 use packfs_core::cache::CacheOptions;
 use packfs_core::catalog::array::ArrayCatalog;
 use packfs_core::catalog::bundle::BundleCatalog;
@@ -48,10 +48,11 @@ impl Contents {
         let store = dataset.store();
         // A probe that fails leaves the location to the dataset path, whose
         // errors name the ref it could not read and say why.
-        let catalog: Arc<dyn Catalog> = match LocationKind::of(store)
-            .await
-            .unwrap_or(LocationKind::Dataset)
-        {
+        let kind = match LocationKind::of(store).await {
+            Err(e @ BundleError::Unfinished { .. }) => return Err(e.into()),
+            kind => kind.unwrap_or(LocationKind::Dataset),
+        };
+        let catalog: Arc<dyn Catalog> = match kind {
             LocationKind::Bundle => {
                 let index_dir = packfs_fs::mount::bundle_index_dir(None);
                 let bundle = Bundle::open(store, &index_dir).await?;

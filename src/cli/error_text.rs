@@ -54,6 +54,16 @@ fn with_flags(cause: &(dyn Error + 'static)) -> Option<String> {
     if let Some(e) = cause.downcast_ref::<ArrayError>() {
         return match e {
             ArrayError::UnsupportedSince { .. } => Some(format!("{e} (--at TIMESTAMP_MS)")),
+            ArrayError::LongExtension {
+                location,
+                attribute,
+                len,
+                max,
+                ..
+            } => Some(format!(
+                "TileDB array {location}: --ext {attribute}=…: {len} bytes with its dot, at most \
+                 {max}"
+            )),
             ArrayError::UnknownExtension {
                 location,
                 attribute,

@@ -72,17 +72,28 @@ fn ls_tree(tree: &Tree, path: &str, long: bool) -> CliResult {
     failed
 }
 
-/// `packfs ls` of a view's, bundle's or array's tree.
+/// `packfs ls` of a view's, bundle's or array's tree. An entry whose
+/// metadata is damaged is listed all the same, as a mount lists it (its
+/// name is known); what is wrong is the command's error, so it exits 1.
 fn ls_catalog(catalog: &dyn Catalog, path: &str, long: bool) -> CliResult {
     let id = resolve_in(catalog, path)?;
     let entry = catalog
         .entry(id)?
         .ok_or_else(|| format!("{path}: no such file or directory"))?;
     let mut out = std::io::stdout().lock();
+    let mut damaged = Vec::new();
     let mut show = |id: u64, name: &str| -> CliResult {
-        let entry = catalog
-            .entry(id)?
-            .ok_or_else(|| format!("{name}: vanished"))?;
+        let entry = match catalog.entry(id) {
+            Ok(entry) => entry.ok_or_else(|| format!("{name}: vanished"))?,
+            Err(e) => {
+                match long {
+                    true => writeln!(out, "{:>14}  {name}", "?")?,
+                    false => writeln!(out, "{name}")?,
+                }
+                damaged.push(e.to_string());
+                return Ok(());
+            }
+        };
         match (entry.kind, long) {
             (Kind::Dir, false) => writeln!(out, "{name}/")?,
             (Kind::Dir, true) => writeln!(out, "{:>14}  {name}/", "-")?,
@@ -92,12 +103,17 @@ fn ls_catalog(catalog: &dyn Catalog, path: &str, long: bool) -> CliResult {
         Ok(())
     };
     if entry.kind == Kind::File {
-        return show(id, path.rsplit('/').next().unwrap_or(path));
+        show(id, path.rsplit('/').next().unwrap_or(path))?;
+    } else {
+        let mut index = 0;
+        while let Some((child, name)) = catalog.child(id, index) {
+            show(child, &name)?;
+            index += 1;
+        }
     }
-    let mut index = 0;
-    while let Some((child, name)) = catalog.child(id, index) {
-        show(child, &name)?;
-        index += 1;
+    out.flush()?;
+    match damaged.is_empty() {
+        true => Ok(()),
+        false => Err(damaged.join("\n").into()),
     }
-    Ok(())
 }

@@ -515,6 +515,35 @@ fn a_string_dimension_names_cells_by_escaped_keys_in_global_order() {
     }
 }
 
+/// Float coordinates of any magnitude and keys past 255 bytes still make
+/// names a directory can hold (docs/TILEDB.md, "Cell names"): `cp -r` of
+/// the mount copies every cell.
+#[test]
+fn cell_names_fit_a_file_name_whatever_the_coordinates() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("long-names");
+    write_array("long-names", &array);
+    let mnt = Mounted::new(&array, &tmp.path().join("mnt"), &[]);
+    let copy = tmp.path().join("copy");
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(&mnt.path)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cp -r of the mount failed");
+    let names: Vec<String> = std::fs::read_dir(copy.join("image"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert!(names.iter().all(|n| n.len() <= 255), "{names:?}");
+    for name in ["a_5e-324", "a_-1e-7", "a_0.5", "a_1e20"] {
+        assert!(names.iter().any(|n| n == name), "{name} not in {names:?}");
+    }
+}
+
 #[test]
 fn consolidated_commits_and_fragments_read_like_tiledb_at_every_time() {
     require_fuse();
@@ -530,6 +559,28 @@ fn consolidated_commits_and_fragments_read_like_tiledb_at_every_time() {
     // at 2000, before it, those are read.
     for at in [None, Some(2000), Some(3000)] {
         mount_like_tiledb(&array, tmp.path(), at);
+    }
+}
+
+/// A fragment consolidated with timestamps keeps each cell's write time:
+/// a read at a time inside its range sees the cells written up to then,
+/// cell by cell, as TileDB reads them.
+#[test]
+fn a_fragment_consolidated_with_timestamps_is_read_cell_by_cell_in_time() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let array = tmp.path().join("timestamped");
+    write_array("timestamped", &array);
+    let fragments = std::fs::read_dir(array.join("__fragments"))
+        .unwrap()
+        .count();
+    assert_eq!(fragments, 1, "vacuumed down to the consolidated fragment");
+    for at in [None, Some(1000), Some(1500), Some(2000), Some(3000)] {
+        let (_mounted, expected) = mount_like_tiledb(&array, tmp.path(), at);
+        assert!(
+            expected.keys().any(|k| k.starts_with("image/")),
+            "TileDB reads cells at {at:?}"
+        );
     }
 }
 

@@ -87,7 +87,7 @@ impl Core {
     pub fn read_all(&self, ino: Ino) -> Vec<u8> {
         let size = self.fs().getattr(ino).unwrap().attr.size;
         let mut buf = Vec::new();
-        self.block_on(self.fs().read(ino, 0, size as u32 + 1, &mut buf))
+        self.block_on(self.fs().read(ino, 0, 0, size as u32 + 1, &mut buf))
             .unwrap()
             .to_vec()
     }

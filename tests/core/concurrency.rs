@@ -181,7 +181,7 @@ impl Worker {
     fn read(&self, target: &str) -> Step {
         let ino = self.lookup(target)?;
         self.runtime
-            .block_on(self.fs.read(ino, 0, 1 << 20, &mut Vec::new()))?;
+            .block_on(self.fs.read(ino, 0, 0, 1 << 20, &mut Vec::new()))?;
         Ok(())
     }
 

@@ -64,7 +64,7 @@ fn reading_stored_files_leaves_the_overlay_empty() {
     for i in 0..12 {
         let ino = core.path(&format!("t/m/f{i:02}")).unwrap();
         let fh = core.open(ino, false);
-        core.block_on(core.fs().read(ino, 0, 4096, &mut Vec::new()))
+        core.block_on(core.fs().read(ino, 0, 0, 4096, &mut Vec::new()))
             .unwrap();
         core.close(fh);
     }
@@ -90,7 +90,9 @@ fn a_read_racing_the_commit_of_its_spool_version_never_fails() {
                 std::thread::spawn(move || {
                     let mut buf = Vec::new();
                     while !stop.load(Ordering::Relaxed) {
-                        let bytes = handle.block_on(fs.read(ino, 0, 20_000, &mut buf)).unwrap();
+                        let bytes = handle
+                            .block_on(fs.read(ino, 0, 0, 20_000, &mut buf))
+                            .unwrap();
                         assert_eq!(bytes.len(), 20_000);
                     }
                 })

@@ -18,6 +18,7 @@
 mod common {
     pub mod checks;
     pub mod cli;
+    pub mod damage;
     pub mod files;
     pub mod home;
     pub mod mount;
@@ -26,6 +27,7 @@ mod common {
 
     pub use checks::*;
     pub use cli::*;
+    pub use damage::*;
     pub use files::*;
     pub use home::*;
     pub use mount::*;
@@ -34,6 +36,7 @@ mod common {
 }
 
 mod bad_input;
+mod bundle;
 mod completions;
 mod faults;
 mod fsx;

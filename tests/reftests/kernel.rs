@@ -89,7 +89,7 @@ fn write_all(core: &Core, fh: u64, offset: u64, data: Data) -> Result<(), E> {
 /// Reads up to `len` bytes of `ino` at `offset`.
 pub fn read(core: &Core, ino: Ino, offset: u64, len: u32) -> Result<Vec<u8>, E> {
     Ok(core
-        .block_on(core.fs().read(ino, offset, len, &mut Vec::new()))?
+        .block_on(core.fs().read(ino, 0, offset, len, &mut Vec::new()))?
         .to_vec())
 }
 

@@ -6,7 +6,7 @@
 //! carry over; S3 on either side.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use packfs_core::bundle::index::Index;
@@ -202,18 +202,6 @@ fn small_bundle(dir: &Path, compression: &str) -> std::path::PathBuf {
         &["--shards", "1", "--compression", compression],
     );
     bundle
-}
-
-/// Flips one bit of byte `at` of `file`.
-fn flip(file: &Path, at: u64) {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(file)
-        .unwrap();
-    let mut byte = [0];
-    f.read_exact_at(&mut byte, at).unwrap();
-    f.write_all_at(&[byte[0] ^ 0x10], at).unwrap();
 }
 
 /// `packfs import BUNDLE DS` fails with `needle` in its message, says

@@ -146,17 +146,6 @@ fn small_bundle(dir: &Path) -> (PathBuf, PathBuf) {
     (src, bundle)
 }
 
-/// Whether reading `rel` under `mnt` fails with EIO (and not otherwise).
-fn eio(mnt: &Path, rel: &str) -> bool {
-    match std::fs::read(mnt.join(rel)) {
-        Ok(_) => false,
-        Err(e) => {
-            assert_eq!(e.raw_os_error(), Some(libc::EIO), "{rel}: {e}");
-            true
-        }
-    }
-}
-
 #[test]
 fn a_damaged_record_fails_its_files_only_and_verify_names_them() {
     require_fuse();

@@ -19,6 +19,7 @@
 mod common {
     pub mod checks;
     pub mod cli;
+    pub mod damage;
     pub mod files;
     pub mod home;
     pub mod mount;
@@ -31,6 +32,7 @@ mod common {
 
     pub use checks::*;
     pub use cli::*;
+    pub use damage::*;
     pub use files::*;
     pub use home::*;
     pub use mount::*;

@@ -22,13 +22,21 @@ pub enum LocationKind {
 impl LocationKind {
     /// What `store`'s location holds. A bundle's index is looked for first
     /// (its probe also says when the store has no credentials or cannot be
-    /// reached), then an array's schema.
+    /// reached), then an array's schema; a location with a bundle's first
+    /// shard but no index is an error.
     pub async fn of(store: &Store) -> Result<LocationKind, BundleError> {
         if Bundle::is_bundle(store).await? {
             return Ok(LocationKind::Bundle);
         }
         if Array::is_array(store).await {
             return Ok(LocationKind::Array);
+        }
+        // Shards without an index are an interrupted bundle write, not an
+        // empty dataset: said so, instead of "no ref main".
+        if Bundle::has_shard_zero(store).await {
+            return Err(BundleError::Unfinished {
+                location: store.location().to_owned(),
+            });
         }
         Ok(LocationKind::Dataset)
     }

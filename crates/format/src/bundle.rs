@@ -97,13 +97,25 @@ impl Compression {
     }
 
     /// A record of `len` bytes decompressed from `data`; `what` names it
-    /// in errors. Fails unless `data` decodes to exactly `len` bytes.
+    /// in errors. Fails unless `data` is exactly one zstd frame (with its
+    /// content checksum) or gzip member, with nothing after it, that
+    /// decodes to exactly `len` bytes.
     pub fn decompress(self, data: &[u8], len: u64, what: &str) -> Result<Vec<u8>, FormatError> {
         let bad = |detail: String| FormatError::shape(what, detail);
+        let after = |kind: &str, left: usize| {
+            bad(format!(
+                "{left} bytes after its {kind} within compressed_size \
+                 (a record is exactly one {kind})"
+            ))
+        };
         let mut out = Vec::with_capacity(len as usize);
         match self {
             Compression::None => out.extend_from_slice(data),
             Compression::Zstd => {
+                // Frame header descriptor, bit 2: the content checksum flag.
+                if data.len() > 4 && data[4] & 0x04 == 0 {
+                    return Err(bad("zstd frame without its content checksum".into()));
+                }
                 let mut decoder = zstd::stream::read::Decoder::with_buffer(data)
                     .map_err(|e| bad(format!("bad zstd data: {e}")))?
                     .single_frame();
@@ -112,12 +124,21 @@ impl Compression {
                     .take(len + 1)
                     .read_to_end(&mut out)
                     .map_err(|e| bad(format!("bad zstd data: {e}")))?;
+                let left = decoder.finish().len();
+                if left > 0 && out.len() as u64 <= len {
+                    return Err(after("zstd frame", left));
+                }
             }
             Compression::Gzip => {
-                flate2::read::GzDecoder::new(data)
+                let mut decoder = flate2::bufread::GzDecoder::new(data);
+                (&mut decoder)
                     .take(len + 1)
                     .read_to_end(&mut out)
                     .map_err(|e| bad(format!("bad gzip data: {e}")))?;
+                let left = decoder.into_inner().len();
+                if left > 0 && out.len() as u64 <= len {
+                    return Err(after("gzip member", left));
+                }
             }
         }
         if out.len() as u64 != len {
@@ -310,6 +331,19 @@ impl ShardMetadata {
         if meta.uncompressed_size == 0 {
             return Err(FormatError::shape(key, "an empty record"));
         }
+        if meta
+            .compressed_offset
+            .checked_add(meta.compressed_size)
+            .is_none()
+        {
+            return Err(FormatError::shape(
+                key,
+                format!(
+                    "compressed_offset {} + compressed_size {} overflows 64 bits",
+                    meta.compressed_offset, meta.compressed_size
+                ),
+            ));
+        }
         Ok(meta)
     }
 }
@@ -337,6 +371,12 @@ pub fn parse_file_key(key: &str) -> Option<(&str, &str)> {
     let cut = rest.rfind("/ # ")?;
     let (dir, name) = (&rest[..cut], &rest[cut + 4..]);
     (!name.is_empty()).then_some((dir, name))
+}
+
+/// Whether `name` may name an entry: non-empty, without `/` or NUL, and
+/// neither `.` nor `..`.
+pub fn is_valid_name(name: &str) -> bool {
+    !matches!(name, "" | "." | "..") && !name.contains(['/', '\0'])
 }
 
 /// Key of the record starting at `offset` of shard `shard`'s stream.
@@ -449,7 +489,12 @@ mod tests {
             );
         }
         for c in [Compression::Zstd, Compression::Gzip] {
-            let packed = c.compress(&record, None);
+            let mut packed = c.compress(&record, None);
+            let len = record.len() as u64;
+            packed.push(0);
+            let err = c.decompress(&packed, len, "r").unwrap_err().to_string();
+            assert!(err.contains("1 bytes after"), "{c:?}: {err}");
+            packed.pop();
             for at in [packed.len() / 2, packed.len() - 1] {
                 let mut flipped = packed.clone();
                 flipped[at] ^= 0x10;

@@ -50,6 +50,10 @@ thread_local! {
 
 /// The kernel's errno for `e` (chosen by [`FsError::errno`]).
 fn errno(e: &FsError) -> Errno {
+    // A catalog's damaged entry is said here, once per answer, naming it.
+    if let FsError::Catalog(e) = e {
+        tracing::error!("{e}");
+    }
     Errno::from_i32(e.errno())
 }
 
@@ -520,7 +524,7 @@ impl Filesystem for PackFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
@@ -530,7 +534,7 @@ impl Filesystem for PackFs {
         let fs = self.fs.clone();
         self.run(async move {
             let mut buf = REPLY_BUFFER.take();
-            match fs.read(ino.0, offset, size, &mut buf).await {
+            match fs.read(ino.0, fh.0, offset, size, &mut buf).await {
                 Ok(bytes) => reply.data(&bytes),
                 Err(e) => reply.error(errno(&e)),
             }

@@ -589,12 +589,8 @@ pub(crate) fn open_bundle_fs(
     };
     let reader = Reader::new(store.clone(), options.cache.clone(), disk);
     let catalog = BundleCatalog::new(Arc::new(bundle), std::time::SystemTime::now());
-    Ok(Arc::new(Fs::of_catalog(
-        Arc::new(catalog),
-        reader,
-        owner(options),
-        None,
-    )))
+    let fs = Fs::of_catalog(Arc::new(catalog), reader, owner(options), None);
+    Ok(Arc::new(fs.checking_whole_reads()))
 }
 
 /// The filesystem core of a mount of the TileDB array at `store`'s

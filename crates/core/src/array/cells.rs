@@ -82,6 +82,11 @@ impl Cells {
                     false => vec![fragment.stamp.t2; count],
                 };
                 for pos in 0..count {
+                    // Only a fragment consolidated with timestamps holds
+                    // cells written after the read's time.
+                    if !array.sees(times[pos]) {
+                        continue;
+                    }
                     let values: Vec<&[u8]> = coords.iter().map(|c| c[pos].as_slice()).collect();
                     let loc = CellLoc {
                         fragment: f as u32,
@@ -172,6 +177,7 @@ impl Cells {
 
     /// Cells in order, with the lookup by name.
     fn ordered(locs: Vec<CellLoc>, names: Vec<Box<str>>) -> Cells {
+        let names: Vec<Box<str>> = names.into_iter().map(fit).collect();
         let mut by_name: Vec<u32> = (0..names.len() as u32).collect();
         by_name.sort_by(|&a, &b| names[a as usize].cmp(&names[b as usize]));
         Cells {
@@ -363,6 +369,41 @@ pub(crate) fn cell_name(schema: &ArraySchema, values: &[&[u8]]) -> String {
     name
 }
 
+/// A cell name longer than this is cut ([`fit`]); a file name is at most
+/// 255 bytes, the rest is room for an extension.
+pub(crate) const MAX_CELL_NAME: usize = 200;
+/// What a cut name keeps of the whole.
+const CUT_PREFIX: usize = MAX_CELL_NAME - 1 - HASH_HEX;
+/// Hex digits of BLAKE3 that end a cut name.
+const HASH_HEX: usize = 32;
+
+/// `name`, or if longer than [`MAX_CELL_NAME`] bytes its first bytes, `~`
+/// and the start of the BLAKE3 hash of the whole name in hex: unique, as
+/// no coordinate puts a `~` there (strings escape it, and `~N` of
+/// duplicates ends a name).
+fn fit(name: Box<str>) -> Box<str> {
+    if name.len() <= MAX_CELL_NAME {
+        return name;
+    }
+    let hash = blake3::hash(name.as_bytes()).to_hex();
+    // Names are ASCII: any byte is a character boundary.
+    format!("{}~{}", &name[..CUT_PREFIX], &hash[..HASH_HEX]).into_boxed_str()
+}
+
+/// `v` as the shortest decimal that reads back exactly: in exponent form
+/// (`1e-7`, `5e-324`, `1.5e300`) below 1e-4 and from 1e16 on in magnitude,
+/// as Rust's `{:?}` switches, so no float takes more than about 24 bytes.
+fn float_name<F>(v: F, magnitude: f64, out: &mut String)
+where
+    F: std::fmt::Display + std::fmt::LowerExp,
+{
+    use std::fmt::Write;
+    let _ = match magnitude != 0.0 && !(1e-4..1e16).contains(&magnitude) {
+        true => write!(out, "{v:e}"),
+        false => write!(out, "{v}"),
+    };
+}
+
 fn coordinate_name(dim: &Dimension, value: &[u8], out: &mut String) {
     use std::fmt::Write;
     if dim.is_var() {
@@ -382,12 +423,8 @@ fn coordinate_name(dim: &Dimension, value: &[u8], out: &mut String) {
         return;
     }
     match float(dim.datatype, value) {
-        Some(v) if dim.datatype == Datatype::FLOAT32 => {
-            let _ = write!(out, "{}", v as f32);
-        }
-        Some(v) => {
-            let _ = write!(out, "{v}");
-        }
+        Some(v) if dim.datatype == Datatype::FLOAT32 => float_name(v as f32, v.abs(), out),
+        Some(v) => float_name(v, v.abs(), out),
         None => escape(value, out),
     }
 }
@@ -720,6 +757,36 @@ mod tests {
         assert_eq!(names, ["00003", "00005", "00040", "12000"]);
         let s = schema(vec![dim("x", Datatype::INT64, i64s(-50, 50), None)]);
         assert_eq!(cell_name(&s, &[&(-3i64).to_le_bytes()]), "-03");
+    }
+
+    #[test]
+    fn float_names_are_short_and_long_names_are_cut() {
+        let f64s = |a: f64, b: f64| [a.to_le_bytes(), b.to_le_bytes()].concat();
+        let s = schema(vec![dim("x", Datatype::FLOAT64, f64s(-1e300, 1e300), None)]);
+        let name = |v: f64| cell_name(&s, &[&v.to_le_bytes()]);
+        assert_eq!(name(5e-324), "5e-324");
+        assert_eq!(name(-1e-7), "-1e-7");
+        assert_eq!(name(1.5e300), "1.5e300");
+        assert_eq!(
+            (name(0.5), name(1.0), name(0.0)),
+            ("0.5".into(), "1".into(), "0".into())
+        );
+        let domain = [(-1f32).to_le_bytes(), 1f32.to_le_bytes()].concat();
+        let s = schema(vec![dim("x", Datatype::FLOAT32, domain, None)]);
+        assert_eq!(cell_name(&s, &[&1e-7f32.to_le_bytes()]), "1e-7");
+
+        let loc = CellLoc {
+            fragment: 0,
+            tile: 0,
+            pos: 0,
+        };
+        let long = |end: &str| format!("{}{end}", "k".repeat(300)).into_boxed_str();
+        let cells = Cells::ordered(vec![loc; 3], vec![long("1"), long("2"), "short".into()]);
+        assert!(cells.names.iter().all(|n| n.len() <= MAX_CELL_NAME));
+        assert_ne!(cells.names[0], cells.names[1]);
+        assert!(cells.names[0].starts_with(&"k".repeat(CUT_PREFIX)));
+        assert_eq!(&*cells.names[2], "short");
+        assert_eq!(cells.find(&cells.names[1].clone()), Some(1));
     }
 
     #[test]

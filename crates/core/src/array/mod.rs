@@ -54,6 +54,19 @@ pub enum ArrayError {
     )]
     #[non_exhaustive]
     UnknownExtension { location: String, attribute: String },
+    /// A cell file extension so long that a cell's file name could pass
+    /// 255 bytes.
+    #[error(
+        "TileDB array {location}: the cell file extension for {attribute:?} is {len} bytes \
+         with its dot; at most {max} fit beside the longest cell name"
+    )]
+    #[non_exhaustive]
+    LongExtension {
+        location: String,
+        attribute: String,
+        len: usize,
+        max: usize,
+    },
 }
 
 /// The kinds of tile a field has in a fragment.
@@ -117,6 +130,9 @@ pub struct Array {
     /// Per fragment and field, the codec of its data, var and validity
     /// tiles (the filters' behaviour depends on the format version).
     codecs: Vec<Vec<[Arc<TileCodec>; 3]>>,
+    /// The time of the read (`None`: the latest): cells of a fragment
+    /// consolidated with timestamps written after it are not seen.
+    at: Option<u64>,
 }
 
 impl Array {
@@ -150,6 +166,10 @@ impl Array {
             detail,
         };
         let visible = |t2: u64| at.is_none_or(|at| t2 <= at);
+        // A fragment whose range starts by `at` and ends after it is read
+        // only if it was consolidated with timestamps, and then only its
+        // cells written by `at` (its footer says which kind it is).
+        let partly = |s: &TimestampedName| at.is_some_and(|at| s.t1 <= at && at < s.t2);
         let committed = committed_fragments(store, &visible, &unsupported_since).await?;
         let root = store.layout().root().clone();
         let fragments_dir = root.clone().join("__fragments");
@@ -159,19 +179,8 @@ impl Array {
             .into_iter()
             .filter(|name| committed.contains(name))
             .filter_map(|name| TimestampedName::parse(&name).map(|stamp| (stamp, name)))
-            .filter(|(stamp, _)| visible(stamp.t2))
+            .filter(|(stamp, _)| visible(stamp.t2) || partly(stamp))
             .collect();
-        // A consolidated fragment covers the time range of those it was
-        // made from; until they are vacuumed both exist, and a read sees
-        // only the consolidated one.
-        let covered = |s: &TimestampedName| {
-            names
-                .iter()
-                .any(|(o, _)| o.t1 <= s.t1 && s.t2 <= o.t2 && (o.t1, o.t2) != (s.t1, s.t2))
-        };
-        let keep: Vec<bool> = names.iter().map(|(s, _)| !covered(s)).collect();
-        let mut keep = keep.into_iter();
-        names.retain(|_| keep.next().unwrap_or(true));
         names.sort_by(|(a, an), (b, bn)| (a.t1, a.t2, an).cmp(&(b.t1, b.t2, bn)));
 
         let first = names.first().map(|(_, n)| n);
@@ -182,6 +191,9 @@ impl Array {
         for (stamp, name) in names {
             let fragment =
                 load_fragment(store, (&schema_name, &schema), &fragments_dir, stamp, name).await?;
+            if partly(&fragment.stamp) && !fragment.footer.includes_timestamps {
+                continue;
+            }
             if fragment.footer.includes_delete_meta {
                 return Err(unsupported(format!(
                     "fragment {} holds delete metadata: arrays with deletes are not read by packfs",
@@ -190,6 +202,14 @@ impl Array {
             }
             fragments.push(fragment);
         }
+        // A consolidated fragment covers the time range of those it was
+        // made from; until they are vacuumed both exist, and a read sees
+        // only the consolidated one.
+        let stamps: Vec<TimestampedName> = fragments.iter().map(|f| f.stamp.clone()).collect();
+        fragments.retain(|f| {
+            let s = &f.stamp;
+            !(stamps.iter()).any(|o| o.t1 <= s.t1 && s.t2 <= o.t2 && (o.t1, o.t2) != (s.t1, s.t2))
+        });
         let codecs = fragments
             .iter()
             .map(|f| field_codecs(&schema, f.footer.version))
@@ -219,6 +239,7 @@ impl Array {
             schema,
             fragments,
             codecs,
+            at,
         })
     }
 
@@ -230,6 +251,11 @@ impl Array {
     /// The schema the visible fragments were written with.
     pub fn schema(&self) -> &Arc<ArraySchema> {
         &self.schema
+    }
+
+    /// Whether a read sees a cell written at `time` (milliseconds).
+    pub(crate) fn sees(&self, time: u64) -> bool {
+        self.at.is_none_or(|at| time <= at)
     }
 
     /// The fragments a read sees, oldest first.

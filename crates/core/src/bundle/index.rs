@@ -280,10 +280,15 @@ impl Index {
 fn record(key: &str, value: &[u8]) -> Result<IndexRecord, BundleError> {
     let (_, start) = packfs_format::bundle::parse_shard_key(key)
         .ok_or_else(|| packfs_format::FormatError::shape(key, "not a SHARD_METADATA key"))?;
-    Ok(IndexRecord {
-        start,
-        meta: ShardMetadata::decode_checked(key, value)?,
-    })
+    let meta = ShardMetadata::decode_checked(key, value)?;
+    if start.checked_add(meta.uncompressed_size).is_none() {
+        let detail = format!(
+            "offset {start} + uncompressed_size {} overflows 64 bits",
+            meta.uncompressed_size
+        );
+        return Err(packfs_format::FormatError::shape(key, detail).into());
+    }
+    Ok(IndexRecord { start, meta })
 }
 
 /// Opens `path` read-only as an immutable database: no locks, no journal,

@@ -17,6 +17,9 @@ use crate::cache::ObjectRef;
 use crate::store::{Store, StoreError};
 use index::Index;
 
+/// The name of the first shard, which every bundle with files has.
+const SHARD_ZERO: &str = "shard-00000000";
+
 /// Why a bundle could not be read, or its index written. Each names the
 /// file or object and what is wrong with it.
 #[derive(Debug, Error)]
@@ -39,6 +42,21 @@ pub enum BundleError {
     /// The store failed.
     #[error("{0}")]
     Store(#[from] StoreError),
+    /// The location has a bundle's shards but no index: a bundle write was
+    /// interrupted before its last step.
+    #[error(
+        "{location} looks like a DataBundle whose index was never written: it has \
+         {SHARD_ZERO} but no {INDEX_PATH} (an interrupted `packfs bundle create` leaves \
+         this; remove it and create the bundle again)"
+    )]
+    Unfinished { location: String },
+    /// A file's entry puts its bytes past 2^64: `what` names the sum.
+    #[error("{what} overflows 64 bits ({left} + {right})")]
+    Overflow {
+        what: &'static str,
+        left: u64,
+        right: u64,
+    },
 }
 
 /// An open bundle: its index and its shard objects.
@@ -60,6 +78,16 @@ impl Bundle {
             Ok(_) => Ok(true),
             Err(StoreError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Whether `store`'s location holds the first shard of a bundle (an
+    /// object `shard-00000000` that starts with its header).
+    pub(crate) async fn has_shard_zero(store: &Store) -> bool {
+        let path = store.layout().root().clone().join(SHARD_ZERO);
+        match store.get_range(&path, 0..SHARD_HEADER_LEN as u64).await {
+            Ok(header) => check_shard_header(&header.bytes, 0).is_ok(),
+            Err(_) => false,
         }
     }
 

@@ -24,7 +24,9 @@ use packfs_format::tiledb::schema::ArrayType;
 use parking_lot::Mutex;
 
 use super::{Catalog, CatalogError, Entry};
-use crate::array::cells::{coords_of, read_tile, var_bounds, CellLoc, Cells, DenseLayout};
+use crate::array::cells::{
+    coords_of, read_tile, var_bounds, CellLoc, Cells, DenseLayout, MAX_CELL_NAME,
+};
 use crate::array::{Array, ArrayError, Field, TileKind};
 use crate::cache::BlockCache;
 use crate::extents::{Extents, Source};
@@ -32,6 +34,10 @@ use crate::kind::Kind;
 
 /// Ids of cell files start here; below are the root's entries.
 const FIRST_CELL: u64 = 1 << 20;
+
+/// The longest cell file extension (with its dot): a file name of the
+/// longest cell name and it is at most 255 bytes.
+const MAX_EXTENSION: usize = 255 - MAX_CELL_NAME;
 
 /// Tiles decoded at once while sizes are gathered.
 const TILES_AT_ONCE: usize = 16;
@@ -101,7 +107,16 @@ impl ArrayCatalog {
                     name: a.name.clone(),
                 });
                 if let Some(ext) = extensions.get(&a.name) {
-                    named.insert(i, format!(".{}", ext.trim_start_matches('.')));
+                    let ext = format!(".{}", ext.trim_start_matches('.'));
+                    if ext.len() > MAX_EXTENSION {
+                        return Err(ArrayError::LongExtension {
+                            location: array.location().to_string(),
+                            attribute: a.name.clone(),
+                            len: ext.len(),
+                            max: MAX_EXTENSION,
+                        });
+                    }
+                    named.insert(i, ext);
                 }
             } else {
                 top.push(Top::Raw {
@@ -173,11 +188,10 @@ impl ArrayCatalog {
         crate::blocking::wait(&self.runtime, future)
     }
 
-    /// `e`, logged with the array's location (the reader gets `EIO`).
+    /// `e`, naming the array (a mount logs it where it answers `EIO`; a
+    /// command says it once, as its error).
     fn failed(&self, e: impl std::fmt::Display) -> CatalogError {
-        let e = CatalogError(format!("TileDB array {}: {e}", self.array.location()));
-        tracing::error!("{e}");
-        e
+        CatalogError(format!("TileDB array {}: {e}", self.array.location()))
     }
 
     /// The cells a read of the array sees (a sparse array's from its

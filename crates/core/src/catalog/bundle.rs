@@ -9,12 +9,12 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use packfs_format::bundle::Compression;
+use packfs_format::bundle::{is_valid_name, Compression};
 use packfs_format::engine::{ByteRangeMap, SourceIndex};
 use packfs_format::time_of_ns;
 use parking_lot::Mutex;
 
-use super::{Catalog, CatalogError, Entry};
+use super::{Catalog, CatalogError, Entry, WholeRead};
 use crate::bundle::index::{IndexEntry, IndexRecord};
 use crate::bundle::{Bundle, BundleError};
 use crate::cache::{ObjectRef, RecordCodec, RecordRef};
@@ -74,12 +74,10 @@ impl BundleCatalog {
         entry
     }
 
-    /// `e`, logged (the mount's log names the bundle and what is wrong;
-    /// the reader gets `EIO`).
+    /// `e`, naming the bundle (a mount logs it where it answers `EIO`; a
+    /// command says it once, as its error).
     fn failed(&self, e: impl std::fmt::Display) -> CatalogError {
-        let e = CatalogError(format!("bundle {}: {e}", self.bundle.location()));
-        tracing::error!("{e}");
-        e
+        CatalogError(format!("bundle {}: {e}", self.bundle.location()))
     }
 
     /// The path of directory `dir` relative to the root (`""` for it).
@@ -99,11 +97,13 @@ impl BundleCatalog {
         }
         let path = self.dir_path(dir).ok()??;
         let entries = self.bundle.index().list(&path).unwrap_or_else(|e| {
-            self.failed(e);
+            tracing::error!("{}", self.failed(e));
             Vec::new()
         });
         let mut listing = Vec::with_capacity(entries.len());
-        for listed in entries {
+        // A name no directory may hold (`..`, `a/b`) is not listed: `packfs
+        // verify` reports it.
+        for listed in entries.into_iter().filter(|l| is_valid_name(&l.name)) {
             listing.push((listed.id as u64, listed.name.clone()));
             if let Ok(entry) = listed.entry() {
                 self.remember(entry);
@@ -122,7 +122,8 @@ impl BundleCatalog {
         let start = record.meta.compressed_offset;
         let end = start + record.meta.compressed_size;
         let padded = end
-            .next_multiple_of(index.config().block_size)
+            .checked_next_multiple_of(index.config().block_size)
+            .unwrap_or(end)
             .min(shard.len)
             .max(end);
         RecordRef {
@@ -136,7 +137,7 @@ impl BundleCatalog {
 
     /// The map of bytes `range` (within its size) of file `entry`, as
     /// [`Catalog::extents`] gives it for the entry's id, or what is wrong
-    /// with the index. For a reader that holds the entry already, as
+    /// with the index (not naming the file: callers do). For a reader that holds the entry already, as
     /// `packfs import` of a bundle does.
     pub(crate) fn file_extents(
         &self,
@@ -152,15 +153,26 @@ impl BundleCatalog {
         }
         let shard = self.bundle.shard(meta.shard_index).ok_or_else(|| {
             packfs_format::FormatError::shape(
-                join(&entry.dir, &entry.name),
+                "shard_index",
                 format!("shard {} does not exist", meta.shard_index),
             )
         })?;
+        let overflow = |what, left, right| BundleError::Overflow { what, left, right };
+        // Checked once for the whole file: every range of it then fits.
+        meta.shard_offset
+            .checked_add(meta.size)
+            .ok_or_else(|| overflow("shard_offset + size", meta.shard_offset, meta.size))?;
         let stream = meta.shard_offset + range.start..meta.shard_offset + range.end;
         let index = self.bundle.index();
         let compression = index.compression();
         let block_size = index.config().block_size;
         if compression == Compression::None {
+            let start = block_size.checked_add(meta.shard_offset).ok_or_else(|| {
+                overflow("block_size + shard_offset", block_size, meta.shard_offset)
+            })?;
+            start
+                .checked_add(meta.size)
+                .ok_or_else(|| overflow("block_size + shard_offset + size", start, meta.size))?;
             sources.push(Source::Object(shard.clone()));
             map.push_data(0, len, SourceIndex(0), block_size + stream.start);
             return Ok(Extents { map, sources });
@@ -190,7 +202,8 @@ impl BundleCatalog {
     }
 }
 
-fn join(dir: &str, name: &str) -> String {
+/// The path of entry `name` of directory `dir`, from the bundle's root.
+pub(crate) fn join(dir: &str, name: &str) -> String {
     match dir {
         "" => name.to_owned(),
         dir => format!("{dir}/{name}"),
@@ -273,7 +286,23 @@ impl Catalog for BundleCatalog {
         let range = range.start.min(end)..end;
         let extents = self
             .file_extents(&entry, range)
-            .map_err(|e| self.failed(e))?;
+            .map_err(|e| self.failed(format!("{}: {e}", join(&entry.dir, &entry.name))))?;
         Ok(Some(extents))
+    }
+
+    fn whole_read(&self, id: u64) -> Result<Option<WholeRead>, CatalogError> {
+        let Some(entry) = self.indexed(id)?.filter(|e| !e.meta.is_dir()) else {
+            return Ok(None);
+        };
+        let file = format!(
+            "bundle {}: {}",
+            self.bundle.location(),
+            join(&entry.dir, &entry.name)
+        );
+        Ok(Some(WholeRead::new(
+            file,
+            entry.meta.size,
+            entry.meta.checksum,
+        )))
     }
 }

@@ -10,6 +10,7 @@ pub mod array;
 pub mod bundle;
 pub mod control;
 pub mod view;
+pub mod whole_read;
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -17,6 +18,7 @@ use std::time::SystemTime;
 
 use crate::extents::Extents;
 use crate::kind::Kind;
+pub use whole_read::{ChecksumError, WholeRead};
 
 /// What `stat` shows of a catalog entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,4 +62,10 @@ pub trait Catalog: Send + Sync {
 
     /// Bytes `range` of file `id` (within its size).
     fn extents(&self, id: u64, range: Range<u64>) -> Result<Option<Extents>, CatalogError>;
+
+    /// The check of a whole read of file `id`, if the catalog records a
+    /// checksum of its bytes.
+    fn whole_read(&self, _id: u64) -> Result<Option<WholeRead>, CatalogError> {
+        Ok(None)
+    }
 }

@@ -1,15 +1,19 @@
-//! `packfs verify BUNDLE`: every shard header, every record (it decodes to
-//! its length) and every file (its bytes, read as a mount reads them,
-//! match its size and CRC32C).
+//! `packfs verify BUNDLE`: every shard header, every record (where it is
+//! stored, the stream it covers, one frame or member decoding to its
+//! length), every entry (its name, its parent) and every file (its bytes,
+//! read as a mount reads them, match its size and CRC32C).
 
 use std::sync::Arc;
 
-use packfs_format::bundle::crc32c;
+use std::collections::HashMap;
+
+use packfs_format::bundle::{crc32c, is_valid_name, Compression};
 use packfs_format::engine::{ByteRangeMap, SourceIndex};
+use packfs_format::FormatError;
 
 use crate::bundle::index::IndexEntry;
 use crate::bundle::{Bundle, BundleError};
-use crate::catalog::bundle::BundleCatalog;
+use crate::catalog::bundle::{join, BundleCatalog};
 use crate::extents::{Extents, Source};
 use crate::reader::Reader;
 use crate::store::Store;
@@ -30,7 +34,8 @@ const READ: u64 = 8 << 20;
 
 /// Checks the bundle at `store`'s location; `index_dir` as for
 /// [`Bundle::open`]. Errors only when the bundle cannot be opened at all;
-/// damage found inside it is listed in the report.
+/// damage found inside it is listed in the report, one line a problem,
+/// each naming the rule of `docs/DATABUNDLE.md` it breaks.
 pub async fn verify(
     store: &Store,
     index_dir: &std::path::Path,
@@ -41,63 +46,191 @@ pub async fn verify(
     let index = bundle.index();
     let catalog = BundleCatalog::new(bundle.clone(), std::time::SystemTime::now());
     for shard in 0..index.config().shard_count {
-        let object = bundle.shard(shard).expect("open checked every shard");
-        for record in index.records(shard)? {
-            report.records += 1;
-            let meta = &record.meta;
-            if meta.zeros {
-                continue;
-            }
-            let what = format!(
-                "{} record at uncompressed offset {}",
-                object.path, record.start
-            );
-            let end = meta.compressed_offset + meta.compressed_size;
-            if end > object.len {
-                report.problems.push(format!(
-                    "{what}: stored at bytes {}..{end}, past the shard's end ({} bytes)",
-                    meta.compressed_offset, object.len
+        check_records(&bundle, &catalog, &reader, shard, &mut report).await?;
+    }
+    let listed = index.entries()?;
+    // Every path with an entry, and whether it is a directory (`None`:
+    // its value does not decode).
+    let kinds: HashMap<String, Option<bool>> = listed
+        .iter()
+        .map(|l| {
+            (
+                join(&l.dir, &l.name),
+                l.meta.as_ref().ok().map(|m| m.is_dir()),
+            )
+        })
+        .collect();
+    for listed in listed {
+        let path = join(&listed.dir, &listed.name);
+        let mut problem = |detail: String| report.problems.push(format!("{path}: {detail}"));
+        if !is_valid_name(&listed.name) {
+            problem(format!(
+                "name {:?} is not allowed (a name is non-empty, without `/` or NUL, \
+                 and neither `.` nor `..`)",
+                listed.name
+            ));
+            continue;
+        }
+        if !listed.dir.is_empty() {
+            let parent = match listed.dir.split('/').any(str::is_empty) {
+                true => Err("is not a path of names joined by `/`"),
+                false => match kinds.get(&listed.dir) {
+                    None => Err("has no entry"),
+                    Some(Some(false)) => Err("is a file"),
+                    Some(_) => Ok(()),
+                },
+            };
+            if let Err(what) = parent {
+                problem(format!(
+                    "its directory {:?} {what} (the parent of every entry is the root or \
+                     a directory with an entry)",
+                    listed.dir
                 ));
                 continue;
             }
-            // Decoded as a mount decodes it, through the block cache: the
-            // file pass below finds it decoded, read ahead in shard order.
-            let len = meta.uncompressed_size;
-            let mut map = ByteRangeMap::new(len);
-            map.push_data(0, len, SourceIndex(0), 0);
-            let source = Source::Record(Arc::new(catalog.record_ref(object, &record)));
-            let extents = Extents {
-                map,
-                sources: vec![source],
-            };
-            if let Err(e) = reader.read(extents).await {
-                report.problems.push(format!("{what}: {e}"));
-            }
         }
-    }
-    for listed in index.entries()? {
-        let path = match listed.dir.as_str() {
-            "" => listed.name.clone(),
-            dir => format!("{dir}/{}", listed.name),
-        };
-        let entry = match listed.entry() {
-            Ok(entry) => entry,
+        let entry = match listed.meta {
+            Ok(meta) => IndexEntry {
+                id: listed.id,
+                dir: listed.dir,
+                name: listed.name,
+                meta,
+            },
+            // Named by its path alone: the key says the same again.
+            Err(FormatError::Shape { detail, .. }) => {
+                problem(detail);
+                continue;
+            }
             Err(e) => {
-                report.problems.push(format!("{path}: {e}"));
+                problem(e.to_string());
                 continue;
             }
         };
-        if entry.meta.is_dir() {
+        let meta = &entry.meta;
+        if meta.is_dir() {
             report.directories += 1;
+            if (meta.shard_index, meta.shard_offset, meta.checksum) != (0, 0, 0) {
+                problem(
+                    "a directory with shard_index, shard_offset or checksum set \
+                     (they are 0 for a directory)"
+                        .into(),
+                );
+            }
             continue;
         }
         report.files += 1;
         match check_file(&catalog, &reader, &entry).await {
-            Ok(()) => report.bytes += entry.meta.size,
-            Err(detail) => report.problems.push(format!("{path}: {detail}")),
+            Ok(()) => report.bytes += meta.size,
+            Err(detail) => problem(detail),
         }
     }
     Ok(report)
+}
+
+/// Checks the records of shard `shard`: they cover its stream from 0
+/// without gaps, each stored one starts where the padding of the one
+/// before ends, the file ends after the last one's, and each decodes to
+/// its length (through the block cache, as a mount decodes it: the file
+/// pass finds them decoded) and, if all zeros, is a `zeros` record.
+async fn check_records(
+    bundle: &Bundle,
+    catalog: &BundleCatalog,
+    reader: &Reader,
+    shard: u32,
+    report: &mut BundleReport,
+) -> Result<(), BundleError> {
+    let index = bundle.index();
+    let block = index.config().block_size;
+    let object = bundle.shard(shard).expect("open checked every shard");
+    let records = match index.records(shard) {
+        Ok(records) => records,
+        Err(e) => {
+            report.problems.push(e.to_string());
+            return Ok(());
+        }
+    };
+    if index.compression() == Compression::None {
+        if !records.is_empty() {
+            report.problems.push(format!(
+                "{}: {} records in a bundle without compression (compression `none` has no \
+                 records)",
+                object.path,
+                records.len()
+            ));
+        }
+        return Ok(());
+    }
+    // Where the next record starts in the stream, and in the shard file.
+    let (mut stream, mut stored) = (0, block);
+    let problems_before = report.problems.len();
+    for record in records {
+        report.records += 1;
+        let meta = &record.meta;
+        let what = format!(
+            "{} record at uncompressed offset {}",
+            object.path, record.start
+        );
+        let mut problem = |detail: String| report.problems.push(format!("{what}: {detail}"));
+        if record.start != stream {
+            problem(format!(
+                "the records before it end at {stream} (records cover the stream from 0 \
+                 without gaps or overlaps)"
+            ));
+        }
+        if meta.uncompressed_size > index.config().record_size {
+            problem(format!(
+                "uncompressed_size {} is over record_size {}",
+                meta.uncompressed_size,
+                index.config().record_size
+            ));
+        }
+        stream = record.start.saturating_add(meta.uncompressed_size);
+        if meta.compressed_offset != stored {
+            problem(format!(
+                "compressed_offset is {}, not {stored} (a stored record starts where the \
+                 padding of the one before ends, a `zeros` record has the offset the next \
+                 stored one would have)",
+                meta.compressed_offset
+            ));
+        }
+        if meta.zeros {
+            continue;
+        }
+        // Decoding checked that this sum fits.
+        let end = meta.compressed_offset + meta.compressed_size;
+        stored = end.checked_next_multiple_of(block).unwrap_or(end);
+        if end > object.len {
+            problem(format!(
+                "stored at bytes {}..{end}, past the shard's end ({} bytes)",
+                meta.compressed_offset, object.len
+            ));
+            continue;
+        }
+        let len = meta.uncompressed_size;
+        let mut map = ByteRangeMap::new(len);
+        map.push_data(0, len, SourceIndex(0), 0);
+        let source = Source::Record(Arc::new(catalog.record_ref(object, &record)));
+        let extents = Extents {
+            map,
+            sources: vec![source],
+        };
+        match reader.read(extents).await {
+            Ok(bytes) if bytes.iter().all(|&b| b == 0) => problem(
+                "all its bytes are zero but it is stored (an all-zero record is `zeros`)".into(),
+            ),
+            Ok(_) => {}
+            Err(e) => problem(e.to_string()),
+        }
+    }
+    // A shard cut short is said by its records already.
+    if object.len != stored && report.problems.len() == problems_before {
+        report.problems.push(format!(
+            "{}: {} bytes long, its last record's padding ends at {stored} (a shard ends \
+             after its last record's padding)",
+            object.path, object.len
+        ));
+    }
+    Ok(())
 }
 
 /// Reads file `entry` whole and compares its CRC32C.

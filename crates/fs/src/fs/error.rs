@@ -1,7 +1,7 @@
 //! Why an operation of the filesystem core failed, and the errno each
 //! failure is answered with.
 
-use packfs_core::catalog::CatalogError;
+use packfs_core::catalog::{CatalogError, ChecksumError};
 use packfs_core::reader::ReadError;
 use thiserror::Error;
 
@@ -28,6 +28,9 @@ pub enum FsError {
     /// A catalog's metadata of the entry is damaged.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// A file read whole from offset 0 disagrees with its checksum.
+    #[error(transparent)]
+    Checksum(#[from] ChecksumError),
     #[error("reading spool file {}: {source}", path.display())]
     SpoolRead {
         path: std::path::PathBuf,
@@ -82,6 +85,8 @@ impl FsError {
                 _ => libc::EIO,
             },
             FsError::SpoolRead { .. } | FsError::Catalog(_) => libc::EIO,
+            // Bytes that disagree with their checksum are damaged data.
+            FsError::Checksum(_) => libc::EIO,
             // Data that cannot be produced exactly is an I/O error, never zeros.
             FsError::Read(_) => libc::EIO,
         }

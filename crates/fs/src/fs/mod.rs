@@ -15,6 +15,7 @@
 mod error;
 mod opened;
 pub mod passthrough;
+mod whole_reads;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -34,6 +35,7 @@ use crate::write::{WriteError, Writer};
 pub use error::FsError;
 pub use opened::Opened;
 use passthrough::Passthrough;
+use whole_reads::WholeReads;
 
 /// Inodes of attached catalogs start here, one span of ids each: above
 /// every inode of the namespace.
@@ -115,6 +117,9 @@ pub struct Fs {
     passthrough: Option<Passthrough>,
     /// The attached catalog that is the mount's root ([`Fs::of_catalog`]).
     root_catalog: Option<usize>,
+    /// Handles of catalog files checked when read whole
+    /// ([`Fs::checking_whole_reads`]).
+    whole_reads: Option<WholeReads>,
 }
 
 impl Fs {
@@ -163,6 +168,7 @@ impl Fs {
             owner,
             passthrough: None,
             root_catalog: None,
+            whole_reads: None,
         }
     }
 
@@ -192,6 +198,16 @@ impl Fs {
             name: name.into(),
             catalog,
         });
+        self
+    }
+
+    /// Checks each read-only handle of a catalog file that records a
+    /// checksum ([`Catalog::whole_read`]): a read that ends a pass over
+    /// the whole file from offset 0 fails if the checksum disagrees. Every
+    /// open then gets a handle: a stateless answer would end opens for the
+    /// whole mount.
+    pub(crate) fn checking_whole_reads(mut self) -> Self {
+        self.whole_reads = Some(WholeReads::default());
         self
     }
 
@@ -478,14 +494,26 @@ impl Fs {
     /// whole mount, and later opens for writing would never reach the
     /// writer.
     async fn open_daemon(&self, ino: Ino, write: bool, truncate: bool) -> Result<Opened, FsError> {
-        if self.getattr(ino)?.attr.kind == Kind::Dir {
+        let stat = self.getattr(ino)?;
+        if stat.attr.kind == Kind::Dir {
             return Err(NsError::IsADirectory.into());
         }
         let Some(writer) = &self.writer else {
-            return match write {
-                true => Err(NsError::ReadOnly.into()),
-                false => Ok(Opened::Stateless),
+            if write {
+                return Err(NsError::ReadOnly.into());
+            }
+            let Some(whole_reads) = &self.whole_reads else {
+                return Ok(Opened::Stateless);
             };
+            let check = match self.node(ino) {
+                Node::Catalog(index, id) => self.attached[index].catalog.whole_read(id)?,
+                Node::Ns(_) => None,
+            };
+            return Ok(Opened::Handle {
+                fh: check.map_or(CATALOG_FH, |check| whole_reads.open(ino, check)),
+                direct_io: stat.volatile,
+                flush: false,
+            });
         };
         match self.node(ino) {
             Node::Ns(ino) => {
@@ -499,7 +527,7 @@ impl Fs {
             Node::Catalog(..) if write => Err(NsError::ReadOnly.into()),
             Node::Catalog(..) => Ok(Opened::Handle {
                 fh: CATALOG_FH,
-                direct_io: self.getattr(ino)?.volatile,
+                direct_io: stat.volatile,
                 flush: false,
             }),
         }
@@ -514,12 +542,13 @@ impl Fs {
     }
 
     /// Up to `size` bytes of file `ino` from `offset` (fewer only at its
-    /// end): shared from where they are held, or written into `buf`
-    /// ([`Reader::read_into`]: grown if short, whatever it held
-    /// overwritten, so one buffer serves read after read).
+    /// end), read through handle `fh`: shared from where they are held, or
+    /// written into `buf` ([`Reader::read_into`]: grown if short, whatever
+    /// it held overwritten, so one buffer serves read after read).
     pub async fn read<'b>(
         &self,
         ino: Ino,
+        fh: u64,
         offset: u64,
         size: u32,
         buf: &'b mut Vec<u8>,
@@ -540,7 +569,16 @@ impl Fs {
                 self.reader.follow(ino, range, entry.size, |ahead| {
                     catalog.extents(id, ahead).ok().flatten()
                 });
-                return Ok(self.reader.read_into(extents, buf).await?);
+                let bytes = self.reader.read_into(extents, buf).await?;
+                if let Some(whole_reads) = &self.whole_reads {
+                    whole_reads
+                        .read(ino, fh, offset.min(entry.size), &bytes)
+                        .map_err(|e| {
+                            warn!("{e}");
+                            FsError::from(e)
+                        })?;
+                }
+                return Ok(bytes);
             }
         };
         let mut attempt = 0;
@@ -622,6 +660,9 @@ impl Fs {
         }
         if let Some(passthrough) = &self.passthrough {
             passthrough.release(fh);
+        }
+        if let Some(whole_reads) = &self.whole_reads {
+            whole_reads.release(fh);
         }
     }
 
