@@ -727,7 +727,8 @@ impl Fs {
         }
         let size = u32::try_from(attr.size.min(SYMLINK_MAX)).unwrap_or(u32::MAX);
         let mut buf = Vec::new();
-        let bytes = self.read(ino, 0, size, &mut buf).await?;
+        // Without a handle: a dataset item has no whole-read check.
+        let bytes = self.read(ino, CATALOG_FH, 0, size, &mut buf).await?;
         Ok(bytes.to_vec())
     }
 
