@@ -80,6 +80,8 @@ impl Setup {
         );
         m.unmount();
         assert_eq!(versions(&self.spool), 0, "versions after a clean unmount");
+        let left = packfs_fs::write::uncommitted(&self.spool).unwrap();
+        assert_eq!(left, 0, "journal records after a clean unmount");
         let _ = std::fs::remove_file(&self.log);
         let m = self.mount();
         assert_eq!(std::fs::read(m.path.join("t/m/f")).unwrap(), written);
@@ -167,6 +169,36 @@ fn mmap_writes_leave_no_version() {
         }
         // SAFETY: the mapping made above, not used after.
         assert_eq!(unsafe { libc::munmap(map, expected.len()) }, 0);
+        expected
+    });
+}
+
+/// An mmap'd file written again after its descriptor is closed, and
+/// written back once more after the mapping is flushed: its write session
+/// ends without a change, and the journal keeps nothing of it.
+#[test]
+fn a_write_session_that_ends_unchanged_leaves_no_journal_record() {
+    Setup::new().check(|s| {
+        let path = s.mnt.join("t/m/f");
+        std::fs::write(&path, vec![0u8; 8192]).unwrap();
+        let script = format!(
+            "import mmap, os\n\
+             fd = os.open({path:?}, os.O_RDWR)\n\
+             m = mmap.mmap(fd, 8192)\n\
+             m[0:5] = b'hello'\n\
+             m.flush()\n\
+             m[200:205] = b'again'\n\
+             m.close()\n\
+             os.close(fd)\n"
+        );
+        let ran = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .status()
+            .unwrap();
+        assert!(ran.success());
+        let mut expected = vec![0u8; 8192];
+        expected[0..5].copy_from_slice(b"hello");
+        expected[200..205].copy_from_slice(b"again");
         expected
     });
 }

@@ -110,6 +110,18 @@ impl Flusher {
             .snapshot(|| (self.ns.export(&known), session_records()));
         let mut export = export?;
         if export.changes == self.committed_changes.load(Ordering::SeqCst) {
+            // Records of write sessions that ended without a change (an
+            // mmap's pages written back after the close, an open for
+            // writing closed unwritten) need no commit: dropped, so a
+            // clean unmount leaves a journal with nothing to replay.
+            if self.journal.differs(mark, &open) {
+                let (journal, base) = (self.journal.clone(), state.own_tip);
+                let compacted =
+                    packfs_core::blocking::spawn(move || journal.compact(base, &open, mark)).await;
+                if let Err(e) = compacted {
+                    warn!("rewriting the spool journal: {e}");
+                }
+            }
             return Ok(Vec::new());
         }
         let (deferred, deferred_puts) = match full {

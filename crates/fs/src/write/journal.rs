@@ -191,6 +191,10 @@ pub(crate) struct Journal {
     /// The file and its length (records before a length are covered by a
     /// flush that took that length as its mark).
     file: Mutex<(File, u64)>,
+    /// Its length when last rewritten (0: unknown) and the records then
+    /// carried after its base, so a flush can tell whether it holds what a
+    /// rewrite now would.
+    rewritten: Mutex<(u64, Vec<Record>)>,
     /// Held shared around a change and its record, and exclusively by a
     /// flush taking its snapshot and mark (see [`Journal::snapshot`]).
     gate: RwLock<()>,
@@ -204,6 +208,7 @@ impl Journal {
         Ok(Journal {
             path: path.to_path_buf(),
             file: Mutex::new((file, bytes.len() as u64)),
+            rewritten: Mutex::new((bytes.len() as u64, Vec::new())),
             gate: RwLock::new(()),
         })
     }
@@ -215,6 +220,7 @@ impl Journal {
         Ok(Journal {
             path: path.to_path_buf(),
             file: Mutex::new((file, len)),
+            rewritten: Mutex::new((0, Vec::new())),
             gate: RwLock::new(()),
         })
     }
@@ -246,6 +252,15 @@ impl Journal {
         (taken, self.file.lock().1)
     }
 
+    /// Whether the journal up to `mark` holds other records than a
+    /// rewrite carrying `carried` would: records appended since it was
+    /// last rewritten, or other carried ones (of write sessions since
+    /// ended).
+    pub(super) fn differs(&self, mark: u64, carried: &[Record]) -> bool {
+        let rewritten = self.rewritten.lock();
+        mark != rewritten.0 || carried != rewritten.1.as_slice()
+    }
+
     /// After a commit of everything up to `mark`: `Base(base)`, then
     /// `carried` (changes of the snapshot the commit left for later), then
     /// the records appended since `mark`.
@@ -264,9 +279,11 @@ impl Journal {
         for r in carried {
             bytes.extend_from_slice(&r.encode());
         }
+        let rewritten = bytes.len() as u64;
         bytes.extend_from_slice(&tail);
         let file = replace(&self.path, &bytes)?;
         *guard = (file, bytes.len() as u64);
+        *self.rewritten.lock() = (rewritten, carried.to_vec());
         Ok(())
     }
 }
