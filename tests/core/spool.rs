@@ -107,3 +107,24 @@ fn two_appenders_leave_no_version_behind() {
     commit(&core);
     assert_clean_after_unmount(&bench, core, "t/m/log", &text);
 }
+
+/// A write session that ends with the bytes its file already had (written
+/// after a close, frozen by an fsync, released without another close, as
+/// an mmap's writeback does): a crash after it moves nothing to
+/// `lost+found` and the file keeps its committed bytes.
+#[test]
+fn a_session_that_ended_unchanged_is_not_recovered_as_never_closed() {
+    let bench = bench();
+    let core = mount(&bench);
+    let fh = core.create_open("t/m", "f", b"first");
+    core.fs().flush(fh).unwrap(); // close(2): complete as "first"
+    core.block_on(core.fs().write(fh, 0, b"FIRST")).unwrap();
+    let f = core.path("t/m/f").unwrap();
+    core.block_on(core.fs().fsync(Some(f))).unwrap(); // committed as "FIRST"
+    core.fs().release(fh); // the last writer, without another close
+    core.crash();
+    let core = mount(&bench);
+    core.unmount();
+    assert_eq!(bench.lost_and_found(), Vec::<(String, Vec<u8>)>::new());
+    assert_eq!(bench.committed("t/m/f").unwrap(), b"FIRST");
+}

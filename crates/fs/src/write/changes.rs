@@ -16,10 +16,12 @@ use crate::namespace::{Attr, Ino, Namespace, SpoolFile};
 
 impl Writer {
     /// Journals `record`; a failure is logged (the change itself stands,
-    /// but would not survive a crash before the next commit).
+    /// but would not survive a crash before the next commit) and marked,
+    /// so that recovery keeps every spool file the journal does not name.
     pub(super) fn journal(&self, record: Record) {
         if let Err(e) = self.journal.append(&record) {
             warn!("journal of spool {}: {e}", self.spool.dir().display());
+            self.spool.mark_journal_gap();
         }
     }
 

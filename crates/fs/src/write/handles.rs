@@ -10,6 +10,7 @@ use tracing::warn;
 
 use super::changes::put_record;
 use super::copy::copy_from;
+use super::journal::Record;
 use super::session::{Said, Session};
 use super::{WriteError, Writer};
 use crate::namespace::{Attr, Content, Edit, Ino, Joined, SpoolFile};
@@ -241,6 +242,14 @@ impl Writer {
             if ended.is_some() && *said == Said::Writing {
                 if let Some(record) = put_record(&self.ns, h.ino, &session.spool, session.len()) {
                     self.journal(record);
+                }
+            }
+            // A session that ended unchanged leaves nothing to recover:
+            // its live version goes, and recovery must not take it for a
+            // file never closed.
+            if ended.is_some() && !changed {
+                if let Some(file) = session.spool.file_name() {
+                    self.journal(Record::Ended { file });
                 }
             }
             (ended, changed)

@@ -30,6 +30,12 @@ pub(super) enum Record {
         path: String,
         file: String,
     },
+    /// The write session writing spool file `file` ended without changing
+    /// its file (which keeps the version it had): the `Open` of `file`
+    /// leaves nothing to recover.
+    Ended {
+        file: String,
+    },
     /// The file at `path` is complete with the bytes of spool file `file`,
     /// with mode and mtime `attrs`; `special` if it is not a regular file
     /// (a link's bytes are its target).
@@ -88,6 +94,7 @@ impl Record {
                 record
             }
             Record::Open { path, file } => vec![text("open"), text(path), text(file)],
+            Record::Ended { file } => vec![text("ended"), text(file)],
             Record::Unlink { path } => vec![text("unlink"), text(path)],
             Record::Mkdir { path, mode } => vec![text("mkdir"), text(path), optional(*mode)],
             Record::Rmdir { path } => vec![text("rmdir"), text(path)],
@@ -135,6 +142,7 @@ impl Record {
                 path: text(1)?,
                 file: text(2)?,
             },
+            "ended" => Record::Ended { file: text(1)? },
             "unlink" => Record::Unlink { path: text(1)? },
             "mkdir" => Record::Mkdir {
                 path: text(1)?,
@@ -323,6 +331,7 @@ mod tests {
                 path: "t/m/d/f".into(),
                 file: "7".into(),
             },
+            Record::Ended { file: "6".into() },
             Record::Put {
                 path: "t/m/d/f".into(),
                 file: "7".into(),

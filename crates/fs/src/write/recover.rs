@@ -67,6 +67,9 @@ pub async fn recover(
             Record::Open { path, file } => {
                 unclosed.insert(file.clone(), path.clone());
             }
+            Record::Ended { file } => {
+                unclosed.remove(file);
+            }
             Record::Put { file, .. } => {
                 unclosed.remove(file);
             }
@@ -118,7 +121,7 @@ pub async fn recover(
 /// Applies one journaled change to `ns`.
 fn replay(writer: &Writer, ns: &Namespace, record: &Record) -> Result<(), WriteError> {
     match record {
-        Record::Base(_) | Record::Open { .. } => {}
+        Record::Base(_) | Record::Open { .. } | Record::Ended { .. } => {}
         Record::Put {
             path,
             file,

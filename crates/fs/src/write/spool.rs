@@ -36,6 +36,10 @@ use crate::namespace::SpoolFile;
 
 /// The journal's file name in a spool directory.
 pub(super) const JOURNAL: &str = "journal";
+/// Made in the spool directory when a change could not be journaled: the
+/// journal may then not name every version written, and files it does not
+/// name are kept in `lost+found` instead of deleted.
+const JOURNAL_GAP: &str = "journal-gap";
 
 /// A spool directory in use by this mount.
 #[derive(Debug)]
@@ -170,14 +174,28 @@ impl Spool {
         }
     }
 
-    /// Moves files nothing refers to (a dead mount's unfinished writes) to
-    /// `lost+found/<unix time>/`, each under the path `names` gives it (the
-    /// journal's `Open` records) or else its number, and reports them:
-    /// never deleted.
+    /// Records that a change could not be journaled (see `JOURNAL_GAP`).
+    pub(crate) fn mark_journal_gap(&self) {
+        if let Err(e) = fs::write(self.dir.join(JOURNAL_GAP), b"") {
+            warn!("spool {}: {e}", self.dir.display());
+        }
+    }
+
+    /// Once the journal holds nothing to replay: moves the files of a dead
+    /// mount's unfinished writes (`names`: the journal's `Open` records
+    /// with no `Put` after them) to `lost+found/<unix time>/` under their
+    /// paths, and reports them. Every other file still holding bytes is a
+    /// version already committed or replaced (the journal names each
+    /// version before a byte is written to it, and a commit drops its
+    /// records before it deletes its files), and is deleted, unless a
+    /// change could not be journaled: then it is kept in `lost+found`
+    /// under its number.
     pub(crate) fn quarantine_leftovers(
         &self,
         names: &std::collections::HashMap<String, String>,
     ) -> std::io::Result<()> {
+        let gap = self.dir.join(JOURNAL_GAP);
+        let keep_unnamed = gap.exists();
         let mut leftovers = Vec::new();
         for entry in fs::read_dir(&self.data)? {
             let entry = entry?;
@@ -206,7 +224,16 @@ impl Spool {
                 }
                 continue;
             }
-            leftovers.push(path);
+            let named = number.is_some_and(|n| names.contains_key(&n.to_string()));
+            if named || keep_unnamed {
+                leftovers.push(path);
+            } else {
+                tracing::debug!("{}: committed or replaced; deleted", path.display());
+                fs::remove_file(&path)?;
+            }
+        }
+        if keep_unnamed {
+            fs::remove_file(&gap)?;
         }
         if leftovers.is_empty() {
             return Ok(());
@@ -567,5 +594,55 @@ mod tests {
             let (_, file) = spool.new_file().unwrap();
             assert!(read_all(&file).is_empty());
         }
+    }
+
+    /// A file holding bytes that the journal does not name is a version
+    /// committed or replaced: deleted, unless a change could not be
+    /// journaled, which keeps it in lost+found under its number.
+    #[test]
+    fn files_the_journal_does_not_name_are_deleted_unless_it_has_a_gap() {
+        for gap in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            fs::create_dir_all(dir.path().join("data")).unwrap();
+            fs::write(dir.path().join("data/7"), b"committed").unwrap();
+            fs::write(dir.path().join("data/8"), b"never closed").unwrap();
+            let mut spool = Spool::open(dir.path()).unwrap();
+            quiet(&mut spool);
+            if gap {
+                spool.mark_journal_gap();
+            }
+            let names = std::collections::HashMap::from([("8".to_string(), "t/m/f".to_string())]);
+            spool.quarantine_leftovers(&names).unwrap();
+            let found: Vec<PathBuf> = fs::read_dir(dir.path().join("lost+found"))
+                .unwrap()
+                .flat_map(|stamp| walk(&stamp.unwrap().path()))
+                .collect();
+            let kept: Vec<String> = found
+                .iter()
+                .map(|p| String::from_utf8(fs::read(p).unwrap()).unwrap())
+                .collect();
+            let want = match gap {
+                false => vec!["never closed"],
+                true => vec!["committed", "never closed"],
+            };
+            let mut kept = kept;
+            kept.sort();
+            assert_eq!(kept, want, "gap: {gap}");
+            assert!(!dir.path().join("data/7").exists());
+            assert!(!dir.path().join(JOURNAL_GAP).exists());
+        }
+    }
+
+    /// The files below `dir`.
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for entry in fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            match path.is_dir() {
+                true => files.extend(walk(&path)),
+                false => files.push(path),
+            }
+        }
+        files
     }
 }
