@@ -708,7 +708,8 @@ on_local_and_s3!(
 
 /// A mount killed with SIGKILL while its commit is under way — uploading
 /// packs, Tracks or the Manifest (each PUT slowed to 400 ms) — leaves the
-/// ref on a Manifest that verifies, and the next mount commits every file.
+/// ref on a Manifest that verifies, and the next mount commits every file,
+/// moves none to lost+found and leaves no version in the spool.
 fn kill_9_mid_commit(home: Home, tmp: &Path) {
     let home = seeded(home, tmp);
     let mut expected = BTreeMap::new();
@@ -740,10 +741,22 @@ fn kill_9_mid_commit(home: Home, tmp: &Path) {
         m.unmount();
         syncer.join().unwrap();
         home.verify();
-        // The next mount with that spool commits what the killed one had.
+        // The next mount with that spool commits what the killed one had,
+        // and keeps nothing in lost+found: every file was closed.
         let m = home.mount_rw(&mnt, &spool, &[]);
         m.unmount();
         home.verify();
+        assert!(
+            !spool.join("lost+found").exists(),
+            "round {round}: lost+found holds {:?}",
+            walk(&spool.join("lost+found")).1
+        );
+        let held = walk(&spool.join("data"))
+            .1
+            .iter()
+            .filter(|f| std::fs::metadata(spool.join("data").join(f)).is_ok_and(|m| m.len() > 0))
+            .count();
+        assert_eq!(held, 0, "round {round}: versions left in the spool");
     }
     let m = home.mount(&tmp.join("mnt"), &[]);
     for (rel, bytes) in &expected {
