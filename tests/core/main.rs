@@ -34,6 +34,7 @@ mod decode_fuzz;
 mod files;
 mod filesystem;
 mod fuzz_corpus;
+mod hard_links;
 mod import;
 mod merge;
 mod paged;

@@ -467,6 +467,18 @@ impl Filesystem for PackFs {
         reply_entry(reply, self.ttl, made);
     }
 
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let made = self.fs.link(ino.0, newparent.0, newname.as_encoded_bytes());
+        reply_entry(reply, self.ttl, made);
+    }
+
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let fs = self.fs.clone();
         self.run(async move {

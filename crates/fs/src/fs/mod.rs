@@ -761,6 +761,17 @@ impl Fs {
         Ok(self.stat_of(attr, false))
     }
 
+    /// `link`: file `ino` gets the name `name` in `parent` too. Both names
+    /// are one file while mounted; each is committed as an item of its own
+    /// (see docs/SEMANTICS.md).
+    pub fn link(&self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Stat, FsError> {
+        let ino = self.changeable(ino)?;
+        let attr = self
+            .writer_for(&[(parent, name)])?
+            .link(ino, parent, name)?;
+        Ok(self.stat_of(attr, false))
+    }
+
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<(), FsError> {
         Ok(self.writer_for(&[(parent, name)])?.unlink(parent, name)?)
     }

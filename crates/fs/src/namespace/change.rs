@@ -81,6 +81,7 @@ impl Namespace {
                     origin: None,
                     modality,
                     link: Some((parent, name.clone())),
+                    others: Vec::new(),
                     stored: false,
                     special: None,
                 },
@@ -146,9 +147,37 @@ impl Namespace {
                 return Err(NsError::IsADirectory);
             }
             c.remove(parent, name)?;
-            c.unlinked(ino);
+            c.drop_name(ino, parent, name);
             c.touch(parent)?;
             Ok(ino)
+        })
+    }
+
+    /// Gives file `ino` the name `name` in `parent` too (`link`): one
+    /// file, whose bytes and attributes both names show. Returns its
+    /// attributes.
+    pub fn link(&self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr, NsError> {
+        self.change(|c| {
+            if c.kind(ino)? == Kind::Dir {
+                return Err(NsError::NotPermitted("directories have one name"));
+            }
+            let name = c.new_name(parent, name)?;
+            c.ensure_file(ino)?;
+            // Items keep their modality: their objects are stored under it.
+            if c.modality_of(parent)? != Some(c.overlay.files[&ino].modality) {
+                return Err(NsError::CrossModality);
+            }
+            let now = SystemTime::now();
+            let file = c.overlay.files.get_mut(&ino).expect("just ensured");
+            if file.link.is_none() {
+                return Err(NsError::NotFound); // unlinked: no name to add to
+            }
+            file.others.push((parent, name.clone()));
+            file.ctime = now;
+            c.insert(parent, name, ino, now)?;
+            c.overlay.touched.insert(ino);
+            c.touch(parent)?;
+            c.ns.attr_in(c.overlay, ino)
         })
     }
 
@@ -247,17 +276,18 @@ impl Namespace {
                 Kind::File => {
                     c.ensure_file(ino)?;
                     let file = c.overlay.files.get_mut(&ino).expect("just ensured");
-                    file.link = Some((new_parent, target_name.clone()));
+                    let from = std::str::from_utf8(name).map_err(|_| NsError::NotFound)?;
+                    file.rename((parent, from), (new_parent, target_name.clone()));
                     file.ctime = now;
                 }
             }
-            c.insert(new_parent, target_name, ino, now)?;
             if let Some(old) = replaced {
-                if kind == Kind::Dir {
-                    c.remove_dir(old)?;
+                match kind {
+                    Kind::Dir => c.remove_dir(old)?,
+                    Kind::File => c.drop_name(old, new_parent, target_name.as_bytes()),
                 }
-                c.unlinked(old);
             }
+            c.insert(new_parent, target_name, ino, now)?;
             c.touch(parent)?;
             c.touch(new_parent)?;
             Ok(replaced)
@@ -448,10 +478,15 @@ impl Change<'_> {
         Ok(())
     }
 
-    pub(super) fn unlinked(&mut self, ino: Ino) {
-        if let Some(f) = self.overlay.files.get_mut(&ino) {
-            f.link = None;
-        }
+    /// File `ino` loses its name `name` of directory `dir` (unlinked or
+    /// replaced): it goes once it has no name left and nothing uses it.
+    pub(super) fn drop_name(&mut self, ino: Ino, dir: Ino, name: &[u8]) {
+        let (Some(f), Ok(name)) = (self.overlay.files.get_mut(&ino), std::str::from_utf8(name))
+        else {
+            return;
+        };
+        f.drop_name(dir, name);
+        f.ctime = SystemTime::now();
     }
 
     /// Adds tree file `ino` to the overlay (unchanged) unless it is there.
@@ -484,6 +519,7 @@ impl Change<'_> {
                 modality,
                 // A tree file that was moved is in the overlay already.
                 link: Some((parent, node.name.into())),
+                others: Vec::new(),
                 stored: true,
                 special: stored.special(),
             },

@@ -263,18 +263,18 @@ impl Change<'_> {
         let moved: HashSet<Ino> = taken.moved.iter().copied().collect();
         for &ino in &taken.touched {
             if let Some(f) = self.overlay.files.get(&ino) {
-                let Some((parent, name)) = &f.link else {
-                    continue; // unlinked
-                };
-                let Some((m, at)) = self.location(*parent)? else {
-                    continue;
-                };
-                if !edited.contains(&m) {
-                    continue;
-                }
-                let path = join(&at, name);
-                if let Some(file) = self.exported_file(ino, path.clone())? {
-                    rows.entry(m).or_default().files.insert(path, file);
+                // Each of its names (none once unlinked) is an item.
+                for (parent, name) in f.names() {
+                    let Some((m, at)) = self.location(*parent)? else {
+                        continue;
+                    };
+                    if !edited.contains(&m) {
+                        continue;
+                    }
+                    let path = join(&at, name);
+                    if let Some(file) = self.exported_file(ino, path.clone())? {
+                        rows.entry(m).or_default().files.insert(path, file);
+                    }
                 }
                 continue;
             }

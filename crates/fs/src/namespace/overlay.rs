@@ -34,6 +34,9 @@ pub(super) struct FileNode {
     pub(super) modality: Ino,
     /// Its directory and name; `None` once unlinked or replaced.
     pub(super) link: Option<(Ino, Box<str>)>,
+    /// Its other names (hard links made through the mount), each a
+    /// directory and a name.
+    pub(super) others: Vec<(Ino, Box<str>)>,
     /// Some version of it is committed (it is not new since the last commit).
     pub(super) stored: bool,
     /// What it is if not a regular file: its bytes are a link's target.
@@ -161,6 +164,42 @@ pub(super) fn spool_files(f: &FileNode) -> Vec<SpoolFile> {
 }
 
 impl FileNode {
+    /// Its names: `link`, then the others.
+    pub(super) fn names(&self) -> impl Iterator<Item = &(Ino, Box<str>)> {
+        self.link.iter().chain(&self.others)
+    }
+
+    /// How many names it has.
+    pub(super) fn nlink(&self) -> u32 {
+        u32::from(self.link.is_some()) + self.others.len() as u32
+    }
+
+    /// Drops its name `name` of directory `dir`: the next name, if any,
+    /// becomes its `link`.
+    pub(super) fn drop_name(&mut self, dir: Ino, name: &str) {
+        if self
+            .link
+            .as_ref()
+            .is_some_and(|(d, n)| *d == dir && **n == *name)
+        {
+            self.link = match self.others.is_empty() {
+                true => None,
+                false => Some(self.others.remove(0)),
+            };
+        } else {
+            self.others.retain(|(d, n)| !(*d == dir && **n == *name));
+        }
+    }
+
+    /// Its name `from` (a directory and a name) is now `to`.
+    pub(super) fn rename(&mut self, from: (Ino, &str), to: (Ino, Box<str>)) {
+        let is_from = |(d, n): &(Ino, Box<str>)| *d == from.0 && **n == *from.1;
+        match self.others.iter().position(is_from) {
+            Some(i) if !self.link.as_ref().is_some_and(is_from) => self.others[i] = to,
+            _ => self.link = Some(to),
+        }
+    }
+
     /// Its bytes changed as `edit` says.
     pub(super) fn edit(&mut self, edit: Edit) {
         self.size = match edit {

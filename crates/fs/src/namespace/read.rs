@@ -56,7 +56,7 @@ impl Namespace {
                 atime: f.atime,
                 ctime: f.ctime,
                 perm: self.modes.shown_file(f.perm, f.special),
-                nlink: u32::from(f.link.is_some()),
+                nlink: f.nlink(),
                 special: f.special,
             });
         }

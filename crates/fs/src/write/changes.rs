@@ -96,6 +96,21 @@ impl Writer {
         Ok(attr)
     }
 
+    /// `link`: file `ino` gets the name `name` in `parent` too, journaled.
+    pub fn link(&self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Attr, WriteError> {
+        let _change = self.journal.changing();
+        let from = self
+            .ns
+            .file_path(ino)?
+            .ok_or(crate::namespace::NsError::NotFound)?;
+        let attr = self.ns.link(ino, parent, name)?;
+        self.journal(Record::Link {
+            from,
+            to: self.entry_path(parent, name)?,
+        });
+        Ok(attr)
+    }
+
     /// `rmdir`, journaled.
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<(), WriteError> {
         let _change = self.journal.changing();

@@ -224,8 +224,14 @@ impl Flusher {
     ) -> Result<Vec<Committed>, WriteError> {
         // 1. Upload the spool versions, sorted as the packer wants them.
         let mut uploads: Vec<(SourceFile, Ino, SpoolFile, u64, Arc<str>)> = Vec::new();
+        // A file of several names (hard links) is uploaded once: every
+        // name's item gets its entry.
+        let mut uploaded_inos = HashSet::new();
         for m in &export.modalities {
             for f in m.files.iter().flatten() {
+                if !uploaded_inos.insert(f.ino) {
+                    continue;
+                }
                 if let Content::Spool(spool) = &f.content {
                     let size = std::fs::metadata(&spool.path)
                         .map_err(WriteError::file(&spool.path))?

@@ -60,6 +60,11 @@ pub(super) enum Record {
         from: String,
         to: String,
     },
+    /// The file at `from` has the name `to` too (a hard link).
+    Link {
+        from: String,
+        to: String,
+    },
     /// `chmod`/`utimens` of the file or directory at `path`.
     SetAttr {
         path: String,
@@ -99,6 +104,7 @@ impl Record {
             Record::Mkdir { path, mode } => vec![text("mkdir"), text(path), optional(*mode)],
             Record::Rmdir { path } => vec![text("rmdir"), text(path)],
             Record::Rename { from, to } => vec![text("rename"), text(from), text(to)],
+            Record::Link { from, to } => vec![text("link"), text(from), text(to)],
             Record::SetAttr {
                 path,
                 mode,
@@ -150,6 +156,10 @@ impl Record {
             },
             "rmdir" => Record::Rmdir { path: text(1)? },
             "rename" => Record::Rename {
+                from: text(1)?,
+                to: text(2)?,
+            },
+            "link" => Record::Link {
                 from: text(1)?,
                 to: text(2)?,
             },
@@ -352,6 +362,10 @@ mod tests {
             Record::Rename {
                 from: "t/m/d/f".into(),
                 to: "t/m/g".into(),
+            },
+            Record::Link {
+                from: "t/m/g".into(),
+                to: "t/m/h".into(),
             },
             Record::Unlink {
                 path: "t/m/x".into(),

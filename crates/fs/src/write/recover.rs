@@ -182,6 +182,12 @@ fn replay(writer: &Writer, ns: &Namespace, record: &Record) -> Result<(), WriteE
                 writer.forget_if_unused(replaced);
             }
         }
+        Record::Link { from, to } => {
+            let (parent, name) = parent_of(ns, from)?;
+            let ino = ns.lookup(parent, name)?;
+            let (new_parent, new_name) = parent_of(ns, to)?;
+            ns.link(ino, new_parent, new_name)?;
+        }
     }
     Ok(())
 }
