@@ -177,11 +177,11 @@ pub(crate) enum Command {
     /// Check every object and invariant of a revision (--ref); exit 1 on
     /// any problem.
     ///
-    /// For a DataBundle: every invariant of docs/DATABUNDLE.md (shard
-    /// headers; records: where they are stored, the stream they cover, one
-    /// zstd frame or gzip member each decoding to its length; entries:
-    /// names and parents) and every file's CRC32C, one line a problem,
-    /// naming the broken rule.
+    /// For a DataBundle: the rules docs/DATABUNDLE.md lists under
+    /// "Checking a bundle" (shard headers; records: where they are stored,
+    /// the stream they cover, one zstd frame or gzip member each decoding
+    /// to its length; entries: names and parents) and every file's
+    /// CRC32C, one line a problem, naming the broken rule.
     Verify(verify::VerifyArgs),
     /// List the items added, removed and changed from revision FROM to TO.
     ///
