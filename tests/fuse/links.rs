@@ -58,27 +58,8 @@ fn tar_venv_fifos_and_sockets_keep_their_links_and_nodes_across_a_remount() {
     ] {
         std::os::unix::fs::symlink(target, tree.join(link)).unwrap();
     }
-    let archive = dir.path().join("tree.tar");
-    run_ok(
-        "tar",
-        &[
-            "-cf",
-            archive.to_str().unwrap(),
-            "-C",
-            tree.to_str().unwrap(),
-            ".",
-        ],
-    );
     let untarred = into.join("untarred");
-    std::fs::create_dir(&untarred).unwrap();
-    succeeded(
-        "tar -x into the mount",
-        Command::new("tar")
-            .args(["-xf", archive.to_str().unwrap(), "-C"])
-            .arg(&untarred)
-            .output()
-            .unwrap(),
-    );
+    tar_copy(&tree, &untarred);
     assert_eq!(listing(&untarred), listing(&tree));
     assert_eq!(
         std::fs::read(untarred.join("dirlink/rel")).unwrap(),

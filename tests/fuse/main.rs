@@ -16,6 +16,7 @@
 /// a module only if it uses all of it (the dead-code lint checks that).
 #[path = "../common"]
 mod common {
+    pub mod archive;
     pub mod checks;
     pub mod cli;
     pub mod damage;
@@ -25,6 +26,7 @@ mod common {
     pub mod process;
     pub mod rng;
 
+    pub use archive::*;
     pub use checks::*;
     pub use cli::*;
     pub use damage::*;
@@ -52,6 +54,7 @@ mod notify;
 mod open_flags;
 mod passthrough;
 mod pjdfstest;
+mod real_tools;
 mod soak;
 mod spool;
 mod unprivileged;
