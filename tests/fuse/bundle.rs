@@ -352,3 +352,50 @@ fn the_writer_does_what_the_format_states_where_it_chooses() {
     let out = packfs_ok(&["verify", s(&bundle)]);
     assert!(stdout(&out).starts_with("OK bundle"), "{}", stdout(&out));
 }
+
+/// What opening a bundle does not check, `verify` does: the header's
+/// padding, that every key is of a kind the format defines, and that no
+/// shard file lies past `shard_count`. One line each, naming the shard or
+/// key and the rule.
+#[test]
+fn verify_checks_header_padding_key_kinds_and_shard_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, bundle) = small_bundle(tmp.path(), "zstd");
+    let shard = bundle.join("shard-00000000");
+    flip(&shard, 100);
+    let (_, record) = records(&bundle).remove(0);
+    put(&bundle, "OTHER # x", &record);
+    put(
+        &bundle,
+        "SHARD_METADATA # 00000007 # 00000000000000000000",
+        &record,
+    );
+    std::fs::copy(&shard, bundle.join("shard-00000001")).unwrap();
+
+    let out = packfs(&["verify", s(&bundle)]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let fail = |parts: &[&str]| {
+        let found = text
+            .lines()
+            .filter(|l| l.starts_with("FAIL ") && parts.iter().all(|p| l.contains(p)))
+            .count();
+        assert_eq!(found, 1, "{parts:?} in {text}");
+    };
+    fail(&[
+        "shard-00000000",
+        "header byte 100 is 0x10",
+        "header bytes 16 to block_size − 1 are zeros",
+    ]);
+    fail(&[r#"index key "OTHER # x""#, "no kind the format defines"]);
+    fail(&[
+        r#"index key "SHARD_METADATA # 00000007 # 00000000000000000000""#,
+        "no kind the format defines",
+    ]);
+    fail(&[
+        "shard-00000001",
+        "shard_count is 1",
+        "shards are numbered 0 to shard_count − 1",
+    ]);
+    assert_eq!(lines_starting(&text, "FAIL "), 4, "{text}");
+}

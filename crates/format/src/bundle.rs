@@ -39,6 +39,20 @@ pub fn shard_name(index: u32) -> String {
     format!("shard-{index:08}")
 }
 
+/// Whether `name` is the name of a shard file (`shard-` and digits).
+pub fn is_shard_name(name: &str) -> bool {
+    name.strip_prefix("shard-")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether `name` is the name of one of the shards of a bundle of
+/// `shard_count` shards.
+pub fn is_shard_of(name: &str, shard_count: u32) -> bool {
+    name.strip_prefix("shard-")
+        .and_then(|n| n.parse::<u32>().ok())
+        .is_some_and(|n| n < shard_count && shard_name(n) == name)
+}
+
 /// How records are compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
@@ -390,6 +404,23 @@ pub fn shard_prefix(shard: u32) -> String {
     format!("{SHARD_PREFIX}{shard:08} # ")
 }
 
+/// The shard whose record keys' range (`SHARD_METADATA # <shard:08> # `)
+/// holds `key`, whether or not the rest of it parses.
+pub fn record_key_shard(key: &str) -> Option<u32> {
+    let rest = key.strip_prefix(SHARD_PREFIX)?;
+    let digits = rest.get(..8)?;
+    let all_digits = digits.bytes().all(|b| b.is_ascii_digit());
+    (all_digits && rest[8..].starts_with(" # "))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// Key `key` as messages name it: quoted, and escaped (bytes that are
+/// not printable ASCII as `\xNN`), since a damaged key may hold anything.
+pub fn key_name(key: &[u8]) -> String {
+    format!("index key \"{}\"", key.escape_ascii())
+}
+
 /// The shard and uncompressed offset of a `SHARD_METADATA` key.
 pub fn parse_shard_key(key: &str) -> Option<(u32, u64)> {
     let rest = key.strip_prefix(SHARD_PREFIX)?;
@@ -470,6 +501,11 @@ mod tests {
         assert!(shard_key(1, 9) < shard_key(1, 10));
         assert!(shard_key(1, u64::MAX) < shard_key(2, 0));
         assert_eq!(parse_shard_key("SHARD_METADATA # 1 # -3"), None);
+        assert_eq!(record_key_shard(&shard_key(7, 9)), Some(7));
+        assert_eq!(record_key_shard("SHARD_METADATA # 7 # 9"), None);
+        assert!(is_shard_of("shard-00000001", 2));
+        assert!(!is_shard_of("shard-00000002", 2) && !is_shard_of("shard-1", 2));
+        assert_eq!(key_name(b"a\"\xff"), r#"index key "a\"\xff""#);
     }
 
     #[test]

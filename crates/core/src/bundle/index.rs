@@ -4,11 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use packfs_format::bundle::{
-    dir_prefix, file_key, parse_file_key, prefix_end, shard_key, shard_prefix, BundleConfig,
-    Compression, FileMetadata, ShardMetadata, APPLICATION_ID, CONFIG_KEY, FILE_PREFIX,
+    dir_prefix, file_key, parse_file_key, prefix_end, record_key_shard, shard_key, shard_prefix,
+    BundleConfig, Compression, FileMetadata, ShardMetadata, APPLICATION_ID, CONFIG_KEY,
+    FILE_PREFIX,
 };
 use parking_lot::Mutex;
 use prost::Message;
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use super::BundleError;
@@ -176,6 +178,35 @@ impl Index {
     pub fn entries(&self) -> Result<Vec<Listed>, BundleError> {
         let prefix = FILE_PREFIX;
         self.entries_in(prefix, &prefix_end(prefix))
+    }
+
+    /// The keys of no kind the format defines, in key order: every key but
+    /// the configuration's, those of the `FILE_METADATA` range and the
+    /// record keys of shards below `shard_count` (which the other
+    /// queries read), and any key that is not text.
+    pub fn stray_keys(&self) -> Result<Vec<Vec<u8>>, BundleError> {
+        let shard_count = self.config.shard_count;
+        let read_elsewhere = |key: &str| {
+            key == CONFIG_KEY
+                || key.starts_with(FILE_PREFIX)
+                || record_key_shard(key).is_some_and(|shard| shard < shard_count)
+        };
+        self.query(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT key FROM bundle ORDER BY key")?;
+            let mut rows = stmt.query([])?;
+            let mut stray = Vec::new();
+            while let Some(row) = rows.next()? {
+                let (key, text) = match row.get_ref(0)? {
+                    ValueRef::Text(key) => (key, std::str::from_utf8(key).ok()),
+                    // TEXT affinity leaves a NOT NULL key text or a blob.
+                    other => (other.as_bytes().unwrap_or_default(), None),
+                };
+                if !text.is_some_and(read_elsewhere) {
+                    stray.push(key.to_vec());
+                }
+            }
+            Ok(stray)
+        })
     }
 
     /// The entries whose keys are in `low..high`, in key order.
