@@ -377,14 +377,31 @@ pub fn dir_prefix(dir: &str) -> String {
     format!("{FILE_PREFIX}{dir}/ # ")
 }
 
-/// The directory and name of a `FILE_METADATA` key, or `None` if `key`
-/// is not one. The name is the text after the last `"/ # "`: a name has
-/// no `/`, so the directory ends there.
-pub fn parse_file_key(key: &str) -> Option<(&str, &str)> {
-    let rest = key.strip_prefix(FILE_PREFIX)?;
-    let cut = rest.rfind("/ # ")?;
+/// The rule for names, as messages name it.
+pub const NAME_RULE: &str = "a name is non-empty, without `/` or NUL, and neither `.` nor `..`";
+
+/// The directory and name of a `FILE_METADATA` key. The name is the text
+/// after the last `"/ # "`: a name has no `/`, so the directory ends
+/// there. Fails, naming the key and the rule, for a key that is not
+/// UTF-8, not a `FILE_METADATA` key, or has an empty name.
+pub fn parse_file_key(key: &[u8]) -> Result<(&str, &str), FormatError> {
+    let bad = |detail: String| FormatError::shape(key_name(key), detail);
+    let text =
+        std::str::from_utf8(key).map_err(|_| bad("not UTF-8 (keys are UTF-8 text)".into()))?;
+    let cut = text
+        .strip_prefix(FILE_PREFIX)
+        .and_then(|rest| rest.rfind("/ # "))
+        .ok_or_else(|| {
+            bad(format!(
+                "not a FILE_METADATA key (`{FILE_PREFIX}<dir>/ # <name>`)"
+            ))
+        })?;
+    let rest = &text[FILE_PREFIX.len()..];
     let (dir, name) = (&rest[..cut], &rest[cut + 4..]);
-    (!name.is_empty()).then_some((dir, name))
+    match name.is_empty() {
+        true => Err(bad(format!("an empty name ({NAME_RULE})"))),
+        false => Ok((dir, name)),
+    }
 }
 
 /// Whether `name` may name an entry: non-empty, without `/` or NUL, and
@@ -489,11 +506,22 @@ mod tests {
     fn keys_round_trip_and_sort_numerically() {
         assert_eq!(file_key("", "a # b"), "FILE_METADATA # / # a # b");
         assert_eq!(
-            parse_file_key("FILE_METADATA # / # a # b"),
-            Some(("", "a # b"))
+            parse_file_key(b"FILE_METADATA # / # a # b"),
+            Ok(("", "a # b"))
         );
         let key = file_key("x # y/ü", "f.txt");
-        assert_eq!(parse_file_key(&key), Some(("x # y/ü", "f.txt")));
+        assert_eq!(parse_file_key(key.as_bytes()), Ok(("x # y/ü", "f.txt")));
+        for (key, says) in [
+            (&b"FILE_METADATA # / # "[..], "empty name"),
+            (b"FILE_METADATA # a", "not a FILE_METADATA key"),
+            (b"FILE_METADATA # / # \xff", "not UTF-8"),
+        ] {
+            let err = parse_file_key(key).unwrap_err().to_string();
+            assert!(
+                err.starts_with("index key \"FILE_METADATA") && err.contains(says),
+                "{err}"
+            );
+        }
         assert!(key.starts_with(&dir_prefix("x # y/ü")));
         assert!(!key.starts_with(&dir_prefix("x # y")));
         assert!(key.as_str() < prefix_end(&dir_prefix("x # y/ü")).as_str());

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use packfs_format::bundle::{
     crc32c, is_shard_name, is_shard_of, is_valid_name, key_name, Compression, CONFIG_KEY,
-    FILE_PREFIX, SHARD_HEADER_LEN,
+    FILE_PREFIX, NAME_RULE, SHARD_HEADER_LEN,
 };
 use packfs_format::engine::{ByteRangeMap, SourceIndex};
 use packfs_format::FormatError;
@@ -79,6 +79,7 @@ pub async fn verify(
     // its value does not decode).
     let kinds: HashMap<String, Option<bool>> = listed
         .iter()
+        .flatten()
         .map(|l| {
             (
                 join(&l.dir, &l.name),
@@ -87,12 +88,19 @@ pub async fn verify(
         })
         .collect();
     for listed in listed {
+        // A key that names no entry is named by itself.
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(e) => {
+                report.problems.push(e.to_string());
+                continue;
+            }
+        };
         let path = join(&listed.dir, &listed.name);
         let mut problem = |detail: String| report.problems.push(format!("{path}: {detail}"));
         if !is_valid_name(&listed.name) {
             problem(format!(
-                "name {:?} is not allowed (a name is non-empty, without `/` or NUL, \
-                 and neither `.` nor `..`)",
+                "name {:?} is not allowed ({NAME_RULE})",
                 listed.name
             ));
             continue;
