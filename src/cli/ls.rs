@@ -74,7 +74,8 @@ fn ls_tree(tree: &Tree, path: &str, long: bool) -> CliResult {
 
 /// `packfs ls` of a view's, bundle's or array's tree. An entry whose
 /// metadata is damaged is listed all the same, as a mount lists it (its
-/// name is known); what is wrong is the command's error, so it exits 1.
+/// name is known), and one whose name cannot be known is not; what is
+/// wrong with either is the command's error, so it exits 1.
 fn ls_catalog(catalog: &dyn Catalog, path: &str, long: bool) -> CliResult {
     let id = resolve_in(catalog, path)?;
     let entry = catalog
@@ -110,6 +111,7 @@ fn ls_catalog(catalog: &dyn Catalog, path: &str, long: bool) -> CliResult {
             show(child, &name)?;
             index += 1;
         }
+        damaged.extend(catalog.unlisted(id).iter().map(ToString::to_string));
     }
     out.flush()?;
     match damaged.is_empty() {

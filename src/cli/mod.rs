@@ -178,10 +178,12 @@ pub(crate) enum Command {
     /// any problem.
     ///
     /// For a DataBundle: the rules docs/DATABUNDLE.md lists under
-    /// "Checking a bundle" (shard headers; records: where they are stored,
-    /// the stream they cover, one zstd frame or gzip member each decoding
-    /// to its length; entries: names and parents) and every file's
-    /// CRC32C, one line a problem, naming the broken rule.
+    /// "Checking a bundle" (shard headers, padding included; no shard file
+    /// past shard_count; index keys of the format's kinds only; records:
+    /// where they are stored, the stream they cover, one zstd frame or
+    /// gzip member each decoding to its length; entries: names and
+    /// parents) and every file's CRC32C, one line a problem, naming the
+    /// broken rule.
     Verify(verify::VerifyArgs),
     /// List the items added, removed and changed from revision FROM to TO.
     ///

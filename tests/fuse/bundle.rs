@@ -274,12 +274,7 @@ fn ls_lists_a_damaged_entry_like_a_mount_and_exits_1() {
             false => vec!["ls", s(&bundle), "s"],
         };
         let out = packfs(&args);
-        let text = stdout(&out);
-        let names: Vec<_> = text
-            .lines()
-            .map(|l| l.rsplit(' ').next().unwrap().to_owned())
-            .collect();
-        assert_eq!(names, want, "{text}");
+        assert_eq!(ls_names(&out), want, "{}", stdout(&out));
         failed_with(&out, &["FILE_METADATA # s/ # 07", "malformed"]);
         assert_eq!(out.status.code(), Some(1));
     }
@@ -351,4 +346,139 @@ fn the_writer_does_what_the_format_states_where_it_chooses() {
     );
     let out = packfs_ok(&["verify", s(&bundle)]);
     assert!(stdout(&out).starts_with("OK bundle"), "{}", stdout(&out));
+}
+
+/// What opening a bundle does not check, `verify` does: the header's
+/// padding, that every key is of a kind the format defines, and that no
+/// shard file lies past `shard_count`. One line each, naming the shard or
+/// key and the rule.
+#[test]
+fn verify_checks_header_padding_key_kinds_and_shard_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, bundle) = small_bundle(tmp.path(), "zstd");
+    let shard = bundle.join("shard-00000000");
+    flip(&shard, 100);
+    let (_, record) = records(&bundle).remove(0);
+    put(&bundle, "OTHER # x", &record);
+    put(
+        &bundle,
+        "SHARD_METADATA # 00000007 # 00000000000000000000",
+        &record,
+    );
+    std::fs::copy(&shard, bundle.join("shard-00000001")).unwrap();
+
+    let out = packfs(&["verify", s(&bundle)]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let fail = |parts: &[&str]| {
+        let found = text
+            .lines()
+            .filter(|l| l.starts_with("FAIL ") && parts.iter().all(|p| l.contains(p)))
+            .count();
+        assert_eq!(found, 1, "{parts:?} in {text}");
+    };
+    fail(&[
+        "shard-00000000",
+        "header byte 100 is 0x10",
+        "header bytes 16 to block_size − 1 are zeros",
+    ]);
+    fail(&[r#"index key "OTHER # x""#, "no kind the format defines"]);
+    fail(&[
+        r#"index key "SHARD_METADATA # 00000007 # 00000000000000000000""#,
+        "no kind the format defines",
+    ]);
+    fail(&[
+        "shard-00000001",
+        "shard_count is 1",
+        "shards are numbered 0 to shard_count − 1",
+    ]);
+    assert_eq!(lines_starting(&text, "FAIL "), 4, "{text}");
+}
+
+/// The names in `packfs ls` output (`-l` or not), without a directory's
+/// `/`.
+fn ls_names(out: &std::process::Output) -> Vec<String> {
+    stdout(out)
+        .lines()
+        .map(|l| {
+            l.rsplit(' ')
+                .next()
+                .unwrap()
+                .trim_end_matches('/')
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Keys in the `FILE_METADATA` range that name no entry (an empty name,
+/// no `/ # `, bytes that are not UTF-8) spoil only themselves: `verify`
+/// names each once, escaped, with the rule; `ls` and a mount list every
+/// other entry of their directory, and `ls` exits 1 naming the key.
+#[test]
+fn keys_that_do_not_parse_spoil_no_listing() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, bundle) = small_bundle(tmp.path(), "zstd");
+    let file = file_meta(&bundle, "FILE_METADATA # / # top");
+    put(&bundle, "FILE_METADATA # s/ # ", &file);
+    put(&bundle, "FILE_METADATA # no separator", &file);
+    let mut not_utf8 = b"FILE_METADATA # / # ".to_vec();
+    not_utf8.push(0xff);
+    index(&bundle)
+        .execute(
+            "INSERT INTO bundle (key, value) VALUES (CAST(?1 AS TEXT), ?2)",
+            rusqlite::params![not_utf8, file.encode_to_vec()],
+        )
+        .unwrap();
+
+    let out = packfs(&["verify", s(&bundle)]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for (key, rule) in [
+        (
+            r#"index key "FILE_METADATA # s/ # ""#,
+            "a name is non-empty",
+        ),
+        (
+            r#"index key "FILE_METADATA # no separator""#,
+            "<dir>/ # <name>",
+        ),
+        (r#"index key "FILE_METADATA # / # \xff""#, "keys are UTF-8"),
+    ] {
+        let lines = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("FAIL {key}: ")) && l.contains(rule))
+            .count();
+        assert_eq!(lines, 1, "{key} in {text}");
+    }
+    assert_eq!(lines_starting(&text, "FAIL "), 3, "{text}");
+
+    let s_names: Vec<String> = (0..10).map(|i| format!("{i:02}")).collect();
+    let root_names = ["e", "s", "top", "z"];
+    for long in [false, true] {
+        let flag = if long { vec!["-l"] } else { vec![] };
+        let out = packfs(&[&["ls"][..], &flag, &[s(&bundle), "s"]].concat());
+        assert_eq!(ls_names(&out), s_names, "{}", stdout(&out));
+        failed_with(
+            &out,
+            &[r#"index key "FILE_METADATA # s/ # ""#, "empty name"],
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let out = packfs(&[&["ls"][..], &flag, &[s(&bundle)]].concat());
+        assert_eq!(ls_names(&out), root_names, "{}", stdout(&out));
+        failed_with(&out, &[r#"index key "FILE_METADATA # / # \xff""#, "UTF-8"]);
+        assert_eq!(out.status.code(), Some(1));
+    }
+
+    let mnt = Mounted::new(&bundle, &tmp.path().join("mnt"), &[]);
+    let listed = |dir: &str| {
+        let mut names: Vec<String> = std::fs::read_dir(mnt.path.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(listed("s"), s_names);
+    assert_eq!(listed(""), root_names);
 }

@@ -39,6 +39,20 @@ pub fn shard_name(index: u32) -> String {
     format!("shard-{index:08}")
 }
 
+/// Whether `name` is the name of a shard file (`shard-` and digits).
+pub fn is_shard_name(name: &str) -> bool {
+    name.strip_prefix("shard-")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Whether `name` is the name of one of the shards of a bundle of
+/// `shard_count` shards.
+pub fn is_shard_of(name: &str, shard_count: u32) -> bool {
+    name.strip_prefix("shard-")
+        .and_then(|n| n.parse::<u32>().ok())
+        .is_some_and(|n| n < shard_count && shard_name(n) == name)
+}
+
 /// How records are compressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
@@ -363,14 +377,31 @@ pub fn dir_prefix(dir: &str) -> String {
     format!("{FILE_PREFIX}{dir}/ # ")
 }
 
-/// The directory and name of a `FILE_METADATA` key, or `None` if `key`
-/// is not one. The name is the text after the last `"/ # "`: a name has
-/// no `/`, so the directory ends there.
-pub fn parse_file_key(key: &str) -> Option<(&str, &str)> {
-    let rest = key.strip_prefix(FILE_PREFIX)?;
-    let cut = rest.rfind("/ # ")?;
+/// The rule for names, as messages name it.
+pub const NAME_RULE: &str = "a name is non-empty, without `/` or NUL, and neither `.` nor `..`";
+
+/// The directory and name of a `FILE_METADATA` key. The name is the text
+/// after the last `"/ # "`: a name has no `/`, so the directory ends
+/// there. Fails, naming the key and the rule, for a key that is not
+/// UTF-8, not a `FILE_METADATA` key, or has an empty name.
+pub fn parse_file_key(key: &[u8]) -> Result<(&str, &str), FormatError> {
+    let bad = |detail: String| FormatError::shape(key_name(key), detail);
+    let text =
+        std::str::from_utf8(key).map_err(|_| bad("not UTF-8 (keys are UTF-8 text)".into()))?;
+    let cut = text
+        .strip_prefix(FILE_PREFIX)
+        .and_then(|rest| rest.rfind("/ # "))
+        .ok_or_else(|| {
+            bad(format!(
+                "not a FILE_METADATA key (`{FILE_PREFIX}<dir>/ # <name>`)"
+            ))
+        })?;
+    let rest = &text[FILE_PREFIX.len()..];
     let (dir, name) = (&rest[..cut], &rest[cut + 4..]);
-    (!name.is_empty()).then_some((dir, name))
+    match name.is_empty() {
+        true => Err(bad(format!("an empty name ({NAME_RULE})"))),
+        false => Ok((dir, name)),
+    }
 }
 
 /// Whether `name` may name an entry: non-empty, without `/` or NUL, and
@@ -388,6 +419,23 @@ pub fn shard_key(shard: u32, offset: u64) -> String {
 /// The prefix every record key of shard `shard` starts with.
 pub fn shard_prefix(shard: u32) -> String {
     format!("{SHARD_PREFIX}{shard:08} # ")
+}
+
+/// The shard whose record keys' range (`SHARD_METADATA # <shard:08> # `)
+/// holds `key`, whether or not the rest of it parses.
+pub fn record_key_shard(key: &str) -> Option<u32> {
+    let rest = key.strip_prefix(SHARD_PREFIX)?;
+    let digits = rest.get(..8)?;
+    let all_digits = digits.bytes().all(|b| b.is_ascii_digit());
+    (all_digits && rest[8..].starts_with(" # "))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// Key `key` as messages name it: quoted, and escaped (bytes that are
+/// not printable ASCII as `\xNN`), since a damaged key may hold anything.
+pub fn key_name(key: &[u8]) -> String {
+    format!("index key \"{}\"", key.escape_ascii())
 }
 
 /// The shard and uncompressed offset of a `SHARD_METADATA` key.
@@ -458,11 +506,22 @@ mod tests {
     fn keys_round_trip_and_sort_numerically() {
         assert_eq!(file_key("", "a # b"), "FILE_METADATA # / # a # b");
         assert_eq!(
-            parse_file_key("FILE_METADATA # / # a # b"),
-            Some(("", "a # b"))
+            parse_file_key(b"FILE_METADATA # / # a # b"),
+            Ok(("", "a # b"))
         );
         let key = file_key("x # y/ü", "f.txt");
-        assert_eq!(parse_file_key(&key), Some(("x # y/ü", "f.txt")));
+        assert_eq!(parse_file_key(key.as_bytes()), Ok(("x # y/ü", "f.txt")));
+        for (key, says) in [
+            (&b"FILE_METADATA # / # "[..], "empty name"),
+            (b"FILE_METADATA # a", "not a FILE_METADATA key"),
+            (b"FILE_METADATA # / # \xff", "not UTF-8"),
+        ] {
+            let err = parse_file_key(key).unwrap_err().to_string();
+            assert!(
+                err.starts_with("index key \"FILE_METADATA") && err.contains(says),
+                "{err}"
+            );
+        }
         assert!(key.starts_with(&dir_prefix("x # y/ü")));
         assert!(!key.starts_with(&dir_prefix("x # y")));
         assert!(key.as_str() < prefix_end(&dir_prefix("x # y/ü")).as_str());
@@ -470,6 +529,11 @@ mod tests {
         assert!(shard_key(1, 9) < shard_key(1, 10));
         assert!(shard_key(1, u64::MAX) < shard_key(2, 0));
         assert_eq!(parse_shard_key("SHARD_METADATA # 1 # -3"), None);
+        assert_eq!(record_key_shard(&shard_key(7, 9)), Some(7));
+        assert_eq!(record_key_shard("SHARD_METADATA # 7 # 9"), None);
+        assert!(is_shard_of("shard-00000001", 2));
+        assert!(!is_shard_of("shard-00000002", 2) && !is_shard_of("shard-1", 2));
+        assert_eq!(key_name(b"a\"\xff"), r#"index key "a\"\xff""#);
     }
 
     #[test]

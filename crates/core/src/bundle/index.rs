@@ -4,11 +4,14 @@
 use std::path::{Path, PathBuf};
 
 use packfs_format::bundle::{
-    dir_prefix, file_key, parse_file_key, prefix_end, shard_key, shard_prefix, BundleConfig,
-    Compression, FileMetadata, ShardMetadata, APPLICATION_ID, CONFIG_KEY, FILE_PREFIX,
+    dir_prefix, file_key, parse_file_key, prefix_end, record_key_shard, shard_key, shard_prefix,
+    BundleConfig, Compression, FileMetadata, ShardMetadata, APPLICATION_ID, CONFIG_KEY,
+    FILE_PREFIX,
 };
+use packfs_format::FormatError;
 use parking_lot::Mutex;
 use prost::Message;
+use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use super::BundleError;
@@ -37,12 +40,12 @@ pub struct Listed {
     pub id: i64,
     pub dir: String,
     pub name: String,
-    pub meta: Result<FileMetadata, packfs_format::FormatError>,
+    pub meta: Result<FileMetadata, FormatError>,
 }
 
 impl Listed {
     /// The entry, if its value decoded.
-    pub fn entry(self) -> Result<IndexEntry, packfs_format::FormatError> {
+    pub fn entry(self) -> Result<IndexEntry, FormatError> {
         Ok(IndexEntry {
             id: self.id,
             dir: self.dir,
@@ -151,7 +154,7 @@ impl Index {
         let Some((key, value)) = row else {
             return Ok(None);
         };
-        let Some((dir, name)) = parse_file_key(&key) else {
+        let Ok((dir, name)) = parse_file_key(key.as_bytes()) else {
             return Ok(None);
         };
         Ok(Some(IndexEntry {
@@ -162,50 +165,76 @@ impl Index {
         }))
     }
 
-    /// Every entry of directory `dir`, in key (byte) order of names.
-    pub fn list(&self, dir: &str) -> Result<Vec<Listed>, BundleError> {
+    /// Every entry of directory `dir`, in key (byte) order of names, and
+    /// as an error each key of the directory that names no entry.
+    pub fn list(&self, dir: &str) -> Result<Vec<Result<Listed, FormatError>>, BundleError> {
         let prefix = dir_prefix(dir);
-        let mut entries = self.entries_in(&prefix, &prefix_end(&prefix))?;
-        // Keys of a subdirectory whose name starts with " # " share the
-        // prefix: keep the directory's own entries.
-        entries.retain(|e| e.dir == dir);
-        Ok(entries)
+        let mut rows = self.rows_in(&prefix, &prefix_end(&prefix))?;
+        // Keys with a `/` after the prefix belong to a subdirectory whose
+        // name starts with " # ", even if they do not parse.
+        rows.retain(|(_, key, _)| {
+            key.strip_prefix(prefix.as_bytes())
+                .is_some_and(|name| !name.contains(&b'/'))
+        });
+        Ok(rows.into_iter().map(listed).collect())
     }
 
-    /// Every file and directory entry, in key order (for `verify`).
-    pub fn entries(&self) -> Result<Vec<Listed>, BundleError> {
+    /// Every file and directory entry, in key order, and as an error each
+    /// key of the `FILE_METADATA` range that names no entry (for `verify`).
+    pub fn entries(&self) -> Result<Vec<Result<Listed, FormatError>>, BundleError> {
         let prefix = FILE_PREFIX;
-        self.entries_in(prefix, &prefix_end(prefix))
+        let rows = self.rows_in(prefix, &prefix_end(prefix))?;
+        Ok(rows.into_iter().map(listed).collect())
     }
 
-    /// The entries whose keys are in `low..high`, in key order.
-    fn entries_in(&self, low: &str, high: &str) -> Result<Vec<Listed>, BundleError> {
-        let rows = self.query(|conn| {
+    /// The keys of no kind the format defines, in key order: every key but
+    /// the configuration's, those of the `FILE_METADATA` range and the
+    /// record keys of shards below `shard_count` (which the other
+    /// queries read), and any key that is not text.
+    pub fn stray_keys(&self) -> Result<Vec<Vec<u8>>, BundleError> {
+        let shard_count = self.config.shard_count;
+        // The `FILE_METADATA` range is read as bytes: a key there that is
+        // not UTF-8 is reported as a key that names no entry.
+        let read_elsewhere = |key: &[u8]| {
+            key.starts_with(FILE_PREFIX.as_bytes())
+                || std::str::from_utf8(key).is_ok_and(|key| {
+                    key == CONFIG_KEY
+                        || record_key_shard(key).is_some_and(|shard| shard < shard_count)
+                })
+        };
+        self.query(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT key FROM bundle ORDER BY key")?;
+            let mut rows = stmt.query([])?;
+            let mut stray = Vec::new();
+            while let Some(row) = rows.next()? {
+                // TEXT affinity leaves a NOT NULL key text or a blob; range
+                // queries compare text, so they read no blob.
+                let (key, text) = match row.get_ref(0)? {
+                    ValueRef::Text(key) => (key, true),
+                    other => (other.as_bytes().unwrap_or_default(), false),
+                };
+                if !(text && read_elsewhere(key)) {
+                    stray.push(key.to_vec());
+                }
+            }
+            Ok(stray)
+        })
+    }
+
+    /// The row ids, keys and values of the keys in `low..high`, in key
+    /// order. Keys are read as bytes: one that is not UTF-8 spoils only
+    /// itself.
+    fn rows_in(&self, low: &str, high: &str) -> Result<Vec<Row>, BundleError> {
+        self.query(|conn| {
             let mut stmt = conn.prepare_cached(
-                "SELECT rowid, key, value FROM bundle WHERE key >= ?1 AND key < ?2 ORDER BY key",
+                "SELECT rowid, CAST(key AS BLOB), value FROM bundle \
+                 WHERE key >= ?1 AND key < ?2 ORDER BY key",
             )?;
             let rows = stmt.query_map([low, high], |row| {
-                Ok((
-                    row.get::<_, i64>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, Vec<u8>>(2)?,
-                ))
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
             })?;
-            rows.collect::<Result<Vec<_>, _>>()
-        })?;
-        rows.into_iter()
-            .map(|(id, key, value)| {
-                let (dir, name) = parse_file_key(&key).ok_or_else(|| {
-                    packfs_format::FormatError::shape(&key, "not a FILE_METADATA key")
-                })?;
-                Ok(Listed {
-                    id,
-                    dir: dir.to_owned(),
-                    name: name.to_owned(),
-                    meta: FileMetadata::decode_checked(&key, &value),
-                })
-            })
-            .collect()
+            rows.collect()
+        })
     }
 
     /// The record of shard `shard` that holds uncompressed offset `offset`:
@@ -277,16 +306,30 @@ impl Index {
     }
 }
 
+/// A row of the index: its id, key and value.
+type Row = (i64, Vec<u8>, Vec<u8>);
+
+/// The entry of a `FILE_METADATA` row, or what is wrong with its key.
+fn listed((id, key, value): Row) -> Result<Listed, FormatError> {
+    let (dir, name) = parse_file_key(&key)?;
+    Ok(Listed {
+        id,
+        dir: dir.to_owned(),
+        name: name.to_owned(),
+        meta: FileMetadata::decode_checked(&file_key(dir, name), &value),
+    })
+}
+
 fn record(key: &str, value: &[u8]) -> Result<IndexRecord, BundleError> {
     let (_, start) = packfs_format::bundle::parse_shard_key(key)
-        .ok_or_else(|| packfs_format::FormatError::shape(key, "not a SHARD_METADATA key"))?;
+        .ok_or_else(|| FormatError::shape(key, "not a SHARD_METADATA key"))?;
     let meta = ShardMetadata::decode_checked(key, value)?;
     if start.checked_add(meta.uncompressed_size).is_none() {
         let detail = format!(
             "offset {start} + uncompressed_size {} overflows 64 bits",
             meta.uncompressed_size
         );
-        return Err(packfs_format::FormatError::shape(key, detail).into());
+        return Err(FormatError::shape(key, detail).into());
     }
     Ok(IndexRecord { start, meta })
 }
@@ -420,6 +463,7 @@ mod tests {
         w.put(&file_key("a/b", "deep"), &file(15, 1)).unwrap();
         w.put(&file_key("a", " # c"), &dir_meta).unwrap();
         w.put(&file_key("a/ # c", "inner"), &file(16, 1)).unwrap();
+        w.put(&file_key("a", ""), &file(17, 1)).unwrap();
         for (start, size) in [(0, 1 << 18), (1 << 18, 100)] {
             let record = ShardMetadata {
                 compressed_offset: 4096 + start,
@@ -438,15 +482,17 @@ mod tests {
             .list("a")
             .unwrap()
             .into_iter()
-            .map(|e| e.name)
+            .map(|e| e.map_or_else(|e| e.to_string(), |e| e.name))
             .collect();
-        assert_eq!(names, [" # c", "x", "y # z"]);
+        let empty = r#"index key "FILE_METADATA # a/ # ": an empty name"#;
+        assert!(names[0].starts_with(empty), "{names:?}");
+        assert_eq!(names[1..], [" # c", "x", "y # z"]);
         let inner = index.list("a/ # c").unwrap();
         assert_eq!(inner.len(), 1);
-        assert_eq!(inner[0].name, "inner");
+        assert_eq!(inner[0].as_ref().unwrap().name, "inner");
         let root = index.list("").unwrap();
         assert_eq!(root.len(), 1);
-        assert!(root[0].meta.as_ref().unwrap().is_dir());
+        assert!(root[0].as_ref().unwrap().meta.as_ref().unwrap().is_dir());
         let y = index.lookup("a", "y # z").unwrap().unwrap();
         assert_eq!(index.entry(y.id).unwrap().unwrap(), y);
         assert!(index.lookup("a", "missing").unwrap().is_none());
@@ -457,7 +503,7 @@ mod tests {
         );
         assert!(index.record_at(1, 0).unwrap().is_none());
         assert_eq!(index.records(0).unwrap().len(), 2);
-        assert_eq!(index.entries().unwrap().len(), 6);
+        assert_eq!(index.entries().unwrap().len(), 7);
         let covering = |r| index.records_covering(0, r).unwrap().len();
         assert_eq!(covering(5..(1 << 18)), 1);
         assert_eq!(covering(5..(1 << 18) + 1), 2);

@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use object_store::path::Path as ObjectPath;
 use packfs_format::bundle::{
-    file_key, shard_key, shard_name, BundleConfig, Compression, FileMetadata, FileType, CONFIG_KEY,
-    INDEX_PATH, MAGIC, VERSION,
+    file_key, is_shard_name, shard_key, shard_name, BundleConfig, Compression, FileMetadata,
+    FileType, CONFIG_KEY, INDEX_PATH, MAGIC, VERSION,
 };
 use packfs_format::FormatError;
 use thiserror::Error;
@@ -536,12 +536,6 @@ async fn refuse_existing_objects(store: &Store, location: &str) -> Result<(), Cr
         }
     }
     Ok(())
-}
-
-/// Whether `name` is the name of a shard file (`shard-` and digits).
-fn is_shard_name(name: &str) -> bool {
-    name.strip_prefix("shard-")
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Uploads the bundle of `shards` shards in `staging` to `store`'s

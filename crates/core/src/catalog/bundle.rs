@@ -11,7 +11,7 @@ use std::time::SystemTime;
 
 use packfs_format::bundle::{is_valid_name, Compression};
 use packfs_format::engine::{ByteRangeMap, SourceIndex};
-use packfs_format::time_of_ns;
+use packfs_format::{time_of_ns, FormatError};
 use parking_lot::Mutex;
 
 use super::{Catalog, CatalogError, Entry, WholeRead};
@@ -28,8 +28,15 @@ const LISTINGS: usize = 64;
 /// asks `stat` of next (one index query each otherwise).
 const ENTRIES: usize = 1 << 16;
 
-/// One directory's entries: ids and names, in key order.
-type Listing = Arc<Vec<(u64, String)>>;
+/// One directory's listing.
+type Listing = Arc<DirListing>;
+
+/// A directory's entries: ids and names, in key order, and what is wrong
+/// with the keys in its range that name no entry.
+struct DirListing {
+    children: Vec<(u64, String)>,
+    unlisted: Vec<FormatError>,
+}
 
 /// The catalog of one bundle; ids are the index's row ids, 0 the root.
 pub struct BundleCatalog {
@@ -90,7 +97,9 @@ impl BundleCatalog {
     }
 
     /// The entries of directory `dir`. One whose value is damaged is
-    /// listed all the same (its name is in its key); its `stat` fails.
+    /// listed all the same (its name is in its key); its `stat` fails. A
+    /// key that does not parse has no name to list: it is logged, kept
+    /// for [`Catalog::unlisted`], and the other entries are listed.
     fn listing(&self, dir: u64) -> Option<Listing> {
         if let Some(listing) = self.listings.lock().get(&dir) {
             return Some(listing.clone());
@@ -100,16 +109,28 @@ impl BundleCatalog {
             tracing::error!("{}", self.failed(e));
             Vec::new()
         });
-        let mut listing = Vec::with_capacity(entries.len());
-        // A name no directory may hold (`..`, `a/b`) is not listed: `packfs
-        // verify` reports it.
-        for listed in entries.into_iter().filter(|l| is_valid_name(&l.name)) {
-            listing.push((listed.id as u64, listed.name.clone()));
+        let mut children = Vec::with_capacity(entries.len());
+        let mut unlisted = Vec::new();
+        for listed in entries {
+            let listed = match listed {
+                Ok(listed) => listed,
+                Err(e) => {
+                    tracing::error!("{}", self.failed(&e));
+                    unlisted.push(e);
+                    continue;
+                }
+            };
+            // A name no directory may hold (`..`, `.`) is not listed:
+            // `packfs verify` reports it.
+            if !is_valid_name(&listed.name) {
+                continue;
+            }
+            children.push((listed.id as u64, listed.name.clone()));
             if let Ok(entry) = listed.entry() {
                 self.remember(entry);
             }
         }
-        let listing: Listing = Arc::new(listing);
+        let listing: Listing = Arc::new(DirListing { children, unlisted });
         self.listings.lock().put(dir, listing.clone());
         Some(listing)
     }
@@ -261,8 +282,14 @@ impl Catalog for BundleCatalog {
 
     fn child(&self, dir: u64, index: usize) -> Option<(u64, Cow<'_, str>)> {
         let listing = self.listing(dir)?;
-        let (id, name) = listing.get(index)?;
+        let (id, name) = listing.children.get(index)?;
         Some((*id, Cow::Owned(name.clone())))
+    }
+
+    fn unlisted(&self, dir: u64) -> Vec<CatalogError> {
+        let listing = self.listing(dir);
+        let unlisted = listing.iter().flat_map(|l| &l.unlisted);
+        unlisted.map(|e| self.failed(e)).collect()
     }
 
     fn parent(&self, dir: u64) -> Option<u64> {

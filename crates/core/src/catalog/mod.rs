@@ -56,6 +56,13 @@ pub trait Catalog: Send + Sync {
     /// name; `None` past the last.
     fn child(&self, dir: u64, index: usize) -> Option<(u64, Cow<'_, str>)>;
 
+    /// What is wrong with the entries of directory `dir` that
+    /// [`Catalog::child`] does not list because their names cannot be
+    /// known (a damaged key), one error each; none by default.
+    fn unlisted(&self, _dir: u64) -> Vec<CatalogError> {
+        Vec::new()
+    }
+
     /// The directory holding directory `dir` (`None` for the root: its
     /// parent is outside the catalog).
     fn parent(&self, dir: u64) -> Option<u64>;

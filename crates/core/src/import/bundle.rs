@@ -17,7 +17,7 @@ use thiserror::Error;
 use super::scan::classify;
 use super::source::{RowSource, SourceRow, TrackSource};
 use super::{ImportError, Prepared};
-use crate::bundle::index::IndexEntry;
+use crate::bundle::index::{IndexEntry, Listed};
 use crate::bundle::{Bundle, BundleError};
 use crate::cache::CacheOptions;
 use crate::catalog::bundle::BundleCatalog;
@@ -80,7 +80,7 @@ pub(super) async fn prepare(
     // A damaged entry fails the import: nothing of it could be imported.
     let entries = listed
         .into_iter()
-        .map(|l| l.entry().map_err(BundleError::from))
+        .map(|l| l.and_then(Listed::entry).map_err(BundleError::from))
         .collect::<Result<Vec<_>, _>>()?;
     let mut problems = Vec::new();
     let mut tracks: BTreeMap<(String, String), Rows> = BTreeMap::new();

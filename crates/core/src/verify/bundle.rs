@@ -1,13 +1,18 @@
-//! `packfs verify BUNDLE`: every shard header, every record (where it is
-//! stored, the stream it covers, one frame or member decoding to its
-//! length), every entry (its name, its parent) and every file (its bytes,
-//! read as a mount reads them, match its size and CRC32C).
+//! `packfs verify BUNDLE`: every shard header (its padding too), that no
+//! shard file lies past `shard_count` and that every key of the index is
+//! of a kind the format defines, every record (where it is stored, the
+//! stream it covers, one frame or member decoding to its length), every
+//! entry (its name, its parent) and every file (its bytes, read as a
+//! mount reads them, match its size and CRC32C).
 
 use std::sync::Arc;
 
 use std::collections::HashMap;
 
-use packfs_format::bundle::{crc32c, is_valid_name, Compression};
+use packfs_format::bundle::{
+    crc32c, is_shard_name, is_shard_of, is_valid_name, key_name, Compression, CONFIG_KEY,
+    FILE_PREFIX, NAME_RULE, SHARD_HEADER_LEN,
+};
 use packfs_format::engine::{ByteRangeMap, SourceIndex};
 use packfs_format::FormatError;
 
@@ -45,14 +50,36 @@ pub async fn verify(
     let mut report = BundleReport::default();
     let index = bundle.index();
     let catalog = BundleCatalog::new(bundle.clone(), std::time::SystemTime::now());
-    for shard in 0..index.config().shard_count {
+    let shard_count = index.config().shard_count;
+    for shard in 0..shard_count {
+        check_header_padding(store, &bundle, shard, &mut report).await?;
         check_records(&bundle, &catalog, &reader, shard, &mut report).await?;
+    }
+    for object in store.list_dir(store.layout().root()).await? {
+        let Some(name) = object.location.filename() else {
+            continue;
+        };
+        if is_shard_name(name) && !is_shard_of(name, shard_count) {
+            report.problems.push(format!(
+                "{}: a shard file, but shard_count is {shard_count} (shards are numbered 0 to \
+                 shard_count − 1)",
+                object.location
+            ));
+        }
+    }
+    for key in index.stray_keys()? {
+        report.problems.push(format!(
+            "{}: of no kind the format defines (keys are `{CONFIG_KEY}`, `{FILE_PREFIX}…` and \
+             the record keys of shards below shard_count)",
+            key_name(&key)
+        ));
     }
     let listed = index.entries()?;
     // Every path with an entry, and whether it is a directory (`None`:
     // its value does not decode).
     let kinds: HashMap<String, Option<bool>> = listed
         .iter()
+        .flatten()
         .map(|l| {
             (
                 join(&l.dir, &l.name),
@@ -61,12 +88,19 @@ pub async fn verify(
         })
         .collect();
     for listed in listed {
+        // A key that names no entry is named by itself.
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(e) => {
+                report.problems.push(e.to_string());
+                continue;
+            }
+        };
         let path = join(&listed.dir, &listed.name);
         let mut problem = |detail: String| report.problems.push(format!("{path}: {detail}"));
         if !is_valid_name(&listed.name) {
             problem(format!(
-                "name {:?} is not allowed (a name is non-empty, without `/` or NUL, \
-                 and neither `.` nor `..`)",
+                "name {:?} is not allowed ({NAME_RULE})",
                 listed.name
             ));
             continue;
@@ -125,6 +159,35 @@ pub async fn verify(
         }
     }
     Ok(report)
+}
+
+/// Checks that the header of shard `shard` holds zeros after its data, up
+/// to `block_size` (opening the bundle read only the data).
+async fn check_header_padding(
+    store: &Store,
+    bundle: &Bundle,
+    shard: u32,
+    report: &mut BundleReport,
+) -> Result<(), BundleError> {
+    let object = bundle.shard(shard).expect("open checked every shard");
+    // A shard shorter than its header is said by its records or files.
+    let end = bundle.index().config().block_size.min(object.len);
+    let mut at = SHARD_HEADER_LEN as u64;
+    while at < end {
+        let to = end.min(at + READ);
+        let bytes = store.get_range(&object.path, at..to).await?.bytes;
+        if let Some(i) = bytes.iter().position(|&b| b != 0) {
+            report.problems.push(format!(
+                "{}: header byte {} is {:#04x} (header bytes 16 to block_size − 1 are zeros)",
+                object.path,
+                at + i as u64,
+                bytes[i]
+            ));
+            break;
+        }
+        at = to;
+    }
+    Ok(())
 }
 
 /// Checks the records of shard `shard`: they cover its stream from 0
