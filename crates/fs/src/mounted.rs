@@ -206,11 +206,13 @@ fn wait_for_exit(exit: &OwnedFd, slow: impl FnOnce()) {
         };
         // SAFETY: one valid pollfd.
         let ready = unsafe { libc::poll(&mut poll, 1, step.as_millis() as libc::c_int) };
-        if ready != 0
-            && !(ready < 0
-                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted)
-        {
-            return;
+        match ready {
+            0 => {} // still running
+            n if n > 0 => return,
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {
+                continue
+            }
+            _ => return, // cannot wait on it: never hang
         }
         waited += step;
         if waited >= Duration::from_secs(2) {
