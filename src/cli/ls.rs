@@ -7,8 +7,10 @@ use clap::Args;
 use packfs_core::catalog::view::ViewSpec;
 use packfs_core::catalog::Catalog;
 use packfs_core::kind::Kind;
+use packfs_core::reader::Reader;
 use packfs_core::store::StoreConfig;
-use packfs_core::tree::{NodeKind, Tree};
+use packfs_core::tree::{NodeId, NodeKind, Tree};
+use packfs_format::Special;
 
 use super::contents::{resolve_in, Contents};
 use super::{CliResult, DatasetAt};
@@ -20,7 +22,7 @@ pub(crate) struct LsArgs {
     /// Path inside the dataset, e.g. train/image.
     #[arg(default_value = "/")]
     pub path: String,
-    /// Show size and media type.
+    /// Show size and media type, and a symbolic link's target.
     #[arg(short, long)]
     pub long: bool,
     /// List the dataset as a loader view shows it (`webdataset…` or
@@ -32,44 +34,80 @@ pub(crate) struct LsArgs {
 /// Lists the path `args` names on stdout, one entry a line.
 pub(super) async fn run(args: LsArgs, config: &StoreConfig) -> CliResult {
     match Contents::open(&args.at, args.view.as_ref(), config).await? {
-        Contents::Tree { tree, .. } => ls_tree(&tree, &args.path, args.long),
+        Contents::Tree { tree, reader } => ls_tree(&tree, &reader, &args.path, args.long).await,
         Contents::Catalog { catalog, .. } => ls_catalog(&*catalog, &args.path, args.long),
     }
 }
 
-/// `packfs ls` of a dataset's tree.
-fn ls_tree(tree: &Tree, path: &str, long: bool) -> CliResult {
+/// Entries listed between reads of link targets: a listing of any size
+/// streams, holding this many names at most.
+const BATCH: usize = 1024;
+
+/// `packfs ls` of a dataset's tree; with `long`, a symbolic link shows its
+/// target (`name -> target`), read from the store.
+async fn ls_tree(tree: &Tree, reader: &Reader, path: &str, long: bool) -> CliResult {
     let node = tree.resolve(path)?;
+    let dir = path.trim_matches('/');
     let mut out = std::io::stdout().lock();
-    let mut show = |id, name: &str| -> CliResult {
-        match (tree.is_dir(id), long) {
-            (true, false) => writeln!(out, "{name}/")?,
-            (true, true) => writeln!(out, "{:>14}  {:<26}  {name}/", "-", "directory")?,
-            (false, false) => writeln!(out, "{name}")?,
-            (false, true) => {
-                let Some(NodeKind::File(i)) = tree.node(id)?.map(|n| n.kind) else {
-                    return Err(format!("{name}: vanished").into());
-                };
-                let item = tree.item(i)?;
-                writeln!(
-                    out,
-                    "{:>14}  {:<26}  {name}",
-                    item.size(),
-                    item.media_type()
-                )?
-            }
-        }
-        Ok(())
-    };
     if !tree.is_dir(node) {
-        return show(node, path.rsplit('/').next().unwrap_or(path));
+        let name = dir.rsplit('/').next().unwrap_or(dir);
+        return show(&mut out, tree, reader, (node, name, dir), long).await;
     }
-    let mut failed = Ok(());
-    tree.children(node, 0, |c| {
-        failed = show(c.id, c.name);
-        failed.is_err()
-    })?;
-    failed
+    let mut from = 0;
+    loop {
+        let mut batch: Vec<(NodeId, String)> = Vec::new();
+        tree.children(node, from, |c| {
+            batch.push((c.id, c.name.to_string()));
+            from = c.next;
+            batch.len() >= BATCH
+        })?;
+        for (id, name) in &batch {
+            let full = match dir {
+                "" => name.clone(),
+                dir => format!("{dir}/{name}"),
+            };
+            show(&mut out, tree, reader, (*id, name, &full), long).await?;
+        }
+        if batch.len() < BATCH {
+            return Ok(());
+        }
+    }
+}
+
+/// One line of `packfs ls` for node `id`, named `name`, at `path`.
+async fn show(
+    out: &mut impl Write,
+    tree: &Tree,
+    reader: &Reader,
+    (id, name, path): (NodeId, &str, &str),
+    long: bool,
+) -> CliResult {
+    match (tree.is_dir(id), long) {
+        (true, false) => writeln!(out, "{name}/")?,
+        (true, true) => writeln!(out, "{:>14}  {:<26}  {name}/", "-", "directory")?,
+        (false, false) => writeln!(out, "{name}")?,
+        (false, true) => {
+            let Some(NodeKind::File(i)) = tree.node(id)?.map(|n| n.kind) else {
+                return Err(format!("{name}: vanished").into());
+            };
+            let item = tree.item(i)?;
+            let target = match item.special() {
+                Some(Special::Symlink) => {
+                    let data = tree.file_data(path)?;
+                    let target = reader.read_item(&data, 0, data.size).await?;
+                    format!(" -> {}", String::from_utf8_lossy(&target))
+                }
+                _ => String::new(),
+            };
+            writeln!(
+                out,
+                "{:>14}  {:<26}  {name}{target}",
+                item.size(),
+                item.media_type()
+            )?
+        }
+    }
+    Ok(())
 }
 
 /// `packfs ls` of a view's, bundle's or array's tree. An entry whose

@@ -1,7 +1,8 @@
 //! Symbolic links, FIFOs and sockets through a real read-write mount, made
 //! by the tools that make them: `tar -x` of an archive with links, `python
 //! -m venv` (its `lib64` link), `mkfifo`, a Unix socket's `bind`. Each is
-//! what it was after a remount, and the dataset verifies.
+//! what it was after a remount, and the dataset verifies; `packfs ls -l`
+//! shows link targets.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
@@ -114,4 +115,35 @@ fn tar_venv_fifos_and_sockets_keep_their_links_and_nodes_across_a_remount() {
     writer.join().unwrap();
     m.unmount();
     packfs_ok(&["verify", ds.to_str().unwrap()]);
+    // `ls -l` shows a link's target, and every entry of a directory
+    // longer than one batch of its listing.
+    let ls = |path: &str| {
+        let out = packfs_ok(&["ls", ds.to_str().unwrap(), path, "-l"]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let pkg = ls("t/m/untarred/pkg");
+    assert!(
+        pkg.contains("inode/symlink") && pkg.contains(" rel -> data.txt\n"),
+        "{pkg}"
+    );
+    assert!(pkg.contains(" dangling -> ../missing\n"), "{pkg}");
+    assert!(ls("t/m/venv/lib64").trim_end().ends_with("lib64 -> lib"));
+}
+
+#[test]
+fn ls_lists_a_directory_longer_than_a_batch_once_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..2500).map(|i| format!("f{i:05}")).collect();
+    for name in &names {
+        write_file(&dir.path().join("src/t/m").join(name), b"x");
+    }
+    let ds = dir.path().join("ds");
+    import(&dir.path().join("src"), &ds, &[]);
+    let out = packfs_ok(&["ls", ds.to_str().unwrap(), "t/m"]);
+    let listed: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(listed, names);
 }
