@@ -736,3 +736,62 @@ async fn links_and_fifos_are_imported_as_what_they_are() {
     let rel = tree.item(tree.resolve_file("t/m/rel").unwrap()).unwrap();
     assert_eq!(rel.size(), 7);
 }
+
+/// Names of one file (hard links) are imported as items of the bytes
+/// stored once: one upload, every name reading them.
+#[tokio::test]
+async fn hard_links_are_stored_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    let big = vec![7u8; 100_000];
+    write_file(&src.join("t/m/a.bin"), &big);
+    let m = src.join("t/m");
+    std::fs::create_dir(m.join("d")).unwrap();
+    std::fs::hard_link(m.join("a.bin"), m.join("b.jpg")).unwrap();
+    std::fs::hard_link(m.join("a.bin"), m.join("d/c.bin")).unwrap();
+    write_file(&src.join("t/m/other"), b"other");
+    let dir = tmp.path().join("ds");
+    let dataset = Dataset::open(dir.to_str().unwrap(), true).unwrap();
+    let report = import(&dataset, &src, &options()).await.unwrap();
+    assert_eq!(report.items, 4);
+    let snapshot = dataset.snapshot("main").await.unwrap();
+    let items = &snapshot.tracks[0].items;
+    let source = |name: &str| {
+        let item = items.iter().find(|i| i.name() == name).unwrap();
+        format!("{:?}", item.source())
+    };
+    assert_eq!(source("a.bin"), source("b.jpg"));
+    assert_eq!(source("a.bin"), source("d/c.bin"));
+    let stored: u64 = walk_sizes(&dir.join("t/m"));
+    assert!(
+        stored < 2 * big.len() as u64,
+        "the linked bytes are stored once: {stored} bytes of data objects"
+    );
+    let media = |name: &str| {
+        items
+            .iter()
+            .find(|i| i.name() == name)
+            .unwrap()
+            .media_type()
+            .to_string()
+    };
+    assert_eq!(media("b.jpg"), "image/jpeg", "each name's own media type");
+    let report = packfs_core::verify::verify(&dataset, "main").await.unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    // Imported again, unchanged: nothing is committed.
+    let again = import(&dataset, &src, &options()).await.unwrap();
+    assert_eq!(again.objects_written, 0);
+}
+
+/// The bytes of every file below `dir`.
+fn walk_sizes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .map(|e| e.unwrap())
+            .map(|e| match e.file_type().unwrap().is_dir() {
+                true => walk_sizes(&e.path()),
+                false => e.metadata().unwrap().len(),
+            })
+            .sum()
+    })
+}

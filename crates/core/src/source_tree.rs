@@ -45,6 +45,9 @@ pub(crate) struct SourceEntry {
     pub path: PathBuf,
     pub meta: fs::Metadata,
     pub special: Option<Special>,
+    /// With [`Links::Keep`], a regular file of several names (hard
+    /// links): its device and inode, the same for each name.
+    pub hard_link: Option<(u64, u64)>,
 }
 
 /// The entries of `dir` packfs reads, in no particular order. Entries it
@@ -87,6 +90,8 @@ pub(crate) fn list_dir(
             Links::Keep => special_of(&meta),
             Links::Follow => None,
         };
+        let hard_link = (links == Links::Keep && meta.is_file() && meta.nlink() > 1)
+            .then(|| (meta.dev(), meta.ino()));
         if meta.is_dir() && is_link {
             problems.push(format!(
                 "{}: symbolic link to a directory is not followed",
@@ -98,6 +103,7 @@ pub(crate) fn list_dir(
                 path,
                 meta,
                 special,
+                hard_link,
             });
         } else {
             problems.push(format!(

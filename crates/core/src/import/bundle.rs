@@ -206,6 +206,7 @@ impl Rows {
                             id: i,
                             special: None,
                         },
+                        hard_link: None,
                     }
                 }
             })

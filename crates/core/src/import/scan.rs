@@ -56,11 +56,17 @@ pub(super) fn scan(src: &Path, timeline: Option<&str>) -> Result<Vec<TrackSource
         let RowSource::Dir(dir) = &track.rows else {
             unreachable!("a directory's Tracks are read from it")
         };
+        // Names of one file (hard links) are stored once.
+        let mut linked = std::collections::HashSet::new();
         for row in Walk::new(dir.clone()) {
             match row? {
-                Walked::File { size, .. } => {
+                Walked::File {
+                    size, hard_link, ..
+                } => {
                     track.files += 1;
-                    track.bytes += size;
+                    if hard_link.is_none_or(|id| linked.insert(id)) {
+                        track.bytes += size;
+                    }
                 }
                 Walked::Dir(_) => {}
                 Walked::Problem(problem) => problems.push(problem),

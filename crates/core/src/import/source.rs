@@ -16,11 +16,20 @@ pub(super) enum SourceRow {
     /// A directory, by its name below the modality directory (`""` is
     /// that one).
     Dir { name: String, attrs: Attrs },
-    /// A file, to be the item `name`.
+    /// A file, to be the item `name`; `hard_link`: its device and inode,
+    /// if it has other names, which are `Link` rows after it.
     File {
         name: String,
         attrs: Attrs,
         file: PackFile,
+        hard_link: Option<(u64, u64)>,
+    },
+    /// Another name of the file a `File` row before it stored (a hard
+    /// link): the item `name`, of the same stored bytes.
+    Link {
+        name: String,
+        attrs: Attrs,
+        of: (u64, u64),
     },
 }
 
@@ -53,32 +62,48 @@ impl TrackSource {
         let key = self.key.clone();
         match &mut self.rows {
             RowSource::Listed(rows) => Box::new(std::mem::take(rows).into_iter().map(Ok)),
-            RowSource::Dir(dir) => Box::new(Walk::new(dir.clone()).map(move |row| {
-                match row? {
-                    // A directory's import records no mode or mtime.
-                    Walked::Dir(name) => Ok(SourceRow::Dir {
-                        name,
-                        attrs: Attrs::default(),
-                    }),
-                    Walked::File {
-                        name,
-                        path,
-                        size,
-                        special,
-                    } => Ok(SourceRow::File {
-                        name,
-                        attrs: Attrs::default(),
-                        file: PackFile {
-                            track: key.clone(),
+            RowSource::Dir(dir) => {
+                let mut linked = std::collections::HashSet::new();
+                Box::new(Walk::new(dir.clone()).map(move |row| {
+                    match row? {
+                        // A directory's import records no mode or mtime.
+                        Walked::Dir(name) => Ok(SourceRow::Dir {
+                            name,
+                            attrs: Attrs::default(),
+                        }),
+                        // A name of a file met before (the guard records the
+                        // first): its bytes are stored once.
+                        Walked::File {
+                            hard_link: Some(id),
+                            name,
+                            ..
+                        } if !linked.insert(id) => Ok(SourceRow::Link {
+                            name,
+                            attrs: Attrs::default(),
+                            of: id,
+                        }),
+                        Walked::File {
+                            name,
                             path,
                             size,
-                            id: 0,
                             special,
-                        },
-                    }),
-                    Walked::Problem(problem) => Err(ImportError::Changed(problem)),
-                }
-            })),
+                            hard_link,
+                        } => Ok(SourceRow::File {
+                            name,
+                            attrs: Attrs::default(),
+                            file: PackFile {
+                                track: key.clone(),
+                                path,
+                                size,
+                                id: 0,
+                                special,
+                            },
+                            hard_link,
+                        }),
+                        Walked::Problem(problem) => Err(ImportError::Changed(problem)),
+                    }
+                }))
+            }
         }
     }
 }

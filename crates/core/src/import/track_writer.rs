@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use packfs_format::{
-    Attrs, ObjectId, PageShape, PagedWriter, Placement, Special, Track, TrackDir, TrackEdit,
-    TrackItem,
+    Attrs, FragmentEntry, ObjectId, PageShape, PagedWriter, Placement, Special, Track, TrackDir,
+    TrackEdit, TrackItem,
 };
 use tokio::task::JoinSet;
 
@@ -67,13 +67,25 @@ enum Row {
         name: String,
         attrs: Attrs,
         special: Option<Special>,
+        hard_link: Option<(u64, u64)>,
+    },
+    /// Another name of the file of an `Item` row before it.
+    Link {
+        name: String,
+        attrs: Attrs,
+        of: (u64, u64),
     },
 }
 
 fn input(row: SourceRow) -> Input<Row> {
     match row {
         SourceRow::Dir { name, attrs } => Input::Pass(Row::Dir { name, attrs }),
-        SourceRow::File { name, attrs, file } => {
+        SourceRow::File {
+            name,
+            attrs,
+            file,
+            hard_link,
+        } => {
             let special = file.special;
             Input::File(
                 file,
@@ -81,9 +93,11 @@ fn input(row: SourceRow) -> Input<Row> {
                     name,
                     attrs,
                     special,
+                    hard_link,
                 },
             )
         }
+        SourceRow::Link { name, attrs, of } => Input::Pass(Row::Link { name, attrs, of }),
     }
 }
 
@@ -147,6 +161,9 @@ pub(super) async fn write_track(
 struct TrackWriter {
     to: Target,
     media_types: MediaTypes,
+    /// The stored bytes of each file of several names met so far (by
+    /// device and inode), for its other names.
+    hard_links: HashMap<(u64, u64), (FragmentEntry, u64)>,
 }
 
 enum Target {
@@ -159,6 +176,31 @@ impl TrackWriter {
         TrackWriter {
             to: target,
             media_types: MediaTypes::default(),
+            hard_links: HashMap::new(),
+        }
+    }
+
+    /// Adds the item `name` of stored bytes `entry` (in a pack of
+    /// `pack_length` bytes).
+    async fn item(
+        &mut self,
+        dataset: &Dataset,
+        key: &(String, String),
+        (name, media_type, attrs): (String, Arc<str>, Attrs),
+        (entry, pack_length): (FragmentEntry, u64),
+    ) -> Result<(), ImportError> {
+        let item = TrackItem {
+            name,
+            media_type,
+            entry,
+            attrs,
+        };
+        match &mut self.to {
+            Target::New(track) => {
+                track.item(item, pack_length)?;
+                track.store_pages(dataset).await
+            }
+            Target::Edit(track) => track.item(dataset, key, item).await,
         }
     }
 
@@ -183,25 +225,39 @@ impl TrackWriter {
                 name,
                 attrs,
                 special,
+                hard_link,
             } => {
                 let Stored { entry, pack_length } =
                     out.stored.expect("the packer stores every file");
-                let item = TrackItem {
-                    media_type: match special {
-                        Some(special) => special.media_type().into(),
-                        None => self.media_types.of(&name),
-                    },
-                    name,
-                    entry,
-                    attrs,
-                };
-                match &mut self.to {
-                    Target::New(track) => {
-                        track.item(item, pack_length)?;
-                        track.store_pages(dataset).await
-                    }
-                    Target::Edit(track) => track.item(dataset, key, item).await,
+                if let Some(id) = hard_link {
+                    self.hard_links.insert(id, (entry.clone(), pack_length));
                 }
+                let media_type = match special {
+                    Some(special) => special.media_type().into(),
+                    None => self.media_types.of(&name),
+                };
+                self.item(
+                    dataset,
+                    key,
+                    (name, media_type, attrs),
+                    (entry, pack_length),
+                )
+                .await
+            }
+            Row::Link { name, attrs, of } => {
+                let (entry, pack_length) = self.hard_links.get(&of).cloned().ok_or_else(|| {
+                    ImportError::Changed(format!(
+                        "{name}: a hard link whose first name was not imported before it"
+                    ))
+                })?;
+                let media_type = self.media_types.of(&name);
+                self.item(
+                    dataset,
+                    key,
+                    (name, media_type, attrs),
+                    (entry, pack_length),
+                )
+                .await
             }
         }
     }

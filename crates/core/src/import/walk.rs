@@ -25,6 +25,8 @@ pub(super) enum Walked {
         path: PathBuf,
         size: u64,
         special: Option<Special>,
+        /// A file of several names: its device and inode.
+        hard_link: Option<(u64, u64)>,
     },
     /// An entry that cannot be imported: its path and why.
     Problem(String),
@@ -75,6 +77,7 @@ impl Walk {
                     path: entry.path,
                     size: entry.meta.len(),
                     special: entry.special,
+                    hard_link: entry.hard_link,
                 });
             }
         }
