@@ -210,16 +210,16 @@ impl TrackWriter {
         key: &(String, String),
         out: Output<Row>,
     ) -> Result<(), ImportError> {
-        match out.tag {
+        let (name, media_type, attrs, stored) = match out.tag {
             Row::Dir { name, attrs } => {
                 let dir = TrackDir { name, attrs };
-                match &mut self.to {
+                return match &mut self.to {
                     Target::New(track) => {
                         track.writer.dir(dir)?;
                         track.store_pages(dataset).await
                     }
                     Target::Edit(track) => track.dir(dataset, key, dir).await,
-                }
+                };
             }
             Row::Item {
                 name,
@@ -236,30 +236,20 @@ impl TrackWriter {
                     Some(special) => special.media_type().into(),
                     None => self.media_types.of(&name),
                 };
-                self.item(
-                    dataset,
-                    key,
-                    (name, media_type, attrs),
-                    (entry, pack_length),
-                )
-                .await
+                (name, media_type, attrs, (entry, pack_length))
             }
             Row::Link { name, attrs, of } => {
-                let (entry, pack_length) = self.hard_links.get(&of).cloned().ok_or_else(|| {
+                let stored = self.hard_links.get(&of).cloned().ok_or_else(|| {
                     ImportError::Changed(format!(
                         "{name}: a hard link whose first name was not imported before it"
                     ))
                 })?;
                 let media_type = self.media_types.of(&name);
-                self.item(
-                    dataset,
-                    key,
-                    (name, media_type, attrs),
-                    (entry, pack_length),
-                )
-                .await
+                (name, media_type, attrs, stored)
             }
-        }
+        };
+        self.item(dataset, key, (name, media_type, attrs), stored)
+            .await
     }
 
     /// Stores the rest of the Track: its id, the number of its first new
