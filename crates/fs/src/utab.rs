@@ -15,6 +15,8 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use crate::mountpoint;
+
 const DIR: &str = "/run/mount";
 
 /// A mount's line in utab, removed by [`UtabEntry::remove`].
@@ -35,6 +37,9 @@ impl UtabEntry {
         Self::add_in(Path::new(DIR), source, target).map(Some)
     }
 
+    /// Adds the line to the utab in `dir`, and drops the lines of packfs
+    /// mounts that are gone (a daemon killed before it could remove its
+    /// own).
     fn add_in(dir: &Path, source: &str, target: &Path) -> std::io::Result<UtabEntry> {
         let entry = UtabEntry {
             dir: dir.to_path_buf(),
@@ -45,8 +50,18 @@ impl UtabEntry {
             mangle(source),
             entry.mangled_target()
         );
+        let mounted: Vec<String> = mountpoint::mounts()
+            .iter()
+            .map(|m| format!("TARGET={}", mangle(&m.mount_point.to_string_lossy())))
+            .collect();
+        let gone = |line: &str| {
+            line.contains(" OPTS=x-packfs")
+                && !line
+                    .split(' ')
+                    .any(|field| mounted.iter().any(|m| m == field))
+        };
         entry.rewrite(|lines| {
-            lines.retain(|l| !entry.is_ours(l));
+            lines.retain(|l| !entry.is_ours(l) && !gone(l));
             lines.push(line);
         })?;
         Ok(entry)
@@ -116,10 +131,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn entries_are_added_once_and_removed_leaving_the_others() {
+    fn entries_are_added_once_and_removed_leaving_the_others_but_the_dead() {
         let dir = tempfile::tempdir().unwrap();
         let other = "SRC=/dev/sdb1 TARGET=/media/usb ROOT=/ OPTS=uhelper=udisks2\n";
-        std::fs::write(dir.path().join("utab"), other).unwrap();
+        // The line of a packfs mount whose daemon died: dropped.
+        let dead = "SRC=packfs:/old TARGET=/nowhere/mounted ROOT=/ OPTS=x-packfs\n";
+        std::fs::write(dir.path().join("utab"), format!("{other}{dead}")).unwrap();
         let target = Path::new("/mnt/my data");
         UtabEntry::add_in(dir.path(), "packfs:/data/ds", target).unwrap();
         let entry = UtabEntry::add_in(dir.path(), "packfs:/data/ds", target).unwrap();
