@@ -4,7 +4,7 @@
 //! (`problems_report`).
 
 use std::fs;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use packfs_format::Special;
@@ -118,19 +118,9 @@ pub(crate) fn list_dir(
 /// What a file of type `meta` (not followed) is if no regular file or
 /// directory.
 fn special_of(meta: &fs::Metadata) -> Option<Special> {
-    let kind = meta.file_type();
-    if kind.is_symlink() {
-        Some(Special::Symlink)
-    } else if kind.is_fifo() {
-        Some(Special::Fifo)
-    } else if kind.is_socket() {
-        Some(Special::Socket)
-    } else if kind.is_char_device() {
-        Some(Special::CharDevice(meta.rdev()))
-    } else if kind.is_block_device() {
-        Some(Special::BlockDevice(meta.rdev()))
-    } else {
-        None
+    match meta.file_type().is_symlink() {
+        true => Some(Special::Symlink),
+        false => Special::of_mode(meta.mode(), meta.rdev()),
     }
 }
 

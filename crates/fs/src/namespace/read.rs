@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use packfs_core::kind::Kind;
 use packfs_core::tree::{Look, NodeKind};
-use packfs_format::{ns_of_time, time_of_ns, Attrs};
+use packfs_format::{ns_of_time, time_of_ns, Attrs, Special};
 
 use super::overlay::Overlay;
 use super::{tree_ino, Attr, Content, Ino, Namespace, NsError, NAME_MAX, ROOT_INO};
@@ -217,13 +217,16 @@ impl Namespace {
         }
     }
 
-    /// The mode and mtime of file `ino` as they are to be recorded, if the
-    /// overlay knows it.
-    pub(crate) fn file_attrs(&self, ino: Ino) -> Option<Attrs> {
+    /// The mode and mtime of file `ino` as they are to be recorded, and
+    /// what it is if not a regular file, if the overlay knows it.
+    pub(crate) fn file_record(&self, ino: Ino) -> Option<(Attrs, Option<Special>)> {
         let o = self.overlay.as_ref()?.read();
-        o.files.get(&ino).map(|f| Attrs {
-            mode: Some(f.perm),
-            mtime_ns: Some(ns_of_time(f.mtime)),
+        o.files.get(&ino).map(|f| {
+            let attrs = Attrs {
+                mode: Some(f.perm),
+                mtime_ns: Some(ns_of_time(f.mtime)),
+            };
+            (attrs, f.special)
         })
     }
 

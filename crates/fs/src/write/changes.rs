@@ -183,12 +183,13 @@ pub(super) fn put_record(ns: &Namespace, ino: Ino, spool: &SpoolFile, size: u64)
     let (Ok(Some(path)), Some(file)) = (ns.file_path(ino), spool.file_name()) else {
         return None;
     };
+    let (attrs, special) = ns.file_record(ino).unwrap_or_default();
     Some(Record::Put {
         path,
         file,
         size,
-        attrs: ns.file_attrs(ino).unwrap_or_default(),
-        special: ns.attr(ino).ok().and_then(|a| a.special),
+        attrs,
+        special,
     })
 }
 

@@ -115,10 +115,7 @@ impl Flusher {
             // writing closed unwritten) need no commit: dropped, so a
             // clean unmount leaves a journal with nothing to replay.
             if self.journal.differs(mark, &open) {
-                let (journal, base) = (self.journal.clone(), state.own_tip);
-                let compacted =
-                    packfs_core::blocking::spawn(move || journal.compact(base, &open, mark)).await;
-                if let Err(e) = compacted {
+                if let Err(e) = self.compact(state.own_tip, open, mark).await {
                     warn!("rewriting the spool journal: {e}");
                 }
             }
@@ -155,15 +152,24 @@ impl Flusher {
         // files are journaled again, as they were at the export.
         let mut carried = deferred_puts;
         carried.extend(open);
-        let (journal, base) = (self.journal.clone(), state.own_tip);
-        let compacted =
-            packfs_core::blocking::spawn(move || journal.compact(base, &carried, mark)).await;
-        if let Err(e) = compacted {
+        if let Err(e) = self.compact(state.own_tip, carried, mark).await {
             warn!("rewriting the spool journal after a commit: {e}");
             self.ns.restore(&export.taken);
             return Ok(Vec::new()); // keep the spool files the journal names
         }
         Ok(self.ns.mark_committed(done))
+    }
+
+    /// Rewrites the journal as `base`, `carried` and the records after
+    /// `mark` ([`Journal::compact`]), on the blocking pool.
+    async fn compact(
+        &self,
+        base: ObjectId,
+        carried: Vec<Record>,
+        mark: u64,
+    ) -> std::io::Result<()> {
+        let journal = self.journal.clone();
+        packfs_core::blocking::spawn(move || journal.compact(base, &carried, mark)).await
     }
 
     /// Leaves out of `export` the new spooled files beyond the last full

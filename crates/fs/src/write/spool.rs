@@ -617,16 +617,15 @@ mod tests {
                 .unwrap()
                 .flat_map(|stamp| walk(&stamp.unwrap().path()))
                 .collect();
-            let kept: Vec<String> = found
+            let mut kept: Vec<String> = found
                 .iter()
                 .map(|p| String::from_utf8(fs::read(p).unwrap()).unwrap())
                 .collect();
+            kept.sort();
             let want = match gap {
                 false => vec!["never closed"],
                 true => vec!["committed", "never closed"],
             };
-            let mut kept = kept;
-            kept.sort();
             assert_eq!(kept, want, "gap: {gap}");
             assert!(!dir.path().join("data/7").exists());
             assert!(!dir.path().join(JOURNAL_GAP).exists());
