@@ -12,7 +12,9 @@
 //! over all of them, and `packfs diff` of the last two revisions. Then
 //! `--scale-merge-branches` branches (8), each adding
 //! `--scale-merge-items` items (1M) under a directory of its own, as a
-//! sharded ingest's workers do, merged into `main` by `packfs merge`.
+//! sharded ingest's workers do, merged into `main` by `packfs merge`,
+//! and `packfs gc --dry-run` over the whole history (its time and peak
+//! RSS).
 //!
 //! At each count, on fresh mounts: `ls -l` of one directory (a
 //! thousandth of the items: 100,000 entries at 100M), and `stat` of 10,000
@@ -69,6 +71,9 @@ struct ScaleRow {
     cold: ColdRow,
     commits: Option<CommitRow>,
     merge: Option<MergeRow>,
+    /// `packfs gc --dry-run` of the whole history, once the commits and
+    /// the merge are in it: seconds and peak RSS (KiB).
+    gc: (f64, u64),
     views: ViewRow,
 }
 
@@ -235,6 +240,14 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
             0 => None,
             b => Some(merges(bench, &dataset, n, b, config.scale_merge_items)?),
         };
+        progress(format!("scale: {} items: gc --dry-run", thousands(n)));
+        let gc_args = [
+            bin.as_os_str(),
+            "gc".as_ref(),
+            "--dry-run".as_ref(),
+            dataset.as_os_str(),
+        ];
+        let gc = timed_peak(work, "packfs gc --dry-run", &gc_args)?;
         let median = |f: &dyn Fn(&Pass) -> f64| {
             let mut v: Vec<f64> = passes.iter().map(f).collect();
             v.sort_by(f64::total_cmp);
@@ -256,6 +269,7 @@ pub(crate) fn measure(bench: &Bench) -> Result<ScaleBench> {
             cold,
             commits,
             merge,
+            gc,
             views,
         });
         fs::remove_dir_all(&dataset)?;
@@ -902,6 +916,15 @@ pub(crate) fn print(b: &ScaleBench) {
                 blank(),
             ));
         }
+        let (gc_secs, gc_kib) = r.gc;
+        rows.push(untargeted(
+            format!(
+                "{n} items: `packfs gc --dry-run` of the history ({} Manifests; peak RSS)",
+                r.commits.as_ref().map_or(1, |c| c.commits + 1)
+                    + r.merge.as_ref().map_or(0, |m| m.branches + 1)
+            ),
+            format!("{gc_secs:.2} s ({})", mib(gc_kib)),
+        ));
         if let Some((ls, hwm)) = r.ls {
             rows.push(row(
                 format!("{n} items: `ls -lR MNT` (fresh mount; VmHWM after)"),

@@ -236,6 +236,110 @@ fn core_verify(bench: &Bench) -> packfs_core::verify::VerifyReport {
         .expect("verify runs")
 }
 
+/// Commits `files` (names below `t/m/d03`, bytes) through a read-write
+/// mount of `bench`, one commit each.
+fn commit_each(bench: &Bench, files: &[(&str, &[u8])]) {
+    let core = bench.mount();
+    for (name, bytes) in files {
+        let fh = core.create_open("t/m/d03", name, bytes);
+        core.close(fh);
+        core.block_on(core.fs().fsync(None)).unwrap();
+    }
+    core.unmount();
+}
+
+/// gc walks a history of many one-file commits onto a Track of many
+/// pages by its pages: each page once, however many Tracks name it, so
+/// what it reads grows with what the commits changed, not with the Track
+/// times the commits.
+#[test]
+fn gc_reads_each_page_of_a_history_once() {
+    let bench = many_small_files(12, 50);
+    commit_each(
+        &bench,
+        &[("a", b"first"), ("b", b"second"), ("c", b"third")],
+    );
+    let count = |dir: &str| stored(&bench, dir).len() as u64;
+    let (pages, tracks, manifests) = (count("pages"), count("tracks"), count("manifests"));
+    assert!(pages >= 100, "{pages} pages");
+
+    let gets = || bench.faults.metadata_gets.load(Ordering::SeqCst);
+    let before = gets();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let report = runtime
+        .block_on(packfs_core::gc::gc(
+            &bench.dataset,
+            std::time::Duration::ZERO,
+            true,
+        ))
+        .unwrap();
+    let read = gets() - before;
+    assert!(report.unreachable.is_empty(), "{:?}", report.unreachable);
+    assert_eq!(report.manifests_kept as u64, manifests);
+    // Every page, root and Manifest once, and the ref.
+    assert!(
+        read <= pages + tracks + manifests + 1,
+        "gc read {read} objects: {pages} pages, {tracks} roots, {manifests} Manifests"
+    );
+}
+
+/// gc plans to delete what a lost commit stored (its Manifest, root,
+/// pages and pack), then a writer commits a Manifest naming that very
+/// Track (its pages and root reused, not stored again), then gc deletes:
+/// only the lost Manifest goes, and the dataset verifies.
+#[test]
+fn pages_a_commit_reuses_between_gc_plan_and_delete_survive() {
+    let bench = many_small_files(12, 50);
+    let dataset = &bench.dataset;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let base = runtime.block_on(dataset.resolve("main")).unwrap();
+    commit_each(&bench, &[("lost", b"committed, then the ref moved back")]);
+    let store = dataset.store();
+    let layout = store.layout().clone();
+    runtime.block_on(async {
+        let lost = dataset.resolve("main").await.unwrap();
+        store.update_ref("main", Some(lost), base).await.unwrap();
+
+        let plan = packfs_core::gc::plan(dataset, std::time::Duration::ZERO)
+            .await
+            .unwrap();
+        let planned: Vec<String> = plan
+            .report()
+            .unreachable
+            .iter()
+            .map(|(p, _)| p.to_string())
+            .collect();
+        assert!(
+            planned.iter().any(|p| p.starts_with("_packfs/pages/")),
+            "{planned:?}"
+        );
+        assert!(planned.contains(&layout.manifest(&lost).to_string()));
+
+        let mut manifest: Manifest = dataset.manifest(&lost, "lost").await.unwrap();
+        manifest.writer = "another writer".into();
+        let bytes = manifest.encode();
+        let reusing = ObjectId::of(&bytes);
+        let path = layout.manifest(&reusing);
+        store.put_immutable(&path, bytes.into()).await.unwrap();
+        store.update_ref("main", Some(base), reusing).await.unwrap();
+
+        let report = plan.delete().await.unwrap();
+        let deleted: Vec<String> = report
+            .unreachable
+            .iter()
+            .map(|(p, _)| p.to_string())
+            .collect();
+        assert_eq!(deleted, [layout.manifest(&lost).to_string()]);
+        assert_eq!(report.spared, planned.len() - 1);
+        let verified = verify(dataset, "main").await.unwrap();
+        assert!(verified.problems.is_empty(), "{:?}", verified.problems);
+    });
+    assert_eq!(
+        bench.committed("t/m/d03/lost").as_deref(),
+        Some(&b"committed, then the ref moved back"[..])
+    );
+}
+
 /// A dataset written before Tracks were paged (each Track one object)
 /// mounts and reads unchanged; a commit onto it writes the paged form,
 /// and every file, old and new, reads back.

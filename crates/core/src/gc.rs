@@ -9,6 +9,10 @@
 //! than the grace period is kept: a writer may have uploaded it and not
 //! moved its ref yet.
 //!
+//! The walk reads each page once however many Tracks list it (a commit
+//! rewrites a few pages of a Track and keeps the rest), so its cost is the
+//! pages the history holds, not every Track of it whole.
+//!
 //! Writers race with gc in one more way: content addressing lets a writer
 //! reuse an object that is already stored instead of uploading it (a
 //! dedupe hit), and that object may be an old abandoned upload, unreachable
@@ -39,10 +43,10 @@ use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 
 use object_store::path::Path;
-use packfs_format::{ObjectId, Placement};
+use packfs_format::{FragmentEntry, ObjectId, Placement};
 use thiserror::Error;
 
-use crate::dataset::{Dataset, DatasetError};
+use crate::dataset::{Dataset, DatasetError, TrackObject};
 use crate::progress::{Progress, Quiet, Unit};
 use crate::store::{ObjectKind, StoreError, REFRESH_AGE};
 
@@ -98,6 +102,9 @@ pub struct GcReport {
 struct Reach {
     manifests: HashSet<ObjectId>,
     tracks: HashSet<ObjectId>,
+    /// Pages of the Tracks walked: each is read once, however many Tracks
+    /// name it.
+    pages: HashSet<ObjectId>,
     keep: HashSet<Path>,
 }
 
@@ -129,6 +136,9 @@ impl Reach {
                 queue.push_back((parent, format!("manifest {id}")));
             }
         }
+        let layout = store.layout();
+        self.keep
+            .extend(self.pages.iter().map(|page| layout.page(page)));
         Ok(refs.len())
     }
 
@@ -141,31 +151,35 @@ impl Reach {
         let layout = dataset.store().layout();
         self.keep.insert(layout.track(&t.track));
         let referrer = format!("manifest {manifest}");
-        let (track, pages) = dataset.track_with_pages(&t.track, &referrer).await?;
-        for page in pages {
-            self.keep.insert(layout.page(&page));
-        }
-        let entries = track
-            .items()
-            .iter()
-            .map(|i| &i.entry)
-            .chain(track.retired());
-        for e in entries {
-            self.keep
-                .insert(layout.data_object(&t.timeline, &t.modality, &e.address));
-            if e.placement == Placement::Chunked {
-                let im = dataset
-                    .item_manifest(
-                        &t.timeline,
-                        &t.modality,
-                        &e.address,
-                        &format!("track {}", t.track),
-                    )
+        let (keep, seen) = (&mut self.keep, &mut self.pages);
+        let mut chunked = Vec::new();
+        let mut reach = |e: &FragmentEntry| {
+            let object = layout.data_object(&t.timeline, &t.modality, &e.address);
+            if keep.insert(object) && e.placement == Placement::Chunked {
+                chunked.push(e.address);
+            }
+        };
+        match dataset.track_object_unindexed(&t.track, &referrer).await? {
+            TrackObject::Single(bytes) => {
+                let track = dataset.decode_single(&t.track, bytes).await?;
+                let items = track.items().iter().map(|i| &i.entry);
+                items.chain(track.retired()).for_each(&mut reach);
+            }
+            TrackObject::Paged(root) => {
+                // Its pages join `seen`, kept once the walk is over.
+                dataset
+                    .unseen_entries(&t.track, root, seen, &mut reach)
                     .await?;
-                for c in &im.chunks {
-                    self.keep
-                        .insert(layout.data_object(&t.timeline, &t.modality, &c.address));
-                }
+            }
+        }
+        let referrer = format!("track {}", t.track);
+        for address in chunked {
+            let im = dataset
+                .item_manifest(&t.timeline, &t.modality, &address, &referrer)
+                .await?;
+            for c in &im.chunks {
+                self.keep
+                    .insert(layout.data_object(&t.timeline, &t.modality, &c.address));
             }
         }
         Ok(())

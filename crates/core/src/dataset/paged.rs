@@ -7,9 +7,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use packfs_format::{
-    read_pack_page, ObjectId, PackLengths, PagedTrack, Placement, Track, TrackItem, TrackRoot,
+    read_pack_page, FragmentEntry, ObjectId, PackLengths, PagedTrack, Placement, Track, TrackItem,
+    TrackRoot,
 };
 
 use super::{check_content, Dataset, DatasetError, METADATA_CONCURRENCY};
@@ -315,6 +316,66 @@ impl Dataset {
             pages.extend(root.index_page(k, bytes, &what)?);
         }
         root.pages = pages;
+        Ok(())
+    }
+
+    /// Hands `each` every entry on the pages of the paged Track `id` (its
+    /// root already fetched) that `seen` does not hold: live items' on name
+    /// pages, retired ones' on pack pages. Every page it reads goes into
+    /// `seen`, and the name pages of an index page in `seen` are not
+    /// listed: a page holds the same entries wherever it is named, so a
+    /// walk over many Tracks of one history reads each page once. Pages
+    /// are fetched and decoded a few at a time, and dropped once handed.
+    pub(crate) async fn unseen_entries(
+        &self,
+        id: &ObjectId,
+        mut root: TrackRoot,
+        seen: &mut HashSet<ObjectId>,
+        each: &mut (dyn FnMut(&FragmentEntry) + Send),
+    ) -> Result<(), DatasetError> {
+        let referrer = format!("track {}", self.store().layout().track(id));
+        self.list_unshared(&mut root, seen, &referrer).await?;
+        seen.extend(root.index.iter().map(|i| i.id));
+        let names: Vec<usize> = (0..root.pages.len())
+            .filter(|&i| seen.insert(root.pages[i].id))
+            .collect();
+        let packs: Vec<ObjectId> = root
+            .pack_pages
+            .iter()
+            .map(|p| p.id)
+            .filter(|&id| seen.insert(id))
+            .collect();
+        let root = Arc::new(root);
+        let layout = self.store().layout().clone();
+        let name_entries = names.into_iter().map(|i| {
+            let (root, layout, referrer) = (root.clone(), layout.clone(), &referrer);
+            async move {
+                let bytes = self.page(root.pages[i].id, referrer).await?;
+                let decoded = tokio::task::spawn_blocking(move || {
+                    let what = format!("page {}", layout.page(&root.pages[i].id));
+                    let page = root.name_page(i, &bytes, &what)?;
+                    Ok::<_, DatasetError>(page.items.into_iter().map(|i| i.entry).collect())
+                });
+                decoded.await.expect("page decode panicked")
+            }
+            .boxed()
+        });
+        let retired_entries = packs.into_iter().map(|id| {
+            let (layout, referrer) = (layout.clone(), &referrer);
+            async move {
+                let bytes = self.page(id, referrer).await?;
+                let what = format!("page {}", layout.page(&id));
+                let records = read_pack_page(&bytes, &what)?;
+                Ok(records.into_iter().flat_map(|r| r.retired).collect())
+            }
+            .boxed()
+        });
+        let mut pages = futures::stream::iter(name_entries.chain(retired_entries))
+            .buffer_unordered(METADATA_CONCURRENCY);
+        while let Some(entries) = pages.next().await {
+            let entries: Vec<FragmentEntry> = entries?;
+            entries.iter().for_each(&mut *each);
+        }
         Ok(())
     }
 
