@@ -24,7 +24,9 @@ pub(super) async fn run(args: LogArgs, config: &StoreConfig) -> CliResult {
     let LogArgs { at, max_count } = args;
     let dataset = Dataset::open_with(&at.dataset, false, config)?;
     let mut out = std::io::stdout().lock();
-    for (id, m) in dataset.history(&at.revision.to_string(), max_count).await? {
+    let history = dataset.history(&at.revision.to_string(), max_count).await?;
+    for (id, m) in &history.manifests {
+        let id = *id;
         let date = chrono::DateTime::from_timestamp_nanos(m.ts_unix_ns as i64);
         writeln!(out, "manifest {id}")?;
         if m.parents.len() > 1 {
@@ -48,6 +50,12 @@ pub(super) async fn run(args: LogArgs, config: &StoreConfig) -> CliResult {
             }
         }
         writeln!(out)?;
+    }
+    if history.expired {
+        writeln!(
+            out,
+            "(the history before this was expired by packfs expire)"
+        )?;
     }
     Ok(())
 }

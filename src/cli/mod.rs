@@ -8,6 +8,7 @@ mod completions;
 mod contents;
 mod diff;
 mod error_text;
+mod expire;
 mod gc;
 mod import;
 mod info;
@@ -195,9 +196,21 @@ pub(crate) enum Command {
     /// tell (same size, stored elsewhere) are read on both sides and
     /// compared. Exits 0 whether or not the revisions differ.
     Diff(diff::DiffArgs),
+    /// Cut the history down to what you keep, so `packfs gc` can delete
+    /// what only older Manifests named.
+    ///
+    /// Kept: each ref's newest --keep-last Manifests and every Manifest
+    /// younger than --keep-within (at least 1h), what merges between refs
+    /// need (where their histories part, and what lies between), and the
+    /// Manifests running mounts hold (their leases; a mount that died holds
+    /// its Manifest for 7 days, for its spool). Nothing is rewritten: an
+    /// expiry record under _packfs/expiry/ lists the parent links cut, and
+    /// log, REV~N, merges and gc stop there.
+    Expire(expire::ExpireArgs),
     /// Delete objects no ref reaches (uploads that never committed, objects
-    /// of deleted branches). History is kept: every Manifest any ref can
-    /// reach, and all it names, stays.
+    /// of deleted branches, what only expired Manifests named). Every
+    /// Manifest a ref or a running mount can reach, and all it names,
+    /// stays.
     Gc(gc::GcArgs),
     /// Create a branch: a new ref at the Manifest of another.
     ///
@@ -275,6 +288,7 @@ impl Command {
             Command::Log(args) => block_on(log::run(args, &store)).map(done),
             Command::Verify(args) => block_on(verify::run(args, &store)),
             Command::Diff(args) => block_on(diff::run(args, &store)).map(done),
+            Command::Expire(args) => block_on(expire::run(args, &store)).map(done),
             Command::Gc(args) => block_on(gc::run(args, &store)).map(done),
             Command::Branch(args) => block_on(branch::run(args, &store)).map(done),
             Command::Merge(args) => block_on(merge::run(args, &store)).map(done),

@@ -39,12 +39,18 @@ pub(crate) struct MountArgs {
     /// 4 on a read-only one].
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Let other users access the mount (enables kernel permission checks;
-    /// non-root users need user_allow_other in /etc/fuse.conf).
-    #[arg(long)]
+    /// Let other users access the mount, under the kernel's checks of the
+    /// mode bits [default: on when root mounts, as with a disk root mounts;
+    /// other users need user_allow_other in /etc/fuse.conf].
+    #[arg(long, conflicts_with = "owner_only")]
     pub allow_other: bool,
-    /// Owner of every file and directory [default: the mounting user]. With
-    /// --allow-other, this user may write; others read only.
+    /// Let no one but the mounting user access the mount (FUSE's own
+    /// default), also when root mounts.
+    #[arg(long)]
+    pub owner_only: bool,
+    /// Owner of every file and directory [default: the mounting user]. When
+    /// other users may access the mount, this user may write; others read
+    /// what the mode bits allow.
     #[arg(long)]
     pub uid: Option<u32>,
     /// Group of every file and directory [default: the mounting user's].
@@ -172,6 +178,15 @@ fn parse_extension(arg: &str) -> Result<(String, String), String> {
 }
 
 impl MountArgs {
+    /// Whether users other than the mounting one may access the mount:
+    /// when asked, and by default when root mounts (a mount made by root
+    /// for a system's users, by mount(8), systemd or a container runtime,
+    /// is useless to them otherwise; the kernel still checks the modes).
+    fn lets_others_in(&self) -> bool {
+        // SAFETY: geteuid has no preconditions.
+        self.allow_other || (!self.owner_only && unsafe { libc::geteuid() } == 0)
+    }
+
     /// The library's settings of the mount these arguments ask for, with
     /// the store settings `store`.
     pub(crate) fn options(&self, store: StoreConfig) -> MountOptions {
@@ -179,7 +194,7 @@ impl MountArgs {
             .store(store)
             .revision(self.revision.clone())
             .threads(self.threads)
-            .allow_other(self.allow_other)
+            .allow_other(self.lets_others_in())
             .uid(self.uid)
             .gid(self.gid)
             .file_mode(self.file_mode)

@@ -94,7 +94,7 @@ async fn reimport_adds_and_replaces_by_name_and_keeps_other_tracks() {
             "{path}"
         );
     }
-    let history = dataset.history("main", 10).await.unwrap();
+    let history = dataset.history("main", 10).await.unwrap().manifests;
     assert_eq!(history.len(), 2);
     assert_eq!(history[0].1.parents, vec![history[1].0]);
 }
@@ -131,7 +131,7 @@ async fn concurrent_imports_into_one_dataset_both_land() {
         }
     }
     assert_eq!(
-        dataset.history("main", 100).await.unwrap().len(),
+        dataset.history("main", 100).await.unwrap().manifests.len(),
         4,
         "one commit per import, none lost"
     );
@@ -631,7 +631,7 @@ async fn an_import_rebases_onto_a_track_another_writer_changed() {
         .unwrap();
     assert!(report.manifest.is_some());
     assert!(progress.0.lock().unwrap().is_none(), "the other import ran");
-    let history = dataset.history("main", 10).await.unwrap();
+    let history = dataset.history("main", 10).await.unwrap().manifests;
     assert_eq!(history.len(), 3, "base, theirs, ours rebased onto theirs");
 
     let all = tmp.path().join("all");

@@ -31,6 +31,7 @@ mod architecture;
 mod array_damage;
 mod concurrency;
 mod decode_fuzz;
+mod expire;
 mod files;
 mod filesystem;
 mod fuzz_corpus;

@@ -129,7 +129,7 @@ async fn commit_race_tasks(backend: Backend, what: &str) {
         assert_eq!(m.parents, vec![parent], "{what} round {round}");
         parent = winner;
     }
-    let history = ds.history(REF, usize::MAX).await.unwrap();
+    let history = ds.history(REF, usize::MAX).await.unwrap().manifests;
     assert_eq!(
         history.len(),
         ROUNDS + 1,
@@ -351,6 +351,7 @@ async fn conflicts_leave_ref_unchanged(backend: Backend, what: &str) {
         .history(REF, 10)
         .await
         .unwrap()
+        .manifests
         .into_iter()
         .map(|(id, _)| id)
         .collect();

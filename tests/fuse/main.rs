@@ -40,6 +40,7 @@ mod common {
 mod bad_input;
 mod bundle;
 mod completions;
+mod expire;
 mod faults;
 mod fsx;
 mod gc;

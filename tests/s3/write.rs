@@ -505,14 +505,15 @@ fn rm_rf_of_a_large_directory_removes_everything() {
 }
 
 #[test]
-fn only_the_mounting_user_gets_in_and_the_spool_is_private() {
+fn owner_only_keeps_others_out_and_the_spool_is_private() {
     use std::os::unix::fs::PermissionsExt;
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
     // Traversable by others, so only the mount itself can refuse them.
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let home = seeded(Home::local(tmp.path()), tmp.path());
-    let m = home.mount_rw(&tmp.path().join("mnt"), &tmp.path().join("spool"), &[]);
+    let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
+    let m = home.mount_rw(&mnt, &spool, &["--owner-only"]);
     std::fs::write(m.path.join("t/seed/mine"), b"x").unwrap();
     let outside = as_nobody(&["ls", tmp.path().to_str().unwrap()]);
     assert!(
@@ -524,8 +525,8 @@ fn only_the_mounting_user_gets_in_and_the_spool_is_private() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o700, "spool mode {mode:o}");
-    // Without --allow-other the kernel lets no other user in, root's
-    // files or not.
+    // With --owner-only the kernel lets no other user in, root's files
+    // or not.
     let listing = as_nobody(&["ls", m.path.join("t/seed").to_str().unwrap()]);
     assert!(!listing.status.success(), "another user listed the mount");
     assert!(
@@ -630,14 +631,15 @@ fn as_nobody(args: &[&str]) -> std::process::Output {
 }
 
 #[test]
-fn allow_other_lets_others_in_under_kernel_permission_checks() {
+fn a_root_mount_lets_others_in_under_kernel_permission_checks() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let home = seeded(Home::local(tmp.path()), tmp.path());
     let (mnt, spool) = (tmp.path().join("mnt"), tmp.path().join("spool"));
-    let m = home.mount_rw(&mnt, &spool, &["--allow-other"]);
+    // Root mounts (the tests run as root): others get in by default.
+    let m = home.mount_rw(&mnt, &spool, &[]);
     let p = |rel: &str| m.path.join(rel).to_str().unwrap().to_string();
     // Others read what the mode bits let them read…
     let read = as_nobody(&["cat", &p("t/seed/readme.txt")]);

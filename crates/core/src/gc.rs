@@ -1,11 +1,13 @@
 //! `packfs gc`: deletes objects no ref can reach.
 //!
-//! Reachable: every Manifest in the history of every ref (all parents), the
-//! Tracks they list and their pages, and every data object those Tracks name — packs and
-//! whole objects of live and retired entries, ItemManifests and their
-//! chunks. History is kept whole, so what gc frees is what no history
-//! names: the uploads of imports or flushes that never committed, and
-//! objects of branches whose ref is gone. An unreachable object younger
+//! Reachable: every Manifest in the history of every ref and of every
+//! fresh lease (all parents, but the links `packfs expire` cut), the
+//! Tracks they list and their pages, and every data object those Tracks
+//! name — packs and whole objects of live and retired entries,
+//! ItemManifests and their chunks. What gc frees is what no kept history
+//! names: the uploads of imports or flushes that never committed, objects
+//! of branches whose ref is gone, and what only expired Manifests named.
+//! An unreachable object younger
 //! than the grace period is kept: a writer may have uploaded it and not
 //! moved its ref yet.
 //!
@@ -46,7 +48,7 @@ use object_store::path::Path;
 use packfs_format::{FragmentEntry, ObjectId, Placement};
 use thiserror::Error;
 
-use crate::dataset::{Dataset, DatasetError, TrackObject};
+use crate::dataset::{Cuts, Dataset, DatasetError, TrackObject, LEASE_TTL};
 use crate::progress::{Progress, Quiet, Unit};
 use crate::store::{ObjectKind, StoreError, REFRESH_AGE};
 
@@ -54,9 +56,7 @@ use crate::store::{ObjectKind, StoreError, REFRESH_AGE};
 /// a writer reused or refreshed stays at least an hour from deletion.
 pub(crate) const MIN_GRACE: Duration = Duration::from_secs(2 * 3600);
 
-/// Set to `1` to let `packfs gc` run with a grace below `MIN_GRACE`
-/// (tests, or a store nobody writes to any more).
-pub const UNSAFE_GRACE_ENV: &str = "PACKFS_UNSAFE_GRACE";
+pub use crate::store::UNSAFE_GRACE_ENV;
 
 const _: () = assert!(MIN_GRACE.as_secs() >= 2 * REFRESH_AGE.as_secs());
 
@@ -106,10 +106,13 @@ struct Reach {
     /// name it.
     pages: HashSet<ObjectId>,
     keep: HashSet<Path>,
+    /// Parent links `packfs expire` cut, read when gc starts: not walked.
+    cuts: Cuts,
 }
 
 impl Reach {
-    /// Walks from every ref's Manifest, skipping Manifests walked already
+    /// Walks from every ref's Manifest and every fresh lease's, along the
+    /// parent links expiry left, skipping Manifests walked already
     /// (immutable, so what they reach is known). Returns how many refs
     /// there are.
     async fn walk_refs(&mut self, dataset: &Dataset) -> Result<usize, GcError> {
@@ -119,6 +122,11 @@ impl Reach {
         for name in &refs {
             if let Some(id) = store.read_ref(name).await? {
                 queue.push_back((id, format!("ref {name:?}")));
+            }
+        }
+        for held in dataset.leases().await? {
+            if held.age < LEASE_TTL {
+                queue.push_back((held.lease.manifest, format!("lease {}", held.path)));
             }
         }
         while let Some((id, referrer)) = queue.pop_front() {
@@ -132,7 +140,7 @@ impl Reach {
                     self.walk_track(dataset, &id, t).await?;
                 }
             }
-            for parent in manifest.parents {
+            for parent in self.cuts.parents(&id, &manifest) {
                 queue.push_back((parent, format!("manifest {id}")));
             }
         }
@@ -245,7 +253,10 @@ pub async fn plan(dataset: &Dataset, grace: Duration) -> Result<GcPlan<'_>, GcEr
     let store = dataset.store();
     let layout = store.layout();
     let mut report = GcReport::default();
-    let mut reach = Reach::default();
+    let mut reach = Reach {
+        cuts: dataset.cuts().await?,
+        ..Reach::default()
+    };
     report.refs = reach.walk_refs(dataset).await?;
     report.manifests_kept = reach.manifests.len();
 

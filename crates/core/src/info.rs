@@ -128,6 +128,7 @@ pub async fn info(dataset: &Dataset, resolved: &Resolved) -> Result<Info, Datase
     let history_depth = dataset
         .history(&resolved.id.to_string(), usize::MAX)
         .await?
+        .manifests
         .len();
     let mut totals = Counts::default();
     let tracks = snapshot

@@ -16,8 +16,8 @@
 //! `docs/ARCHITECTURE.md` has the picture, and a test keeps it true):
 //!
 //! - [`files`]: a dataset's files read from code, in a few blocking calls;
-//!   [`import`], [`bundle_create`], [`verify`], [`diff`], [`gc`] and
-//!   [`info`]: the commands, as library functions.
+//!   [`import`], [`bundle_create`], [`verify`], [`diff`], [`expire`],
+//!   [`gc`] and [`info`]: the commands, as library functions.
 //! - [`packer`]: files (local ones, or a bundle's) into packs and chunks,
 //!   uploaded (import and a mount's flusher both use it).
 //! - [`catalog`]: read-only trees whose files are [`extents::Extents`]: the
@@ -45,6 +45,7 @@ pub mod cache;
 pub mod catalog;
 pub mod dataset;
 pub mod diff;
+pub mod expire;
 pub mod extents;
 pub mod files;
 pub mod gc;

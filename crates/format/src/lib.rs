@@ -15,7 +15,9 @@ mod cbor;
 pub mod engine;
 mod entry;
 mod error;
+mod expiry;
 mod item_manifest;
+mod lease;
 mod manifest;
 mod name;
 mod object_id;
@@ -28,7 +30,9 @@ mod track;
 
 pub use entry::{FragmentEntry, Placement};
 pub use error::FormatError;
+pub use expiry::ExpiryRecord;
 pub use item_manifest::{Chunk, ItemManifest};
+pub use lease::Lease;
 pub use manifest::{Manifest, MergeConflict, TrackEntry};
 pub use name::{
     validate_item_name, validate_ref_name, validate_segment, CONTROL_DIR, RESERVED_PREFIX,

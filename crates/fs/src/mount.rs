@@ -12,11 +12,12 @@ use packfs_core::catalog::array::ArrayCatalog;
 use packfs_core::catalog::bundle::BundleCatalog;
 use packfs_core::catalog::view::{self, NamedView, ViewSpec};
 use packfs_core::catalog::Catalog;
-use packfs_core::dataset::{Dataset, DatasetError, Revision};
+use packfs_core::dataset::{Dataset, DatasetError, Revision, LEASE_RENEWAL};
 use packfs_core::location::LocationKind;
 use packfs_core::reader::Reader;
 use packfs_core::store::{Store, StoreConfig};
 use packfs_core::tree::{Tree, TreeError};
+use packfs_format::ObjectId;
 use sd_notify::NotifyState;
 use thiserror::Error;
 use tokio::signal::unix::{signal, SignalKind};
@@ -24,7 +25,7 @@ use tracing::{debug, info, warn};
 
 use crate::exporter::{self, Live, MetricsError};
 use crate::fs::passthrough::Passthrough;
-use crate::fs::{Fs, Owner};
+use crate::fs::{lease_failed, Fs, Owner};
 use crate::fuse::PackFs;
 use crate::mountpoint::{self, Refusal};
 use crate::namespace::{Modes, Namespace};
@@ -489,13 +490,20 @@ pub fn open_fs(
     let tree = Arc::new(tree);
     let views = open_views(&tree, options)?;
     if let Some(root) = options.root_view() {
-        let manifest = Some(tree.manifest_id());
+        let served = tree.manifest_id();
         let catalog = view::open(tree, root);
-        let fs = Fs::of_catalog(catalog, reader, owner, manifest);
+        let fs = Fs::of_catalog(catalog, reader, owner, Some(served));
         let fs = views
             .into_iter()
             .fold(fs, |fs, (name, c)| fs.attach(name, c));
-        return Ok(Arc::new(fs));
+        return Ok(leased(
+            fs,
+            dataset,
+            &served.to_hex(),
+            served,
+            false,
+            runtime,
+        ));
     }
     let defaults = Modes::default_for(writable);
     let modes = Modes {
@@ -504,6 +512,8 @@ pub fn open_fs(
         force_file: options.file_mode.is_some(),
         force_dir: options.dir_mode.is_some(),
     };
+    let served = tree.manifest_id();
+    let reference = commit_to.clone().unwrap_or_else(|| served.to_hex());
     let ns = Arc::new(Namespace::new(tree, writable).with_modes(modes));
     let writer = match commit_to {
         None => None,
@@ -531,7 +541,73 @@ pub fn open_fs(
         }
         _ => fs,
     };
-    Ok(Arc::new(fs))
+    Ok(leased(fs, dataset, &reference, served, writable, runtime))
+}
+
+/// `fs` holding a lease on the Manifest it serves, as `reference` (the
+/// ref a writing mount commits to, else the Manifest's id), renewed every
+/// [`LEASE_RENEWAL`] while `fs` lives: `packfs expire` and gc keep that
+/// Manifest meanwhile. A store that refuses the lease (read-only
+/// credentials) only costs that protection, logged; one that does not
+/// answer delays the mount by [`LEASE_FIRST_PUT`] at most.
+fn leased(
+    fs: Fs,
+    dataset: &Dataset,
+    reference: &str,
+    served: ObjectId,
+    writes: bool,
+    runtime: &tokio::runtime::Handle,
+) -> Arc<Fs> {
+    let holder = dataset.lease(&lease_name(), reference, writes);
+    // The time-out is made inside the runtime: it needs its timer.
+    let first = runtime
+        .block_on(async { tokio::time::timeout(LEASE_FIRST_PUT, holder.renew(served)).await });
+    match first {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => lease_failed(writes, served, &e),
+        Err(_) => lease_failed(writes, served, &"the store did not answer in time"),
+    }
+    let fs = Arc::new(fs.with_lease(holder, served));
+    let mounted = Arc::downgrade(&fs);
+    runtime.spawn(async move {
+        let start = tokio::time::Instant::now() + LEASE_RENEWAL;
+        let mut renewal = tokio::time::interval_at(start, LEASE_RENEWAL);
+        loop {
+            renewal.tick().await;
+            let Some(fs) = mounted.upgrade() else { break };
+            fs.renew_lease().await;
+        }
+    });
+    fs
+}
+
+/// How long a mount waits for its first lease to be stored.
+const LEASE_FIRST_PUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A name for this process's lease, unique among mounts: host, process and
+/// the time it was taken.
+fn lease_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .map(
+            |c| match c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                true => c,
+                false => '_',
+            },
+        )
+        .collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let pid = std::process::id();
+    let unique = ObjectId::of(format!("{host} {pid} {now}").as_bytes()).short();
+    format!(
+        "{}-{pid}-{unique}",
+        if host.is_empty() { "host" } else { &host }
+    )
 }
 
 /// A named view's catalog and the name it is attached at.

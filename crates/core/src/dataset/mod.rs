@@ -6,9 +6,11 @@
 //! first, then Track objects, then the Manifest, and only then does the ref
 //! move. A crash at any point leaves the ref at a complete Manifest.
 
+mod cuts;
 mod edit;
 mod item;
 mod items;
+mod lease;
 mod merge;
 mod page_table;
 mod paged;
@@ -32,10 +34,12 @@ use packfs_format::{
 use thiserror::Error;
 
 use crate::store::{Store, StoreConfig, StoreError};
+pub use cuts::Cuts;
 pub use edit::EditedTrack;
 use edit::RootCache;
 pub use item::{ChunkRef, Item, ItemData, ItemSource};
 pub use items::{ItemRef, ItemTable};
+pub use lease::{LeaseHolder, StoredLease, LEASE_RENEWAL, LEASE_TTL};
 pub use merge::{Conflict, MergeOutcome, MergeReport};
 pub(crate) use paged::{shared_ids, TrackObject, TrackPart};
 use parking_lot::Mutex;
@@ -104,6 +108,16 @@ pub enum DatasetError {
         modality: String,
         kind: String,
     },
+}
+
+/// Manifests along first parents ([`Dataset::history`]).
+#[derive(Debug, Default)]
+pub struct History {
+    /// Newest first.
+    pub manifests: Vec<(ObjectId, Manifest)>,
+    /// The history goes on past the last one, but `packfs expire` cut it
+    /// there.
+    pub expired: bool,
 }
 
 /// A Track to include in a new Manifest: unchanged from the parent, or new.
@@ -291,23 +305,24 @@ impl Dataset {
     }
 
     /// Manifests reachable from `revision` along first parents, newest
-    /// first.
-    pub async fn history(
-        &self,
-        revision: &str,
-        limit: usize,
-    ) -> Result<Vec<(ObjectId, Manifest)>, DatasetError> {
+    /// first, up to `limit` or to a link `packfs expire` cut (then
+    /// `expired` is true).
+    pub async fn history(&self, revision: &str, limit: usize) -> Result<History, DatasetError> {
         let resolved = self.resolve_revision(&revision.parse()?).await?;
+        let cuts = self.cuts().await?;
         let mut next = Some(resolved.id);
         let mut referrer = resolved.describe();
-        let mut out = Vec::new();
-        while let Some(id) = next.filter(|_| out.len() < limit) {
+        let mut history = History::default();
+        while let Some(id) = next.filter(|_| history.manifests.len() < limit) {
             let manifest = self.manifest(&id, &referrer).await?;
             next = manifest.parents.first().copied();
+            if next.is_some_and(|parent| cuts.is_cut(&id, &parent)) {
+                (next, history.expired) = (None, true);
+            }
             referrer = format!("manifest {id}");
-            out.push((id, manifest));
+            history.manifests.push((id, manifest));
         }
-        Ok(out)
+        Ok(history)
     }
 
     /// Commits a new Manifest with `tracks` and moves `ref_name` from

@@ -17,7 +17,7 @@ use std::str::FromStr;
 use packfs_format::{validate_ref_name, FormatError, ObjectId};
 use thiserror::Error;
 
-use super::{Dataset, DatasetError};
+use super::{Cuts, Dataset, DatasetError};
 
 /// Fewest hex digits of a Manifest id prefix: fewer would make prefixes
 /// ambiguous in large histories and look like short ref names.
@@ -186,6 +186,17 @@ pub enum RevisionError {
         base: String,
         depth: u32,
     },
+    #[error(
+        "{revision} goes back past what `packfs expire` kept: the history of {base} was cut \
+         after {depth} Manifest{} along first parents ({base}~{} is the oldest kept)",
+        if *.depth == 1 { "" } else { "s" },
+        .depth - 1
+    )]
+    Expired {
+        revision: Revision,
+        base: String,
+        depth: u32,
+    },
 }
 
 fn list_candidates(candidates: &[ObjectId]) -> String {
@@ -213,10 +224,15 @@ impl Dataset {
             Some(name) => format!("ref {name:?}"),
             None => format!("revision \"{revision}\""),
         };
-        for depth in 1..=revision.back.unwrap_or(0) {
+        let back = revision.back.unwrap_or(0);
+        let cuts = match back {
+            0 => Cuts::default(),
+            _ => self.cuts().await?,
+        };
+        for depth in 1..=back {
             let manifest = self.manifest(&id, &referrer).await?;
             referrer = format!("manifest {id}");
-            id = *manifest
+            let parent = *manifest
                 .parents
                 .first()
                 .ok_or_else(|| RevisionError::TooDeep {
@@ -224,6 +240,15 @@ impl Dataset {
                     base: base.clone(),
                     depth,
                 })?;
+            if cuts.is_cut(&id, &parent) {
+                return Err(RevisionError::Expired {
+                    revision: revision.clone(),
+                    base: base.clone(),
+                    depth,
+                }
+                .into());
+            }
+            id = parent;
         }
         Ok(Resolved {
             id,

@@ -53,6 +53,27 @@ impl Layout {
         self.meta("refs", name)
     }
 
+    /// `_packfs/expiry/<hash>`: a record of parent links `packfs expire`
+    /// cut.
+    pub fn expiry(&self, id: &ObjectId) -> Path {
+        self.meta("expiry", &id.to_hex())
+    }
+
+    /// `_packfs/expiry`
+    pub(crate) fn expiry_dir(&self) -> Path {
+        self.root.clone().join(RESERVED_PREFIX).join("expiry")
+    }
+
+    /// `_packfs/leases/<name>`: a running mount's lease.
+    pub fn lease(&self, name: &str) -> Path {
+        self.meta("leases", name)
+    }
+
+    /// `_packfs/leases`
+    pub(crate) fn leases_dir(&self) -> Path {
+        self.root.clone().join(RESERVED_PREFIX).join("leases")
+    }
+
     /// `_packfs/locks/<leaf>`: scratch objects (the conditional-put probe).
     pub fn lock(&self, leaf: &str) -> Path {
         self.meta("locks", leaf)

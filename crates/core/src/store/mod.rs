@@ -140,6 +140,11 @@ impl StoreError {
 /// (whose grace is at least twice this: see `gc::MIN_GRACE`).
 pub(crate) const REFRESH_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// Set to `1` to let `packfs gc` run with a grace, and `packfs expire`
+/// keep a history, shorter than the floors [`REFRESH_AGE`] sets for them
+/// (tests, or a store nobody writes to any more).
+pub const UNSAFE_GRACE_ENV: &str = "PACKFS_UNSAFE_GRACE";
+
 fn refresh_age() -> chrono::Duration {
     chrono::Duration::from_std(REFRESH_AGE).expect("an hour fits")
 }
@@ -762,14 +767,14 @@ impl Store {
         Ok(len)
     }
 
-    /// Overwrites an object regardless of what is there (unit tests).
-    #[cfg(test)]
+    /// Overwrites an object regardless of what is there: the few objects
+    /// that change in place (a mount's lease), and tests.
     pub(crate) async fn put_overwrite(&self, path: &Path, bytes: Bytes) -> Result<(), StoreError> {
-        self.inner
-            .put(path, bytes.into())
+        let put = || self.inner.put(path, bytes.clone().into());
+        retrying(self.options.retry_deadline, "put", path, put)
             .await
             .map(|_| ())
-            .map_err(|e| StoreError::backend("put", path, e))
+            .map_err(|e| self.fail("put", path, e))
     }
 
     /// Every object under the dataset's root (refs and metadata included).

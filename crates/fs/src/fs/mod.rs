@@ -23,6 +23,7 @@ use std::time::SystemTime;
 use packfs_core::cache::Stats;
 use packfs_core::catalog::control::{self, Control, Daemon};
 use packfs_core::catalog::Catalog;
+use packfs_core::dataset::LeaseHolder;
 use packfs_core::extents::Extents;
 use packfs_core::kind::Kind;
 use packfs_core::reader::{ReadBytes, Reader};
@@ -36,6 +37,9 @@ pub use error::FsError;
 pub use opened::Opened;
 use passthrough::Passthrough;
 use whole_reads::WholeReads;
+
+/// How long an unmount waits for the store to delete the mount's lease.
+const LEASE_RELEASE_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Inodes of attached catalogs start here, one span of ids each: above
 /// every inode of the namespace.
@@ -120,6 +124,8 @@ pub struct Fs {
     /// Handles of catalog files checked when read whole
     /// ([`Fs::checking_whole_reads`]).
     whole_reads: Option<WholeReads>,
+    /// The lease on the Manifest served ([`Fs::with_lease`]).
+    lease: Option<(LeaseHolder, ObjectId)>,
 }
 
 impl Fs {
@@ -169,6 +175,7 @@ impl Fs {
             passthrough: None,
             root_catalog: None,
             whole_reads: None,
+            lease: None,
         }
     }
 
@@ -189,6 +196,29 @@ impl Fs {
         });
         fs.root_catalog = Some(fs.attached.len() - 1);
         fs
+    }
+
+    /// Holds `lease` on `served`, the Manifest a read-only mount serves
+    /// (a writing mount's is its writer's base): renewed by
+    /// [`Fs::renew_lease`], released at [`Fs::shutdown`].
+    pub(crate) fn with_lease(mut self, lease: LeaseHolder, served: ObjectId) -> Self {
+        self.lease = Some((lease, served));
+        self
+    }
+
+    /// Renews the lease, naming the Manifest the mount serves or commits
+    /// onto now; a failure is logged (the lease stays fresh for days).
+    pub async fn renew_lease(&self) {
+        let Some((holder, served)) = &self.lease else {
+            return;
+        };
+        let manifest = match &self.writer {
+            Some(writer) => writer.base().await,
+            None => *served,
+        };
+        if let Err(e) = holder.renew(manifest).await {
+            lease_failed(self.writer.is_some(), manifest, &e);
+        }
     }
 
     /// Attaches `catalog` at `name` in the root: found by name, not listed
@@ -814,9 +844,45 @@ impl Fs {
         if let Some(writer) = &self.writer {
             writer.shutdown().await;
         }
+        // After the last commit: what is left in the spool (a commit that
+        // failed) keeps the lease until it lapses, for the next mount. A
+        // store that does not answer does not hold the unmount: the lease
+        // then lapses too.
+        let left = self.writer.as_ref().is_some_and(|w| w.has_changes());
+        if let Some((holder, _)) = self.lease.as_ref().filter(|_| !left) {
+            let why = match tokio::time::timeout(LEASE_RELEASE_TIME, holder.release()).await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some(format!("no answer within {LEASE_RELEASE_TIME:?}")),
+            };
+            if let Some(why) = why {
+                let lapse = packfs_core::dataset::LEASE_TTL;
+                let left = format!("releasing this mount's lease: {why}; it lapses in {lapse:?}");
+                // A read-only mount on read-only credentials never had one.
+                match self.writer.is_some() {
+                    true => warn!("{left}"),
+                    false => tracing::info!("{left}"),
+                }
+            }
+        }
         if let Some(passthrough) = &self.passthrough {
             passthrough.finish().await;
         }
+    }
+}
+
+/// Logs that the lease on `manifest` could not be written: a warning for a
+/// mount that writes, else only with `-v` (read-only credentials are
+/// common and cost only the lease's protection).
+pub(crate) fn lease_failed(writes: bool, manifest: ObjectId, error: &dyn std::fmt::Display) {
+    let why = format!(
+        "cannot write this mount's lease on manifest {} ({error}): `packfs expire` may let gc \
+         delete it while mounted",
+        manifest.short()
+    );
+    match writes {
+        true => warn!("{why}"),
+        false => tracing::info!("{why}"),
     }
 }
 

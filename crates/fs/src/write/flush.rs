@@ -85,6 +85,12 @@ impl Flusher {
         }
     }
 
+    /// The Manifest the next commit goes onto: this mount's last commit,
+    /// or the one it mounted.
+    pub(super) async fn base(&self) -> ObjectId {
+        self.state.lock().await.own_tip
+    }
+
     /// Whether anything changed since the last commit.
     pub(super) fn has_changes(&self) -> bool {
         self.ns.changes() != self.committed_changes.load(Ordering::SeqCst)

@@ -116,6 +116,17 @@ impl Writer {
     }
 
     /// The spool directory.
+    /// The Manifest the next commit goes onto (and merges from, if the
+    /// ref moved): this mount's last commit, or the one it mounted.
+    pub async fn base(&self) -> packfs_format::ObjectId {
+        self.flusher.base().await
+    }
+
+    /// Whether anything changed since the last commit.
+    pub fn has_changes(&self) -> bool {
+        self.flusher.has_changes()
+    }
+
     pub fn spool_dir(&self) -> &std::path::Path {
         self.spool.dir()
     }

@@ -31,7 +31,7 @@ use packfs_format::{
 };
 use tracing::{info, warn};
 
-use super::{Dataset, DatasetError, TrackContent, TrackObject, TrackUpdate};
+use super::{Cuts, Dataset, DatasetError, TrackContent, TrackObject, TrackUpdate};
 use crate::store::StoreError;
 
 mod paged;
@@ -64,7 +64,7 @@ impl Dataset {
     /// Every Manifest reachable from `tip` through all parents, nearest
     /// first (breadth-first), `tip` included. Refuses histories deeper than
     /// [`MAX_ANCESTORS`] rather than walking them forever.
-    async fn ancestors(&self, tip: ObjectId) -> Result<Vec<ObjectId>, DatasetError> {
+    async fn ancestors(&self, tip: ObjectId, cuts: &Cuts) -> Result<Vec<ObjectId>, DatasetError> {
         let mut order = Vec::new();
         let mut seen = HashSet::new();
         let mut queue = VecDeque::from([tip]);
@@ -80,7 +80,7 @@ impl Dataset {
             }
             order.push(id);
             let manifest = self.manifest(&id, &format!("the history of {tip}")).await?;
-            queue.extend(manifest.parents);
+            queue.extend(cuts.parents(&id, &manifest));
         }
         Ok(order)
     }
@@ -92,7 +92,8 @@ impl Dataset {
         ours: ObjectId,
         theirs: &[ObjectId],
     ) -> Result<(MergePlan, Option<ObjectId>), DatasetError> {
-        let our_ancestors = self.ancestors(ours).await?;
+        let cuts = self.cuts().await?;
+        let our_ancestors = self.ancestors(ours, &cuts).await?;
         let ours_set: HashSet<ObjectId> = our_ancestors.iter().copied().collect();
         let mut pending: Vec<ObjectId> = Vec::new();
         let mut their_sets = Vec::new();
@@ -100,7 +101,7 @@ impl Dataset {
             if ours_set.contains(&tip) || pending.contains(&tip) {
                 continue; // already merged, or named twice
             }
-            let ancestors = self.ancestors(tip).await?;
+            let ancestors = self.ancestors(tip, &cuts).await?;
             their_sets.push(ancestors.iter().copied().collect::<HashSet<_>>());
             pending.push(tip);
         }

@@ -1,0 +1,130 @@
+//! `packfs expire` and `gc` around a read-write mount: the mount holds a
+//! lease while it runs and keeps committing (and merging) across an expiry
+//! and a gc; an SQLite database written a row per transaction leaves a
+//! store that shrinks back to about the database once its history is
+//! expired.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::*;
+
+/// Bytes of every file below `dir`.
+fn du(dir: &Path) -> u64 {
+    let files = walk(dir).1;
+    files
+        .iter()
+        .map(|f| dir.join(f).metadata().unwrap().len())
+        .sum()
+}
+
+/// `packfs ARGS…` allowed a grace and a kept history below their floors
+/// (nobody else writes to the test's store).
+fn unsafe_ok(args: &[&str]) -> String {
+    let out = packfs_with_env(&[(packfs_core::gc::UNSAFE_GRACE_ENV, "1".into())], args);
+    let out = succeeded(&format!("packfs {args:?}"), out);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn leases(ds: &Path) -> Vec<String> {
+    let dir = ds.join("_packfs/leases");
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[test]
+fn a_mount_commits_across_expiry_and_gc_and_the_store_shrinks_to_the_database() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_file(&dir.join("src/t/m/seed"), b"seed");
+    let ds = dir.join("ds");
+    import(&dir.join("src"), &ds, &[]);
+    let dss = ds.to_str().unwrap();
+    let before = du(&ds);
+
+    let m = Mounted::writable_in(dir, &ds, &[]);
+    let held = leases(&ds);
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(held[0].contains("ref main\n") && held[0].ends_with("writes yes\n"));
+
+    // 100 rows, each its own transaction: SQLite fsyncs each, and each
+    // fsync commits.
+    let db = m.path.join("t/m/rows.db");
+    let insert = |from: usize, to: usize| {
+        let script = format!(
+            "import sqlite3\n\
+             db = sqlite3.connect({db:?}, isolation_level=None)\n\
+             db.execute('CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v TEXT)')\n\
+             for i in range({from}, {to}):\n    db.execute('INSERT INTO t (v) VALUES (?)', (f'row {{i}}',))\n\
+             db.close()\n"
+        );
+        let out = Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        succeeded("python3 sqlite3", out);
+    };
+    insert(0, 100);
+    let db_bytes = std::fs::metadata(&db).unwrap().len();
+    let with_history = du(&ds) - before;
+
+    // Another writer moves main meanwhile; the history is expired to one
+    // Manifest and collected while the mount is still up.
+    for i in 0..3 {
+        write_file(
+            &dir.join(format!("other{i}/t/m/other{i}")),
+            b"from another writer",
+        );
+        import(&dir.join(format!("other{i}")), &ds, &[]);
+    }
+    let expired = unsafe_ok(&["expire", dss, "--keep-last", "1", "--keep-within", "0s"]);
+    assert!(expired.contains("1 mounts' leases"), "{expired}");
+    unsafe_ok(&["gc", dss, "--grace", "0s"]);
+
+    // The mount goes on: its next commit merges onto the moved ref.
+    insert(100, 101);
+    packfs_ok(&["sync", m.path.to_str().unwrap()]);
+    m.unmount();
+    assert!(leases(&ds).is_empty(), "an unmount releases its lease");
+
+    let expired = unsafe_ok(&["expire", dss, "--keep-last", "1", "--keep-within", "0s"]);
+    assert!(expired.contains("0 mounts' leases"), "{expired}");
+    unsafe_ok(&["gc", dss, "--grace", "0s"]);
+    let after = du(&ds) - before;
+    eprintln!(
+        "SQLite database {db_bytes} bytes; store growth after 100 commits {with_history} bytes \
+         ({:.1}x), after expire and gc {after} bytes ({:.2}x)",
+        with_history as f64 / db_bytes as f64,
+        after as f64 / db_bytes as f64
+    );
+    assert!(
+        after <= 2 * db_bytes + 3 * 1024,
+        "{after} bytes of store growth after expiry for a {db_bytes}-byte database"
+    );
+
+    let verified = packfs_ok(&["verify", dss]);
+    assert!(verified.status.success());
+    let m = Mounted::new(&ds, &dir.join("mnt"), &[]);
+    let count = format!(
+        "import sqlite3\nprint(sqlite3.connect('file:{}?mode=ro', uri=True).execute('SELECT count(*) FROM t').fetchone()[0])",
+        m.path.join("t/m/rows.db").display()
+    );
+    let out = succeeded(
+        "count",
+        Command::new("python3")
+            .args(["-c", &count])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "101");
+    for i in 0..3 {
+        assert!(m.path.join(format!("t/m/other{i}")).exists());
+    }
+    let log = packfs_ok(&["log", dss]);
+    assert!(String::from_utf8_lossy(&log.stdout).contains("expired by packfs expire"));
+}
