@@ -365,6 +365,8 @@ fn verify_checks_header_padding_key_kinds_and_shard_files() {
         "SHARD_METADATA # 00000007 # 00000000000000000000",
         &record,
     );
+    // An offset not padded to 20 digits sorts out of numeric order.
+    put(&bundle, "SHARD_METADATA # 00000000 # 5", &record);
     std::fs::copy(&shard, bundle.join("shard-00000001")).unwrap();
 
     let out = packfs(&["verify", s(&bundle)]);
@@ -392,7 +394,8 @@ fn verify_checks_header_padding_key_kinds_and_shard_files() {
         "shard_count is 1",
         "shards are numbered 0 to shard_count − 1",
     ]);
-    assert_eq!(lines_starting(&text, "FAIL "), 4, "{text}");
+    fail(&["SHARD_METADATA # 00000000 # 5", "not a SHARD_METADATA key"]);
+    assert_eq!(lines_starting(&text, "FAIL "), 5, "{text}");
 }
 
 /// The names in `packfs ls` output (`-l` or not), without a directory's

@@ -438,12 +438,14 @@ pub fn key_name(key: &[u8]) -> String {
     format!("index key \"{}\"", key.escape_ascii())
 }
 
-/// The shard and uncompressed offset of a `SHARD_METADATA` key.
+/// The shard and uncompressed offset of a `SHARD_METADATA` key, whose
+/// numbers are zero-padded to 8 and 20 digits: unpadded ones would sort
+/// out of their numeric order, which readers scan records in.
 pub fn parse_shard_key(key: &str) -> Option<(u32, u64)> {
     let rest = key.strip_prefix(SHARD_PREFIX)?;
     let (shard, offset) = rest.split_once(" # ")?;
-    let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    if !all_digits(shard) || !all_digits(offset) {
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(shard, 8) || !digits(offset, 20) {
         return None;
     }
     Some((shard.parse().ok()?, offset.parse().ok()?))
@@ -529,6 +531,12 @@ mod tests {
         assert!(shard_key(1, 9) < shard_key(1, 10));
         assert!(shard_key(1, u64::MAX) < shard_key(2, 0));
         assert_eq!(parse_shard_key("SHARD_METADATA # 1 # -3"), None);
+        // Numbers not padded to 8 and 20 digits sort out of order.
+        assert_eq!(parse_shard_key("SHARD_METADATA # 00000007 # 262144"), None);
+        assert_eq!(
+            parse_shard_key("SHARD_METADATA # 7 # 00000000000000262144"),
+            None
+        );
         assert_eq!(record_key_shard(&shard_key(7, 9)), Some(7));
         assert_eq!(record_key_shard("SHARD_METADATA # 7 # 9"), None);
         assert!(is_shard_of("shard-00000001", 2));

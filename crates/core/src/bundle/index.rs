@@ -321,8 +321,11 @@ fn listed((id, key, value): Row) -> Result<Listed, FormatError> {
 }
 
 fn record(key: &str, value: &[u8]) -> Result<IndexRecord, BundleError> {
-    let (_, start) = packfs_format::bundle::parse_shard_key(key)
-        .ok_or_else(|| FormatError::shape(key, "not a SHARD_METADATA key"))?;
+    let (_, start) = packfs_format::bundle::parse_shard_key(key).ok_or_else(|| {
+        let expected = "not a SHARD_METADATA key (`SHARD_METADATA # <shard, 8 digits> \
+                            # <offset, 20 digits>`)";
+        FormatError::shape(key, expected)
+    })?;
     let meta = ShardMetadata::decode_checked(key, value)?;
     if start.checked_add(meta.uncompressed_size).is_none() {
         let detail = format!(
