@@ -40,6 +40,7 @@ mod import;
 mod merge;
 mod paged;
 mod ref_cas;
+mod rewrites;
 mod special;
 mod spool;
 mod views;

@@ -1,8 +1,9 @@
-//! `packfs expire` and `gc` around a read-write mount: the mount holds a
-//! lease while it runs and keeps committing (and merging) across an expiry
-//! and a gc; an SQLite database written a row per transaction leaves a
-//! store that shrinks back to about the database once its history is
-//! expired.
+//! Storage proportional to live data, through the kernel: a read-write
+//! mount holds a lease while it runs and keeps committing (and merging)
+//! across an expiry and a gc; an SQLite database written a row per
+//! transaction leaves a store that shrinks back to about the database once
+//! its history is expired; and a large database's history grows by the
+//! chunks each transaction changed, not by the database.
 
 use std::path::Path;
 use std::process::Command;
@@ -127,4 +128,69 @@ fn a_mount_commits_across_expiry_and_gc_and_the_store_shrinks_to_the_database() 
     }
     let log = packfs_ok(&["log", dss]);
     assert!(String::from_utf8_lossy(&log.stdout).contains("expired by packfs expire"));
+}
+
+/// Runs `script` (Python) with `db` as the path of an SQLite database.
+fn sqlite(db: &Path, script: &str) -> String {
+    let program =
+        format!("import sqlite3\ndb = sqlite3.connect({db:?}, isolation_level=None)\n{script}");
+    let out = Command::new("python3")
+        .args(["-c", &program])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&succeeded("python3 sqlite3", out).stdout).into_owned()
+}
+
+#[test]
+fn a_large_database_written_row_by_row_stores_the_chunks_each_row_changed() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_file(&dir.join("src/t/m/seed"), b"seed");
+    let ds = dir.join("ds");
+    import(&dir.join("src"), &ds, &[]);
+    let m = Mounted::writable_in(dir, &ds, &[]);
+    let db = m.path.join("t/m/big.db");
+    // ~6 MiB of rows in one transaction: the database is then chunked.
+    sqlite(
+        &db,
+        "db.execute('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)')\n\
+         db.execute('BEGIN')\n\
+         for i in range(30000):\n    db.execute('INSERT INTO t (v) VALUES (?)', ('x' * 180 + str(i),))\n\
+         db.execute('COMMIT')\n",
+    );
+    packfs_ok(&["sync", m.path.to_str().unwrap()]);
+    let db_bytes = std::fs::metadata(&db).unwrap().len();
+    assert!(db_bytes > 5 << 20, "{db_bytes} bytes");
+    let before = du(&ds);
+
+    // 100 rows, each its own transaction (each fsync commits).
+    sqlite(
+        &db,
+        "for i in range(100):\n    db.execute('INSERT INTO t (v) VALUES (?)', (f'row {i}',))\n",
+    );
+    packfs_ok(&["sync", m.path.to_str().unwrap()]);
+    let growth = du(&ds) - before;
+    let commits = packfs_ok(&["log", ds.to_str().unwrap(), "-n", "1000"]);
+    let commits = String::from_utf8_lossy(&commits.stdout)
+        .matches("manifest ")
+        .count();
+    eprintln!(
+        "SQLite database {db_bytes} bytes: 100 single-row transactions ({commits} Manifests in all) \
+         grew the store by {growth} bytes ({:.2}x the database)",
+        growth as f64 / db_bytes as f64
+    );
+    assert!(
+        growth <= 10 * db_bytes,
+        "{growth} bytes of growth for 100 rows of a {db_bytes}-byte database"
+    );
+    m.unmount();
+    let m = Mounted::new(&ds, &dir.join("mnt"), &[]);
+    let count = sqlite(
+        &m.path.join("t/m/big.db"),
+        "print(db.execute('SELECT count(*) FROM t').fetchone()[0])",
+    );
+    assert_eq!(count.trim(), "30100");
+    drop(m);
+    packfs_ok(&["verify", ds.to_str().unwrap()]);
 }

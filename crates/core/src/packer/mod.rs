@@ -106,8 +106,18 @@ pub struct PackOptions {
     pub pack_items: usize,
     /// Most bytes in one pack (exceeded only by a single larger item).
     pub pack_bytes: u64,
-    /// Files larger than this are split into chunks of this size.
+    /// Files larger than this are split into chunks of this size, or
+    /// smaller ones (`min_chunk_bytes`).
     pub chunk_bytes: u64,
+    /// Files larger than this are chunked [default: `chunk_bytes`].
+    pub chunk_above: Option<u64>,
+    /// The smallest chunk [default: `chunk_bytes`]. A file is cut into
+    /// chunks of the power of two that makes about 1024 of them, at least
+    /// this and at most `chunk_bytes` ([`PackOptions::chunk_size`]): small
+    /// chunks make a file rewritten in place (a database, a log, a
+    /// checkpoint) store only the chunks a change falls in, as every
+    /// chunk already stored is found by its hash and not uploaded again.
+    pub min_chunk_bytes: Option<u64>,
     /// Uploads in flight at once.
     pub concurrency: usize,
     /// Bytes of file data held in memory by in-flight uploads, at most.
@@ -121,9 +131,28 @@ impl Default for PackOptions {
             pack_items: 1024,
             pack_bytes: 64 << 20,
             chunk_bytes: 64 << 20,
+            chunk_above: None,
+            min_chunk_bytes: None,
             concurrency: 64,
             memory_bytes: 512 << 20,
         }
+    }
+}
+
+impl PackOptions {
+    /// The chunks a file of `size` bytes is cut into, if it is chunked:
+    /// their size (the last may be shorter).
+    pub fn chunk_size(&self, size: u64) -> Option<u64> {
+        let largest = self.chunk_bytes.max(1);
+        if size <= self.chunk_above.unwrap_or(largest) {
+            return None;
+        }
+        let smallest = self.min_chunk_bytes.unwrap_or(largest).clamp(1, largest);
+        // A power of two: a file that grows or shrinks keeps its cuts
+        // until its size crosses one, so its unchanged chunks keep their
+        // hashes.
+        let fitting = size.div_ceil(1024).next_power_of_two();
+        Some(fitting.clamp(smallest, largest))
     }
 }
 

@@ -40,7 +40,7 @@ pub(crate) struct Units<I, T> {
     rows: I,
     pack_items: usize,
     pack_bytes: u64,
-    chunk_bytes: u64,
+    options: PackOptions,
     /// The pack being gathered.
     pack: Vec<Input<T>>,
     files: usize,
@@ -58,7 +58,7 @@ impl<I: Iterator<Item = Input<T>>, T> Units<I, T> {
             rows,
             pack_items: options.pack_items.max(1),
             pack_bytes: options.pack_bytes,
-            chunk_bytes: options.chunk_bytes.max(1),
+            options: options.clone(),
             pack: Vec::new(),
             files: 0,
             bytes: 0,
@@ -95,12 +95,13 @@ impl<I: Iterator<Item = Input<T>>, T> Units<I, T> {
                 }
                 self.pack.push(Input::Pass(tag));
             }
-            Input::File(file, tag) if file.size > self.chunk_bytes => {
+            Input::File(file, tag) if self.options.chunk_size(file.size).is_some() => {
                 // Its chunks go ahead of the pack, which keeps gathering
                 // small files and holds the large one's row in its place.
+                let chunk = self.options.chunk_size(file.size).unwrap_or(file.size);
                 let mut start = 0;
                 while start < file.size {
-                    let end = file.size.min(start + self.chunk_bytes);
+                    let end = file.size.min(start + chunk);
                     self.ready.push_back(Unit::Chunk {
                         file: file.clone(),
                         range: start..end,
@@ -233,5 +234,23 @@ mod tests {
                 "pack 0: (8)"
             ]
         );
+    }
+
+    #[test]
+    fn chunks_are_chunk_bytes_unless_smaller_ones_are_asked_for() {
+        const MIB: u64 = 1 << 20;
+        let import = PackOptions::default();
+        assert_eq!(import.chunk_size(64 * MIB), None);
+        assert_eq!(import.chunk_size(64 * MIB + 1), Some(64 * MIB));
+        assert_eq!(import.chunk_size(1 << 40), Some(64 * MIB));
+        let rewrites = PackOptions::default()
+            .chunk_above(Some(4 * MIB))
+            .min_chunk_bytes(Some(64 << 10));
+        assert_eq!(rewrites.chunk_size(4 * MIB), None);
+        assert_eq!(rewrites.chunk_size(4 * MIB + 1), Some(64 << 10));
+        assert_eq!(rewrites.chunk_size(64 * MIB), Some(64 << 10));
+        assert_eq!(rewrites.chunk_size(64 * MIB + 1), Some(128 << 10));
+        assert_eq!(rewrites.chunk_size(1 << 30), Some(MIB));
+        assert_eq!(rewrites.chunk_size(1 << 40), Some(64 * MIB));
     }
 }

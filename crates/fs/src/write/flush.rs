@@ -72,7 +72,9 @@ impl Flusher {
             upload_options: PackOptions::default()
                 .pack_items(options.pack_items)
                 .pack_bytes(options.pack_bytes)
-                .chunk_bytes(options.chunk_bytes),
+                .chunk_bytes(options.chunk_bytes)
+                .chunk_above(Some(options.chunk_above))
+                .min_chunk_bytes(Some(options.min_chunk_bytes)),
             state: tokio::sync::Mutex::new(State {
                 own_tip: tree.manifest_id(),
                 tracks,

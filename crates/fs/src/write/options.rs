@@ -13,8 +13,16 @@ pub struct WriteOptions {
     pub pack_items: usize,
     /// …or this many bytes of them.
     pub pack_bytes: u64,
-    /// Written files larger than this are stored in chunks of this size.
+    /// Written files larger than `chunk_above` are stored in chunks of
+    /// at most this size…
     pub chunk_bytes: u64,
+    /// …and at least this size: about 1024 chunks a file, so a file
+    /// rewritten in place (a database, a checkpoint) stores only the
+    /// chunks a change falls in.
+    pub min_chunk_bytes: u64,
+    /// Written files larger than this are chunked; smaller ones are packed
+    /// and stored whole at each commit that changes them.
+    pub chunk_above: u64,
     /// A flush starts after this long without a change.
     pub idle_flush: Duration,
     /// Most bytes the spool may hold; a write that would pass it waits for
@@ -34,6 +42,8 @@ impl Default for WriteOptions {
             pack_items: 1024,
             pack_bytes: 64 << 20,
             chunk_bytes: 64 << 20,
+            min_chunk_bytes: 64 << 10,
+            chunk_above: 4 << 20,
             idle_flush: Duration::from_secs(2),
             spool_bytes: 10 << 30,
             // Below systemd's default stop timeout (and our unit's 60 s).
