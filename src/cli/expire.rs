@@ -1,6 +1,7 @@
 //! `packfs expire`: cuts the history down to what is kept, for `packfs gc`
 //! to delete the rest.
 
+use std::io::Write;
 use std::time::Duration;
 
 use clap::Args;
@@ -28,7 +29,8 @@ pub(crate) struct ExpireArgs {
     pub dry_run: bool,
 }
 
-/// Expires the history beyond what `args` keep and sums up on stderr.
+/// Expires the history beyond what `args` keep: one line per Manifest
+/// expired on stdout, newest first, and a summary on stderr.
 pub(super) async fn run(args: ExpireArgs, config: &StoreConfig) -> CliResult {
     let minimum = packfs_core::expire::MIN_KEEP_WITHIN;
     let rules = KeepRules {
@@ -44,6 +46,12 @@ pub(super) async fn run(args: ExpireArgs, config: &StoreConfig) -> CliResult {
     } else {
         "expired"
     };
+    let mut out = std::io::stdout().lock();
+    for (id, ts) in &report.expired {
+        let date = chrono::DateTime::from_timestamp_nanos(*ts as i64);
+        let date = date.format("%Y-%m-%d %H:%M:%S UTC");
+        writeln!(out, "{verb} manifest {id} ({date})")?;
+    }
     eprintln!(
         "{} refs and {} mounts' leases: kept {} of {} manifests; {verb} {} \
          ({} parent links cut){}",
@@ -51,9 +59,9 @@ pub(super) async fn run(args: ExpireArgs, config: &StoreConfig) -> CliResult {
         report.leases,
         report.kept,
         report.manifests,
-        report.expired(),
+        report.expired.len(),
         report.cut_links,
-        match report.expired() {
+        match report.expired.len() {
             0 => String::new(),
             _ if args.dry_run => String::new(),
             _ => "; `packfs gc` deletes what only they named".to_string(),

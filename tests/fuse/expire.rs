@@ -83,7 +83,8 @@ fn a_mount_commits_across_expiry_and_gc_and_the_store_shrinks_to_the_database() 
         );
         import(&dir.join(format!("other{i}")), &ds, &[]);
     }
-    let expired = unsafe_ok(&["expire", dss, "--keep-last", "1", "--keep-within", "0s"]);
+    let keep = ["--keep-last", "1", "--keep-within", "0s"];
+    let expired = unsafe_ok(&[&["expire", dss][..], &keep].concat());
     assert!(expired.contains("1 mounts' leases"), "{expired}");
     unsafe_ok(&["gc", dss, "--grace", "0s"]);
 
@@ -93,8 +94,27 @@ fn a_mount_commits_across_expiry_and_gc_and_the_store_shrinks_to_the_database() 
     m.unmount();
     assert!(leases(&ds).is_empty(), "an unmount releases its lease");
 
-    let expired = unsafe_ok(&["expire", dss, "--keep-last", "1", "--keep-within", "0s"]);
+    // A dry run lists what would go, a line each, and changes nothing.
+    let env = [(packfs_core::gc::UNSAFE_GRACE_ENV, "1".to_string())];
+    let records = || std::fs::read_dir(ds.join("_packfs/expiry")).map_or(0, |d| d.count());
+    let before_dry = records();
+    let dry = packfs_with_env(&env, &[&["expire", dss, "--dry-run"][..], &keep].concat());
+    let dry = succeeded("packfs expire --dry-run", dry);
+    let listed = String::from_utf8_lossy(&dry.stdout).into_owned();
+    assert!(listed.lines().count() > 100, "{listed}");
+    assert!(
+        listed
+            .lines()
+            .all(|l| l.starts_with("would expire manifest ")),
+        "{listed}"
+    );
+    assert_eq!(records(), before_dry);
+    let expired = unsafe_ok(&[&["expire", dss][..], &keep].concat());
     assert!(expired.contains("0 mounts' leases"), "{expired}");
+    assert!(
+        expired.contains(&format!("expired {}", listed.lines().count())),
+        "{expired}"
+    );
     unsafe_ok(&["gc", dss, "--grace", "0s"]);
     let after = du(&ds) - before;
     eprintln!(
@@ -193,4 +213,41 @@ fn a_large_database_written_row_by_row_stores_the_chunks_each_row_changed() {
     assert_eq!(count.trim(), "30100");
     drop(m);
     packfs_ok(&["verify", ds.to_str().unwrap()]);
+}
+
+/// A mount killed with SIGKILL leaves its lease (its Manifest must stay
+/// for its spool); the next mount of that spool commits what it left and
+/// deletes that lease, so only its own remains.
+#[test]
+fn the_mount_that_recovers_a_spool_releases_the_dead_mounts_lease() {
+    require_fuse();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_file(&dir.join("src/t/m/seed"), b"seed");
+    let ds = dir.join("ds");
+    import(&dir.join("src"), &ds, &[]);
+    let m = Mounted::writable_in(dir, &ds, &["--idle-flush", "3600"]);
+    std::fs::write(m.path.join("t/m/left"), b"left in the spool").unwrap();
+    let dead = leases(&ds);
+    assert_eq!(dead.len(), 1);
+    let pid = m.pid.expect("daemon pid");
+    // SAFETY: killing the daemon this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    wait_until(
+        "the daemon to die",
+        std::time::Duration::from_secs(10),
+        || !Path::new(&format!("/proc/{pid}")).exists(),
+    );
+    m.unmount(); // clears the dead mount
+    assert_eq!(leases(&ds), dead, "a dead mount's lease stays");
+
+    let m = Mounted::writable_in(dir, &ds, &[]);
+    assert_eq!(
+        std::fs::read(m.path.join("t/m/left")).unwrap(),
+        b"left in the spool"
+    );
+    let held = leases(&ds);
+    assert_eq!(held.len(), 1, "{held:?}");
+    m.unmount();
+    assert!(leases(&ds).is_empty());
 }

@@ -78,6 +78,9 @@ pub struct ExpireReport {
     pub manifests: usize,
     /// Those kept.
     pub kept: usize,
+    /// Those cut off, with their commit times (ns since the Unix epoch),
+    /// newest first.
+    pub expired: Vec<(ObjectId, u64)>,
     /// Parent links cut, with those of earlier expiries still needed.
     pub cut_links: usize,
     /// The expiry record stored (`None` for a dry run, or when nothing
@@ -86,13 +89,6 @@ pub struct ExpireReport {
     /// Leases not renewed for [`LEASE_TTL`], deleted (listed by a dry
     /// run).
     pub stale_leases: Vec<Path>,
-}
-
-impl ExpireReport {
-    /// Manifests the expiry leaves to gc.
-    pub fn expired(&self) -> usize {
-        self.manifests - self.kept
-    }
 }
 
 /// Fails unless `within` is at least [`MIN_KEEP_WITHIN`] or
@@ -207,6 +203,15 @@ pub async fn expire_with(
         kept[index[id]] = true;
     }
     report.kept = kept.iter().filter(|&&k| k).count();
+    report.expired = nodes
+        .iter()
+        .zip(&kept)
+        .filter(|(_, &k)| !k)
+        .map(|(n, _)| (n.id, n.ts_unix_ns))
+        .collect();
+    report
+        .expired
+        .sort_by_key(|&(id, ts)| (std::cmp::Reverse(ts), id));
 
     let mut links: BTreeSet<(ObjectId, ObjectId)> = cuts
         .links()

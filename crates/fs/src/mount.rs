@@ -474,6 +474,7 @@ pub fn open_fs(
             &options.write,
         )
         .await?;
+        release_left_lease(dataset, spool_dir).await;
         let id = dataset.resolve(&ref_name).await?;
         let referrer = format!("ref {ref_name:?}");
         let tree = Tree::open(dataset, id, &referrer, index_bytes).await?;
@@ -496,14 +497,7 @@ pub fn open_fs(
         let fs = views
             .into_iter()
             .fold(fs, |fs, (name, c)| fs.attach(name, c));
-        return Ok(leased(
-            fs,
-            dataset,
-            &served.to_hex(),
-            served,
-            false,
-            runtime,
-        ));
+        return Ok(leased(fs, dataset, &served.to_hex(), served, None, runtime));
     }
     let defaults = Modes::default_for(writable);
     let modes = Modes {
@@ -541,11 +535,29 @@ pub fn open_fs(
         }
         _ => fs,
     };
-    Ok(leased(fs, dataset, &reference, served, writable, runtime))
+    let spool = writable.then_some(spool_dir);
+    Ok(leased(fs, dataset, &reference, served, spool, runtime))
+}
+
+/// The file of a spool naming the lease of the mount writing into it.
+const LEASE_FILE: &str = "lease";
+
+/// Deletes the lease a mount that died left, named in the spool it wrote
+/// into, once what it left there is committed: its Manifest need not be
+/// kept any more, where the lease would have kept it for days.
+async fn release_left_lease(dataset: &Dataset, spool_dir: &Path) {
+    let Ok(name) = std::fs::read_to_string(spool_dir.join(LEASE_FILE)) else {
+        return;
+    };
+    let path = dataset.store().layout().lease(name.trim());
+    if let Err(e) = dataset.store().delete(&path).await {
+        debug!("deleting the lease {path} of an earlier mount: {e}");
+    }
 }
 
 /// `fs` holding a lease on the Manifest it serves, as `reference` (the
-/// ref a writing mount commits to, else the Manifest's id), renewed every
+/// ref a writing mount commits to, else the Manifest's id; `spool` is a
+/// writing mount's), renewed every
 /// [`LEASE_RENEWAL`] while `fs` lives: `packfs expire` and gc keep that
 /// Manifest meanwhile. A store that refuses the lease (read-only
 /// credentials) only costs that protection, logged; one that does not
@@ -555,10 +567,16 @@ fn leased(
     dataset: &Dataset,
     reference: &str,
     served: ObjectId,
-    writes: bool,
+    spool: Option<&Path>,
     runtime: &tokio::runtime::Handle,
 ) -> Arc<Fs> {
-    let holder = dataset.lease(&lease_name(), reference, writes);
+    let (name, writes) = (lease_name(), spool.is_some());
+    // A writing mount names its lease in its spool, for the mount that
+    // recovers the spool if this one dies.
+    if let Some(Err(e)) = spool.map(|dir| std::fs::write(dir.join(LEASE_FILE), &name)) {
+        warn!("recording this mount's lease in its spool: {e}");
+    }
+    let holder = dataset.lease(&name, reference, writes);
     // The time-out is made inside the runtime: it needs its timer.
     let first = runtime
         .block_on(async { tokio::time::timeout(LEASE_FIRST_PUT, holder.renew(served)).await });
