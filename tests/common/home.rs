@@ -4,9 +4,10 @@
 
 use std::path::Path;
 use std::process::Output;
+use std::time::Duration;
 
 use super::cli::packfs_with_env;
-use super::mount::Mounted;
+use super::mount::{wait_until, Mounted};
 use super::process::succeeded;
 
 /// A dataset's location and what packfs needs to reach it.
@@ -76,5 +77,20 @@ impl Home {
         Mounted::mount_by(self.location(), mountpoint, &args, |a| {
             self.packfs_ok(a);
         })
+    }
+}
+
+// Here, not in mount.rs: the client tests include mount.rs and crash no
+// mount, and every helper a test binary includes must be used by it.
+impl Mounted {
+    /// Kills the daemon with SIGKILL, as a crash would, and waits for it
+    /// to be gone; the dead mount stays until [`Mounted::unmount`].
+    pub fn kill(&self) {
+        let pid = self.pid.expect("daemon pid");
+        // SAFETY: killing the daemon this test started.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        wait_until("the daemon to die", Duration::from_secs(10), || {
+            !Path::new(&format!("/proc/{pid}")).exists()
+        });
     }
 }

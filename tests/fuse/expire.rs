@@ -230,14 +230,7 @@ fn the_mount_that_recovers_a_spool_releases_the_dead_mounts_lease() {
     std::fs::write(m.path.join("t/m/left"), b"left in the spool").unwrap();
     let dead = leases(&ds);
     assert_eq!(dead.len(), 1);
-    let pid = m.pid.expect("daemon pid");
-    // SAFETY: killing the daemon this test started.
-    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    wait_until(
-        "the daemon to die",
-        std::time::Duration::from_secs(10),
-        || !Path::new(&format!("/proc/{pid}")).exists(),
-    );
+    m.kill();
     m.unmount(); // clears the dead mount
     assert_eq!(leases(&ds), dead, "a dead mount's lease stays");
 

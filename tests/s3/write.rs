@@ -346,13 +346,7 @@ fn kill_9(home: Home, tmp: &Path) {
         .open(p("t/seed/open"))
         .unwrap();
     open.write_all_at(b"half", 0).unwrap();
-    // SAFETY: killing the daemon this test started.
-    unsafe { libc::kill(m.pid.expect("daemon pid") as i32, libc::SIGKILL) };
-    wait_until(
-        "the daemon to die",
-        std::time::Duration::from_secs(10),
-        || !Path::new(&format!("/proc/{}", m.pid.unwrap())).exists(),
-    );
+    m.kill();
     drop(open);
     m.unmount(); // clears the dead mount
 
@@ -732,14 +726,7 @@ fn kill_9_mid_commit(home: Home, tmp: &Path) {
             let _ = file.sync_all();
         });
         std::thread::sleep(std::time::Duration::from_millis(kill_after_ms));
-        let pid = m.pid.expect("daemon pid");
-        // SAFETY: killing the daemon this test started.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        wait_until(
-            "the daemon to die",
-            std::time::Duration::from_secs(10),
-            || !Path::new(&format!("/proc/{pid}")).exists(),
-        );
+        m.kill();
         m.unmount();
         syncer.join().unwrap();
         home.verify();
