@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::common::*;
+use crate::seeded_dataset;
 
 /// Bytes of every file below `dir`.
 fn du(dir: &Path) -> u64 {
@@ -42,9 +43,7 @@ fn a_mount_commits_across_expiry_and_gc_and_the_store_shrinks_to_the_database() 
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    write_file(&dir.join("src/t/m/seed"), b"seed");
-    let ds = dir.join("ds");
-    import(&dir.join("src"), &ds, &[]);
+    let ds = seeded_dataset(dir);
     let dss = ds.to_str().unwrap();
     let before = du(&ds);
 
@@ -166,9 +165,7 @@ fn a_large_database_written_row_by_row_stores_the_chunks_each_row_changed() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    write_file(&dir.join("src/t/m/seed"), b"seed");
-    let ds = dir.join("ds");
-    import(&dir.join("src"), &ds, &[]);
+    let ds = seeded_dataset(dir);
     let m = Mounted::writable_in(dir, &ds, &[]);
     let db = m.path.join("t/m/big.db");
     // ~6 MiB of rows in one transaction: the database is then chunked.
@@ -223,9 +220,7 @@ fn the_mount_that_recovers_a_spool_releases_the_dead_mounts_lease() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    write_file(&dir.join("src/t/m/seed"), b"seed");
-    let ds = dir.join("ds");
-    import(&dir.join("src"), &ds, &[]);
+    let ds = seeded_dataset(dir);
     let m = Mounted::writable_in(dir, &ds, &["--idle-flush", "3600"]);
     std::fs::write(m.path.join("t/m/left"), b"left in the spool").unwrap();
     let dead = leases(&ds);

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::common::*;
+use crate::seeded_dataset;
 
 /// Operations of the run in `.ci/run`; `PACKFS_FSX_OPS` sets more (the
 /// full 100,000 of a soak run).
@@ -56,9 +57,7 @@ fn fsx_ends_with_the_bytes_a_local_disk_has_and_keeps_them_across_a_remount() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("fsx.toml");
     std::fs::write(&config, CONFIG).unwrap();
-    write_file(&dir.path().join("src/t/m/seed"), b"seed");
-    let ds = dir.path().join("ds");
-    import(&dir.path().join("src"), &ds, &[]);
+    let ds = seeded_dataset(dir.path());
 
     let local = dir.path().join("local/fsx.file");
     std::fs::create_dir_all(local.parent().unwrap()).unwrap();

@@ -9,12 +9,11 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::common::*;
+use crate::seeded_dataset;
 
 /// A dataset of one file, mounted read-write in `dir`.
 fn mounted(dir: &Path) -> (std::path::PathBuf, Mounted) {
-    write_file(&dir.join("src/t/m/seed"), b"seed");
-    let ds = dir.join("ds");
-    import(&dir.join("src"), &ds, &[]);
+    let ds = seeded_dataset(dir);
     let m = Mounted::writable_in(dir, &ds, &[]);
     (ds, m)
 }

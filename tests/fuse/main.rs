@@ -37,6 +37,15 @@ mod common {
     pub use rng::*;
 }
 
+/// A dataset of one file (`t/m/seed`) at `dir/ds`, imported from
+/// `dir/src`: what a test that writes through a mount starts from.
+fn seeded_dataset(dir: &std::path::Path) -> std::path::PathBuf {
+    common::write_file(&dir.join("src/t/m/seed"), b"seed");
+    let ds = dir.join("ds");
+    common::import(&dir.join("src"), &ds, &[]);
+    ds
+}
+
 mod bad_input;
 mod bundle;
 mod completions;

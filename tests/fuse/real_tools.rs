@@ -8,14 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::common::*;
-
-/// A dataset of one file, and the directory of the test.
-fn dataset(dir: &Path) -> PathBuf {
-    write_file(&dir.join("src/t/m/seed"), b"seed");
-    let ds = dir.join("ds");
-    import(&dir.join("src"), &ds, &[]);
-    ds
-}
+use crate::seeded_dataset;
 
 /// Runs `program args…` in `dir`; its stdout.
 fn run_in(dir: &Path, program: &str, args: &[&str]) -> String {
@@ -35,7 +28,7 @@ fn git_sqlite_and_tar_with_links_work_and_survive_a_remount() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let ds = dataset(dir);
+    let ds = seeded_dataset(dir);
     let m = Mounted::writable_in(dir, &ds, &[]);
     let into = m.path.join("t/m");
 
@@ -143,7 +136,7 @@ fn a_venv_with_pip_installs_a_wheel_in_a_mount() {
     require_fuse();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let ds = dataset(dir);
+    let ds = seeded_dataset(dir);
     let wheel = wheel(dir);
     let m = Mounted::writable_in(dir, &ds, &[]);
     let venv = m.path.join("t/m/venv");

@@ -95,8 +95,7 @@ pub struct ExpireReport {
 /// [`UNSAFE_GRACE_ENV`] is `1`. `packfs expire` checks its rules with
 /// this; [`expire`] takes any (tests use none on stores nobody writes to).
 pub fn check_keep_within(within: Duration) -> Result<(), ExpireError> {
-    let overridden = std::env::var(UNSAFE_GRACE_ENV).is_ok_and(|v| v == "1");
-    if within < MIN_KEEP_WITHIN && !overridden {
+    if within < MIN_KEEP_WITHIN && !crate::store::floors_lifted() {
         return Err(ExpireError::KeepTooShort { within });
     }
     Ok(())

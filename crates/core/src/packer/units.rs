@@ -95,35 +95,42 @@ impl<I: Iterator<Item = Input<T>>, T> Units<I, T> {
                 }
                 self.pack.push(Input::Pass(tag));
             }
-            Input::File(file, tag) if self.options.chunk_size(file.size).is_some() => {
-                // Its chunks go ahead of the pack, which keeps gathering
-                // small files and holds the large one's row in its place.
-                let chunk = self.options.chunk_size(file.size).unwrap_or(file.size);
-                let mut start = 0;
-                while start < file.size {
-                    let end = file.size.min(start + chunk);
-                    self.ready.push_back(Unit::Chunk {
-                        file: file.clone(),
-                        range: start..end,
-                        last: end == file.size,
-                    });
-                    start = end;
-                }
-                self.pack.push(Input::Chunked(tag));
-            }
+            Input::File(file, tag) => match self.options.chunk_size(file.size) {
+                Some(chunk) => self.chunk(file, tag, chunk),
+                None => self.pack_file(file, tag),
+            },
             Input::Chunked(_) => unreachable!("only a large file's chunks are chunked"),
-            Input::File(file, tag) => {
-                let full = self.files >= self.pack_items
-                    || (self.files > 0 && self.bytes + file.size > self.pack_bytes);
-                if full || !self.same_track(&file) {
-                    self.end_pack();
-                }
-                self.files += 1;
-                self.bytes += file.size;
-                self.track.get_or_insert_with(|| file.track.clone());
-                self.pack.push(Input::File(file, tag));
-            }
         }
+    }
+
+    /// Cuts `file` into chunks of `chunk` bytes. They go ahead of the pack,
+    /// which keeps gathering small files and holds the large one's row in
+    /// its place.
+    fn chunk(&mut self, file: PackFile, tag: T, chunk: u64) {
+        let mut start = 0;
+        while start < file.size {
+            let end = file.size.min(start + chunk);
+            self.ready.push_back(Unit::Chunk {
+                file: file.clone(),
+                range: start..end,
+                last: end == file.size,
+            });
+            start = end;
+        }
+        self.pack.push(Input::Chunked(tag));
+    }
+
+    /// Adds `file` to the pack being gathered, or to a new one.
+    fn pack_file(&mut self, file: PackFile, tag: T) {
+        let full = self.files >= self.pack_items
+            || (self.files > 0 && self.bytes + file.size > self.pack_bytes);
+        if full || !self.same_track(&file) {
+            self.end_pack();
+        }
+        self.files += 1;
+        self.bytes += file.size;
+        self.track.get_or_insert_with(|| file.track.clone());
+        self.pack.push(Input::File(file, tag));
     }
 }
 

@@ -145,6 +145,11 @@ pub(crate) const REFRESH_AGE: std::time::Duration = std::time::Duration::from_se
 /// (tests, or a store nobody writes to any more).
 pub const UNSAFE_GRACE_ENV: &str = "PACKFS_UNSAFE_GRACE";
 
+/// Whether [`UNSAFE_GRACE_ENV`] lifts those floors.
+pub(crate) fn floors_lifted() -> bool {
+    std::env::var(UNSAFE_GRACE_ENV).is_ok_and(|v| v == "1")
+}
+
 fn refresh_age() -> chrono::Duration {
     chrono::Duration::from_std(REFRESH_AGE).expect("an hour fits")
 }
